@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Install everything the tests need (virtualenv, the package with its dev extra, PostgreSQL running)
+# and run the whole suite: ruff, mypy, pytest. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/python -c 'import conveyor' # fail here, clearly, if the install did not work
+
+bash scripts/ensure-postgres.sh
+
+echo "== ruff"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+echo "== mypy"
+.venv/bin/mypy
+echo "== pytest"
+.venv/bin/pytest "$@"

@@ -1,0 +1,219 @@
+"""``Conveyor``: the application object that enqueues, manages and (later) runs jobs.
+
+Naming convention: every operation is a coroutine with a plain name (``enqueue``, ``get_job``)
+and has a blocking twin with the same name plus ``_sync`` (``enqueue_sync``, ``get_job_sync``).
+The blocking twins run on a private event loop thread, so they work anywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from conveyor.engine.base import Engine
+from conveyor.engines import engine_from_url
+from conveyor.errors import ConveyorError
+from conveyor.filters import JobFilter
+from conveyor.job import Job
+from conveyor.portal import Portal
+from conveyor.request import JobRequest
+from conveyor.resolver import Resolver
+
+T = TypeVar("T")
+Operation = Callable[[Engine], Awaitable[T]]
+
+
+class Conveyor:
+    """Enqueue and manage jobs stored in a database.
+
+    ``Conveyor("postgresql://localhost/app")`` or ``Conveyor(engine=my_engine)``. Known jobs may be
+    passed in ``jobs`` so their worker names resolve without importing (useful for jobs defined in
+    ``__main__`` or under names another Oban node uses).
+    """
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        engine: Engine | None = None,
+        prefix: str = "public",
+        pool_size: int = 10,
+        jobs: Iterable[Any] = (),
+    ) -> None:
+        if engine is None and database_url is None:
+            raise ConveyorError("Conveyor needs a database_url (postgresql://...) or an engine")
+        self.database_url = database_url
+        self.prefix = prefix
+        if database_url is not None:
+            url = database_url
+            self._engine_factory: Callable[[], Engine] = lambda: engine_from_url(
+                url, prefix=prefix, pool_size=pool_size
+            )
+        else:
+            given = engine
+            assert given is not None
+            self._engine_factory = lambda: given
+        self._engine: Engine | None = engine
+        self._engine_loop: asyncio.AbstractEventLoop | None = None
+        self._portal = Portal()
+        self._portal_engine: Engine | None = None
+        self.resolver = Resolver(jobs)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def __aenter__(self) -> Conveyor:
+        await self.engine()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def engine(self) -> Engine:
+        """The engine for the running event loop, opened on first use."""
+        loop = asyncio.get_running_loop()
+        if self._engine_loop is not None and self._engine_loop is not loop:
+            raise ConveyorError(
+                "this Conveyor app was opened on another event loop; "
+                "call await app.close() there before using it on this one"
+            )
+        if self._engine is None:
+            self._engine = self._engine_factory()
+        await self._engine.open()
+        self._engine_loop = loop
+        return self._engine
+
+    async def close(self) -> None:
+        """Close the connections opened by the async API and by the ``_sync`` twins."""
+        if self._engine is not None and self._engine_loop is not None:
+            await self._engine.close()
+            self._engine_loop = None
+        if self._portal_engine is not None:
+            self._portal.call(self._portal_engine.close)
+            self._portal_engine = None
+        self._portal.stop()
+
+    def close_sync(self) -> None:
+        if self._portal_engine is not None:
+            self._portal.call(self._portal_engine.close)
+            self._portal_engine = None
+        self._portal.stop()
+
+    async def _run(self, operation: Operation[T]) -> T:
+        return await operation(await self.engine())
+
+    def _run_sync(self, operation: Operation[T]) -> T:
+        result: T = self._portal.call(self._on_portal, operation)
+        return result
+
+    async def _on_portal(self, operation: Operation[T]) -> T:
+        if self._portal_engine is None:
+            self._portal_engine = self._engine_factory()
+            await self._portal_engine.open()
+        return await operation(self._portal_engine)
+
+    # -- schema ------------------------------------------------------------------------------
+    async def install(self) -> int:
+        """Create or upgrade the database schema; return the version installed."""
+        return await self._run(lambda e: e.install())
+
+    def install_sync(self) -> int:
+        return self._run_sync(lambda e: e.install())
+
+    # -- enqueueing --------------------------------------------------------------------------
+    async def enqueue(self, request: JobRequest, *, conn: Any = None, now: datetime | None = None) -> int:
+        """Insert one job and return its id. With ``conn``, inside the caller's transaction."""
+        ids = await self.enqueue_many((request,), conn=conn, now=now)
+        return ids[0]
+
+    def enqueue_sync(self, request: JobRequest, *, conn: Any = None, now: datetime | None = None) -> int:
+        return self.enqueue_many_sync((request,), conn=conn, now=now)[0]
+
+    async def enqueue_many(
+        self, requests: Iterable[JobRequest], *, conn: Any = None, now: datetime | None = None
+    ) -> list[int]:
+        """Insert many jobs atomically, streamed in chunks; return their ids in order."""
+        if conn is not None:
+            engine = self._engine or self._engine_factory()
+            self._engine = engine
+            return await engine.insert(requests, conn=conn, now=now)
+        return await self._run(lambda e: e.insert(requests, now=now))
+
+    def enqueue_many_sync(
+        self, requests: Iterable[JobRequest], *, conn: Any = None, now: datetime | None = None
+    ) -> list[int]:
+        if conn is not None:
+            # A caller's synchronous connection is used right here, in the caller's thread.
+            engine = self._engine or self._engine_factory()
+            self._engine = engine
+            return engine.insert_sync(requests, conn=conn, now=now)
+        return self._run_sync(lambda e: e.insert(requests, now=now))
+
+    # -- managing jobs -----------------------------------------------------------------------
+    async def get_job(self, job_id: int) -> Job | None:
+        """The job with this id, or None."""
+        return await self._run(lambda e: e.get_job(job_id))
+
+    def get_job_sync(self, job_id: int) -> Job | None:
+        return self._run_sync(lambda e: e.get_job(job_id))
+
+    async def list_jobs(self, criteria: JobFilter | None = None, **filters: Any) -> list[Job]:
+        """Jobs matching a filter (state, queue, worker, tags, ids), newest first, paged."""
+        found = _criteria(criteria, filters)
+        return await self._run(lambda e: e.list_jobs(found))
+
+    def list_jobs_sync(self, criteria: JobFilter | None = None, **filters: Any) -> list[Job]:
+        found = _criteria(criteria, filters)
+        return self._run_sync(lambda e: e.list_jobs(found))
+
+    async def cancel_jobs(self, criteria: JobFilter | None = None, **filters: Any) -> list[int]:
+        """Cancel matching jobs that are not final; return the ids cancelled."""
+        found = _criteria(criteria, filters)
+        return await self._run(lambda e: e.cancel_jobs(found))
+
+    def cancel_jobs_sync(self, criteria: JobFilter | None = None, **filters: Any) -> list[int]:
+        found = _criteria(criteria, filters)
+        return self._run_sync(lambda e: e.cancel_jobs(found))
+
+    async def retry_jobs(self, criteria: JobFilter | None = None, **filters: Any) -> list[int]:
+        """Make matching jobs available again now; return their ids."""
+        found = _criteria(criteria, filters)
+        return await self._run(lambda e: e.retry_jobs(found))
+
+    def retry_jobs_sync(self, criteria: JobFilter | None = None, **filters: Any) -> list[int]:
+        found = _criteria(criteria, filters)
+        return self._run_sync(lambda e: e.retry_jobs(found))
+
+    async def delete_jobs(self, criteria: JobFilter | None = None, **filters: Any) -> list[int]:
+        """Delete matching jobs that are not executing; return their ids."""
+        found = _criteria(criteria, filters)
+        return await self._run(lambda e: e.delete_jobs(found))
+
+    def delete_jobs_sync(self, criteria: JobFilter | None = None, **filters: Any) -> list[int]:
+        found = _criteria(criteria, filters)
+        return self._run_sync(lambda e: e.delete_jobs(found))
+
+    async def cancel_job(self, job_id: int) -> bool:
+        """Cancel one job by id; False when it does not exist or is already final."""
+        return bool(await self.cancel_jobs(ids=[job_id]))
+
+    def cancel_job_sync(self, job_id: int) -> bool:
+        return bool(self.cancel_jobs_sync(ids=[job_id]))
+
+    async def retry_job(self, job_id: int) -> bool:
+        return bool(await self.retry_jobs(ids=[job_id]))
+
+    def retry_job_sync(self, job_id: int) -> bool:
+        return bool(self.retry_jobs_sync(ids=[job_id]))
+
+    async def delete_job(self, job_id: int) -> bool:
+        return bool(await self.delete_jobs(ids=[job_id]))
+
+    def delete_job_sync(self, job_id: int) -> bool:
+        return bool(self.delete_jobs_sync(ids=[job_id]))
+
+
+def _criteria(criteria: JobFilter | None, filters: dict[str, Any]) -> JobFilter:
+    if criteria is not None and filters:
+        raise ConveyorError("pass either a JobFilter or keyword filters, not both")
+    return criteria if criteria is not None else JobFilter.build(**filters)

@@ -1,0 +1,87 @@
+"""``conveyor``: schema management now; running nodes and fleet control plug in as subcommands."""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+
+from conveyor.engine.postgres import schema
+from conveyor.engines import engine_from_url
+
+DSN_OPTION = click.option(
+    "--dsn",
+    envvar="CONVEYOR_DATABASE_URL",
+    required=True,
+    help="Database URL, e.g. postgresql://user@localhost/app (or $CONVEYOR_DATABASE_URL).",
+)
+PREFIX_OPTION = click.option(
+    "--prefix",
+    envvar="CONVEYOR_PREFIX",
+    default="public",
+    show_default=True,
+    help="PostgreSQL schema that holds the Oban tables.",
+)
+
+
+@click.group()
+@click.version_option(package_name="conveyor")
+def main() -> None:
+    """Conveyor: jobs stored in your database."""
+
+
+async def _migrate(dsn: str, prefix: str) -> tuple[int | None, int]:
+    engine = engine_from_url(dsn, prefix=prefix, pool_size=1)
+    await engine.open()
+    try:
+        before = await engine.schema_version()
+        after = await engine.install()
+        return before, after
+    finally:
+        await engine.close()
+
+
+@main.command()
+@DSN_OPTION
+@PREFIX_OPTION
+@click.option("--print-sql", is_flag=True, help="Print the SQL instead of running it.")
+def install(dsn: str, prefix: str, print_sql: bool) -> None:
+    """Create the schema, or bring it up to date. Safe to run again."""
+    if print_sql:
+        click.echo(schema.install_sql(prefix))
+        return
+    before, after = asyncio.run(_migrate(dsn, prefix))
+    if before == after:
+        click.echo(f"schema {prefix!r} already at version {after}")
+    else:
+        click.echo(f"schema {prefix!r} installed at version {after} (was {before or 'absent'})")
+
+
+@main.command()
+@DSN_OPTION
+@PREFIX_OPTION
+def migrate(dsn: str, prefix: str) -> None:
+    """Apply the migrations that are missing (same as install on an existing schema)."""
+    before, after = asyncio.run(_migrate(dsn, prefix))
+    click.echo(f"schema {prefix!r}: version {before or 'absent'} -> {after}")
+
+
+async def _uninstall(dsn: str, prefix: str) -> None:
+    engine = engine_from_url(dsn, prefix=prefix, pool_size=1)
+    await engine.open()
+    try:
+        await engine.uninstall()
+    finally:
+        await engine.close()
+
+
+@main.command()
+@DSN_OPTION
+@PREFIX_OPTION
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def uninstall(dsn: str, prefix: str, yes: bool) -> None:
+    """Drop the job tables and every job in them."""
+    if not yes:
+        click.confirm(f"Drop oban_jobs and every Conveyor table in {prefix!r}?", abort=True)
+    asyncio.run(_uninstall(dsn, prefix))
+    click.echo(f"schema objects removed from {prefix!r}")

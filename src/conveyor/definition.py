@@ -1,0 +1,191 @@
+"""Defining jobs: ``@job`` on a function and ``@worker`` on a class.
+
+A definition is a frozen value attached to the decorated object. Nothing is registered globally: a
+node finds a job's code again by importing the worker name stored in the row (see ``resolver``).
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+
+from conveyor import options as opt
+from conveyor.errors import ValidationError
+from conveyor.request import ENQUEUE_OPTIONS, JobRequest, check_option_names
+
+if TYPE_CHECKING:
+    from conveyor.job import Job
+
+P = ParamSpec("P")
+R = TypeVar("R")
+C = TypeVar("C", bound=type)
+
+DEFINITION_ATTRIBUTE = "__conveyor_definition__"
+
+#: Seconds to wait before the next attempt, given the job that just failed.
+Backoff = Callable[["Job"], float]
+
+
+class ExecutorKind(enum.StrEnum):
+    """Where a job's code runs."""
+
+    #: Coroutines on the event loop, plain functions in a thread.
+    AUTO = "auto"
+    #: The event loop (coroutine functions only).
+    ASYNC = "async"
+    #: A thread pool, so blocking code never stalls the loop.
+    THREAD = "thread"
+    #: A process pool, so CPU-bound code uses every core.
+    PROCESS = "process"
+
+
+#: Options that only the decorators take (they shape how the job runs, not the row).
+RUN_OPTIONS = ("timeout", "backoff", "executor", "record", "name")
+DECORATOR_OPTIONS = tuple(o for o in ENQUEUE_OPTIONS if o not in ("scheduled_at", "schedule_in"))
+
+
+@dataclass(frozen=True, slots=True)
+class JobDefinition:
+    """Everything Conveyor knows about one kind of job."""
+
+    #: The importable name stored in the ``worker`` column (``package.module.QualName``).
+    name: str
+    #: The decorated function, or the decorated class.
+    target: Any
+    is_class: bool
+    is_async: bool
+    defaults: dict[str, Any] = field(default_factory=dict)
+    timeout: float | None = None
+    backoff: Backoff | None = None
+    executor: ExecutorKind = ExecutorKind.AUTO
+    #: Store the return value as the job's recorded result.
+    record: bool = False
+
+    def new(self, **args: Any) -> JobRequest:
+        """A request for one job of this kind, with the definition's default options."""
+        return JobRequest(worker=self.name, args=args, **self.defaults)
+
+
+def _build_definition(target: Any, *, is_class: bool, is_async: bool, **options: Any) -> JobDefinition:
+    check_option_names(options, DECORATOR_OPTIONS + RUN_OPTIONS)
+    name = options.pop("name", None) or f"{target.__module__}.{target.__qualname__}"
+    timeout = options.pop("timeout", None)
+    if timeout is not None:
+        timeout = opt.check_delay("timeout", timeout)
+        if timeout == 0:
+            raise ValidationError("timeout", timeout, "must be greater than 0")
+    backoff = options.pop("backoff", None)
+    if backoff is not None and not callable(backoff):
+        raise ValidationError("backoff", backoff, "must be a callable taking the job, returning seconds")
+    try:
+        executor = ExecutorKind(options.pop("executor", ExecutorKind.AUTO))
+    except ValueError:
+        raise ValidationError(
+            "executor", options.get("executor"), f"must be one of {[k.value for k in ExecutorKind]}"
+        ) from None
+    if executor is ExecutorKind.ASYNC and not is_async:
+        raise ValidationError("executor", "async", f"{name} is not a coroutine function")
+    record = options.pop("record", False)
+    if not isinstance(record, bool):
+        raise ValidationError("record", record, "must be True or False")
+    # Validate the remaining defaults once, now, by building a request with them.
+    JobRequest(worker=name, **options)
+    return JobDefinition(
+        name=name,
+        target=target,
+        is_class=is_class,
+        is_async=is_async,
+        defaults=options,
+        timeout=timeout,
+        backoff=backoff,
+        executor=executor,
+        record=record,
+    )
+
+
+class JobFunction(Generic[P, R]):
+    """A function decorated with ``@job``: still callable as before, and able to make job requests."""
+
+    def __init__(self, fn: Callable[P, R], definition: JobDefinition) -> None:
+        self.fn = fn
+        self.definition = definition
+        functools.update_wrapper(self, fn)
+        setattr(self, DEFINITION_ATTRIBUTE, definition)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def new(self, *args: P.args, **kwargs: P.kwargs) -> JobRequest:
+        """A request to run this function later with these keyword arguments."""
+        if args:
+            raise ValidationError(
+                "args", args, f"{self.definition.name} takes its job args as keyword arguments only"
+            )
+        return self.definition.new(**kwargs)
+
+    def __repr__(self) -> str:
+        return f"<job {self.definition.name}>"
+
+
+@overload
+def job(fn: Callable[P, R], /) -> JobFunction[P, R]: ...
+@overload
+def job(
+    *,
+    queue: str = ...,
+    priority: int = ...,
+    max_attempts: int = ...,
+    tags: list[str] | tuple[str, ...] = ...,
+    meta: dict[str, Any] = ...,
+    timeout: float | timedelta | None = ...,
+    backoff: Backoff | None = ...,
+    executor: ExecutorKind | str = ...,
+    record: bool = ...,
+    name: str | None = ...,
+) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
+def job(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+    """Make a plain function (async or sync) a job; its keyword arguments are the job's args.
+
+    ``@job`` or ``@job(queue="mail", max_attempts=5, timeout=30)``.
+    """
+
+    def decorate(fn: Callable[P, R]) -> JobFunction[P, R]:
+        if not callable(fn) or inspect.isclass(fn):
+            raise ValidationError("job", fn, "@job decorates functions; use @worker on classes")
+        is_async = inspect.iscoroutinefunction(fn)
+        definition = _build_definition(fn, is_class=False, is_async=is_async, **options)
+        return JobFunction(fn, definition)
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def worker(**options: Any) -> Callable[[C], C]:
+    """Make a class with a ``process(self, job)`` method (async or sync) a job.
+
+    The class gains ``new(**args)`` to build requests; each run gets a fresh instance.
+    """
+
+    def decorate(cls: C) -> C:
+        if not inspect.isclass(cls):
+            raise ValidationError("worker", cls, "@worker decorates classes; use @job on functions")
+        process = getattr(cls, "process", None)
+        if not callable(process):
+            raise ValidationError("worker", cls.__qualname__, "the class must define process(self, job)")
+        is_async = inspect.iscoroutinefunction(process)
+        definition = _build_definition(cls, is_class=True, is_async=is_async, **options)
+        setattr(cls, DEFINITION_ATTRIBUTE, definition)
+        cls.new = staticmethod(definition.new)  # type: ignore[attr-defined]
+        return cls
+
+    return decorate
+
+
+def definition_of(target: Any) -> JobDefinition | None:
+    """The definition attached to a decorated function or class, if any."""
+    found = getattr(target, DEFINITION_ATTRIBUTE, None)
+    return found if isinstance(found, JobDefinition) else None

@@ -1,0 +1,74 @@
+"""The engine seam: the one interface through which Conveyor touches a database.
+
+An engine owns every statement (insert, fetch, ack, stage, prune, rescue, leadership, notifications,
+job queries, queue state). The app and the runtime depend on this Protocol only, so a new database
+slots in by implementing it and passing the shared conformance tests.
+
+Every time-dependent operation takes an optional ``now`` (a timezone-aware datetime). ``None`` means
+the database's own clock; tests pass a value to control time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from conveyor.filters import JobFilter
+from conveyor.job import Job
+from conveyor.request import JobRequest
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What every database engine provides. See ``docs/architecture.md`` for how it is used."""
+
+    #: Short engine name ("postgres", "sqlite"), used in messages and metrics.
+    name: str
+
+    async def open(self) -> None:
+        """Acquire connections. Calling it twice is harmless."""
+
+    async def close(self) -> None:
+        """Release every connection."""
+
+    # -- schema ------------------------------------------------------------------------------
+    async def install(self) -> int:
+        """Create or upgrade the schema (idempotent); return the schema version now installed."""
+
+    async def uninstall(self) -> None:
+        """Drop every object the schema installed."""
+
+    async def schema_version(self) -> int | None:
+        """The installed schema version, or None when nothing is installed."""
+
+    # -- inserting ---------------------------------------------------------------------------
+    async def insert(
+        self, requests: Iterable[JobRequest], *, conn: Any = None, now: datetime | None = None
+    ) -> list[int]:
+        """Insert jobs atomically and return their ids in order.
+
+        With ``conn`` (a caller's connection or session) the insert joins the caller's transaction:
+        their commit makes the jobs visible and sends the insert notifications, their rollback
+        leaves nothing. Large inputs are written in bounded chunks, never one giant statement.
+        """
+
+    def insert_sync(
+        self, requests: Iterable[JobRequest], *, conn: Any, now: datetime | None = None
+    ) -> list[int]:
+        """``insert`` through a caller's synchronous connection or session."""
+
+    # -- managing jobs -----------------------------------------------------------------------
+    async def get_job(self, job_id: int) -> Job | None: ...
+
+    async def list_jobs(self, criteria: JobFilter) -> list[Job]:
+        """Matching jobs, newest (highest id) first."""
+
+    async def cancel_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
+        """Cancel every matching job that is not final yet; return the ids cancelled."""
+
+    async def retry_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
+        """Make every matching job that is not available or executing available now."""
+
+    async def delete_jobs(self, criteria: JobFilter) -> list[int]:
+        """Delete every matching job that is not executing; return the ids deleted."""

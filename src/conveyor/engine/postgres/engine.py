@@ -1,0 +1,170 @@
+"""``PostgresEngine``: the engine for a fleet of nodes sharing one PostgreSQL database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+import orjson
+import psycopg
+from psycopg.types.json import set_json_loads
+from psycopg_pool import AsyncConnectionPool
+
+from conveyor.engine.postgres import foreign, schema
+from conveyor.engine.postgres.inserter import Inserter
+from conveyor.engine.postgres.rows import job_from_row, naive_utc
+from conveyor.engine.sqlfiles import SqlFiles
+from conveyor.errors import EngineClosedError, SchemaError
+from conveyor.filters import JobFilter
+from conveyor.job import Job
+from conveyor.request import JobRequest
+
+
+def channel(prefix: str, name: str) -> str:
+    """Oban's channel naming: ``<prefix>.oban_<name>``."""
+    return f"{prefix}.oban_{name}"
+
+
+async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
+    set_json_loads(orjson.loads, conn)
+
+
+class PostgresEngine:
+    """Runs every Conveyor statement on PostgreSQL through an async psycopg pool."""
+
+    name = "postgres"
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        prefix: str = "public",
+        min_connections: int = 1,
+        max_connections: int = 10,
+    ) -> None:
+        self.dsn = dsn
+        self.prefix = prefix
+        self.sql = SqlFiles(schema.SQL_PACKAGE, prefix)
+        self.insert_channel = channel(prefix, "insert")
+        self.signal_channel = channel(prefix, "signal")
+        self._pool = AsyncConnectionPool(
+            dsn,
+            min_size=min_connections,
+            max_size=max_connections,
+            kwargs={"autocommit": True},
+            configure=_configure,
+            open=False,
+            name=f"conveyor-{prefix}",
+        )
+        self._inserter = Inserter(self.sql["insert_jobs"], self.insert_channel)
+        self._opened = False
+
+    def __repr__(self) -> str:
+        return f"PostgresEngine(prefix={self.prefix!r})"
+
+    async def open(self) -> None:
+        if not self._opened:
+            await self._pool.open(wait=True)
+            self._opened = True
+
+    async def close(self) -> None:
+        if self._opened:
+            self._opened = False
+            await self._pool.close()
+
+    @property
+    def pool(self) -> AsyncConnectionPool:
+        if not self._opened:
+            raise EngineClosedError("the PostgreSQL engine is not open; call await engine.open()")
+        return self._pool
+
+    # -- schema ------------------------------------------------------------------------------
+    async def install(self) -> int:
+        async with self.pool.connection() as conn:
+            return await schema.migrate(conn, self.prefix)
+
+    async def uninstall(self) -> None:
+        async with self.pool.connection() as conn:
+            await schema.uninstall(conn, self.prefix)
+
+    async def schema_version(self) -> int | None:
+        async with self.pool.connection() as conn:
+            return await schema.installed_version(conn, self.prefix)
+
+    # -- inserting ---------------------------------------------------------------------------
+    async def insert(
+        self, requests: Iterable[JobRequest], *, conn: Any = None, now: datetime | None = None
+    ) -> list[int]:
+        if conn is not None:
+            driver = await foreign.async_driver_connection(conn)
+            return await self._inserter.insert(driver, requests, now)
+        async with self.pool.connection() as own:
+            return await self._inserter.insert(own, requests, now)
+
+    def insert_sync(
+        self, requests: Iterable[JobRequest], *, conn: Any, now: datetime | None = None
+    ) -> list[int]:
+        return self._inserter.insert_sync(foreign.sync_driver_connection(conn), requests, now)
+
+    # -- managing jobs -----------------------------------------------------------------------
+    @staticmethod
+    def _filter_params(criteria: JobFilter) -> dict[str, Any]:
+        return {
+            "ids": list(criteria.ids) or None,
+            "states": [s.value for s in criteria.states] or None,
+            "queues": list(criteria.queues) or None,
+            "workers": list(criteria.workers) or None,
+            "tags": list(criteria.tags) or None,
+            "before_id": criteria.before_id,
+            "limit": criteria.limit,
+        }
+
+    async def _fetch_jobs(self, statement: str, params: dict[str, Any]) -> list[Job]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(statement.encode(), params)
+            return [job_from_row(row) for row in await cur.fetchall()]
+
+    async def _fetch_ids(self, statement: str, params: dict[str, Any]) -> list[int]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(statement.encode(), params)
+            return [row[0] for row in await cur.fetchall()]
+
+    async def get_job(self, job_id: int) -> Job | None:
+        statement = self.sql.compose("get_job", columns="job_columns")
+        jobs = await self._fetch_jobs(statement, {"id": job_id})
+        return jobs[0] if jobs else None
+
+    async def list_jobs(self, criteria: JobFilter) -> list[Job]:
+        statement = self.sql.compose("list_jobs", columns="job_columns", filter="job_filter")
+        params = self._filter_params(criteria)
+        if params["limit"] is None:
+            params["limit"] = 100
+        return await self._fetch_jobs(statement, params)
+
+    async def cancel_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
+        params = self._filter_params(criteria) | {
+            "now": naive_utc(now),
+            "signal_channel": self.signal_channel,
+        }
+        return await self._fetch_ids(self.sql.compose("cancel_jobs", filter="job_filter"), params)
+
+    async def retry_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
+        params = self._filter_params(criteria) | {
+            "now": naive_utc(now),
+            "insert_channel": self.insert_channel,
+        }
+        return await self._fetch_ids(self.sql.compose("retry_jobs", filter="job_filter"), params)
+
+    async def delete_jobs(self, criteria: JobFilter) -> list[int]:
+        params = self._filter_params(criteria)
+        return await self._fetch_ids(self.sql.compose("delete_jobs", filter="job_filter"), params)
+
+    async def require_schema(self) -> None:
+        """Fail with a clear message when the schema is missing or older than this Conveyor."""
+        version = await self.schema_version()
+        if version is None or version < schema.LATEST_VERSION:
+            raise SchemaError(
+                f"the Conveyor schema in {self.prefix!r} is at version {version}, "
+                f"this Conveyor needs {schema.LATEST_VERSION}: run `conveyor migrate`"
+            )

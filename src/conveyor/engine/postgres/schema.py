@@ -1,0 +1,77 @@
+"""The PostgreSQL schema: ordered migrations, applied once each and recorded.
+
+``install_sql`` and ``uninstall_sql`` return plain SQL for migration tools (Alembic, Django);
+``migrate`` applies what is missing on a live connection, under an advisory lock so two nodes
+starting at once cannot race.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from conveyor.engine.sqlfiles import SqlFiles, quote_identifier, quote_literal
+
+SQL_PACKAGE = "conveyor.engine.postgres.sql"
+# An arbitrary constant that names "Conveyor is migrating" among advisory locks.
+MIGRATION_LOCK_KEY = 0x636F6E76
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+
+    def sql(self, files: SqlFiles) -> str:
+        record = files["record_migration"].format(version=self.version, name=quote_literal(self.name))
+        return files[f"v{self.version:03d}_{self.name}"] + "\n" + record
+
+
+MIGRATIONS: tuple[Migration, ...] = (Migration(1, "oban_jobs"),)
+LATEST_VERSION = MIGRATIONS[-1].version
+
+
+def install_sql(prefix: str = "public", *, from_version: int = 0) -> str:
+    """The SQL that brings a schema from ``from_version`` to the latest version (all when 0).
+
+    Every statement is idempotent, so running the result twice, or on a database that oban-py or
+    Elixir Oban installed, is safe.
+    """
+    files = SqlFiles(SQL_PACKAGE, prefix)
+    parts = [files["migrations_table"]]
+    parts += [m.sql(files) for m in MIGRATIONS if m.version > from_version]
+    return "\n".join(parts)
+
+
+def uninstall_sql(prefix: str = "public") -> str:
+    """The SQL that drops every object Conveyor's migrations create, Oban's tables included."""
+    return SqlFiles(SQL_PACKAGE, prefix)["uninstall"]
+
+
+async def installed_version(conn: psycopg.AsyncConnection[Any], prefix: str) -> int | None:
+    """The latest migration recorded in ``prefix``, or None when Conveyor never installed there."""
+    table = f"{quote_identifier(prefix)}.conveyor_migrations"
+    cur = await conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,))
+    row = await cur.fetchone()
+    if not row or not row[0]:
+        return None
+    cur = await conn.execute(f"SELECT max(version) FROM {table}".encode())
+    row = await cur.fetchone()
+    return int(row[0]) if row and row[0] is not None else None
+
+
+async def migrate(conn: psycopg.AsyncConnection[Any], prefix: str) -> int:
+    """Apply every missing migration in one transaction; return the version now installed."""
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+        current = await installed_version(conn, prefix) or 0
+        if current < LATEST_VERSION:
+            await conn.execute(install_sql(prefix, from_version=current).encode())
+    return LATEST_VERSION
+
+
+async def uninstall(conn: psycopg.AsyncConnection[Any], prefix: str) -> None:
+    async with conn.transaction():
+        await conn.execute(uninstall_sql(prefix).encode())

@@ -1,0 +1,3 @@
+INSERT INTO {prefix}.conveyor_migrations (version, name)
+VALUES ({version}, {name})
+ON CONFLICT (version) DO NOTHING;

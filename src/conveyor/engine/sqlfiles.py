@@ -1,0 +1,42 @@
+"""Loading the SQL files that sit beside each engine.
+
+Statements name their objects through placeholders, filled once per prefix and cached:
+``{prefix}`` becomes the quoted schema identifier and ``{prefix_literal}`` the schema name as a
+string literal (for catalog lookups inside DO blocks).
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+
+def quote_identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+class SqlFiles:
+    """The ``.sql`` files of one package, rendered for one schema prefix."""
+
+    def __init__(self, package: str, prefix: str) -> None:
+        self._package = package
+        self.prefix = prefix
+
+    @functools.cache  # noqa: B019 - one SqlFiles per engine; the cache lives as long as it does
+    def __getitem__(self, name: str) -> str:
+        text = resources.files(self._package).joinpath(f"{name}.sql").read_text("utf-8")
+        return text.replace("{prefix_literal}", quote_literal(self.prefix)).replace(
+            "{prefix}", quote_identifier(self.prefix)
+        )
+
+    @functools.cache  # noqa: B019
+    def compose(self, name: str, **parts: str) -> str:
+        """File ``name`` with each ``{part}`` replaced by the text of the file named by the value."""
+        text = self[name]
+        for placeholder, part in parts.items():
+            text = text.replace("{" + placeholder + "}", self[part].strip())
+        return text

@@ -1,0 +1,66 @@
+"""Exceptions raised by Conveyor.
+
+Every error that comes from bad input names the field (or worker, or option) and the value that was
+wrong, so a caller can fix it without reading Conveyor's source.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ConveyorError(Exception):
+    """Base class of every exception Conveyor raises on purpose."""
+
+
+class ValidationError(ConveyorError, ValueError):
+    """A job option, argument or setting has a value Conveyor cannot accept."""
+
+    def __init__(self, field: str, value: Any, problem: str) -> None:
+        self.field = field
+        self.value = value
+        self.problem = problem
+        super().__init__(f"invalid {field}={value!r}: {problem}")
+
+
+class UnknownOptionError(ValidationError):
+    """An option name that Conveyor does not know was passed."""
+
+    def __init__(self, option: str, value: Any, known: tuple[str, ...]) -> None:
+        super().__init__(option, value, f"unknown option; expected one of {', '.join(known)}")
+
+
+class WorkerNotFoundError(ConveyorError, LookupError):
+    """A job's worker name does not resolve to an importable job definition."""
+
+    def __init__(self, worker: str, reason: str) -> None:
+        self.worker = worker
+        self.reason = reason
+        super().__init__(f"cannot resolve worker {worker!r}: {reason}")
+
+
+class JobNotFoundError(ConveyorError, LookupError):
+    """No job has the requested id."""
+
+    def __init__(self, job_id: int) -> None:
+        self.job_id = job_id
+        super().__init__(f"no job with id {job_id}")
+
+
+class SchemaError(ConveyorError):
+    """The database schema is missing, outdated or cannot be changed as asked."""
+
+
+class UnsupportedConnectionError(ConveyorError, TypeError):
+    """A caller-supplied connection or session is of a kind the engine cannot use."""
+
+    def __init__(self, connection: Any, expected: str) -> None:
+        self.connection = connection
+        super().__init__(
+            f"cannot enqueue through a {type(connection).__module__}.{type(connection).__qualname__}; "
+            f"expected {expected}"
+        )
+
+
+class EngineClosedError(ConveyorError, RuntimeError):
+    """The engine was used before it was opened or after it was closed."""

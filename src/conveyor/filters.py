@@ -1,0 +1,77 @@
+"""Selecting jobs for listing and for bulk actions (cancel, retry, delete)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from conveyor import options as opt
+from conveyor.errors import ValidationError
+from conveyor.job import JobState
+
+MAX_PAGE = 10_000
+
+
+def _tuple_of(field: str, value: Any, item: type) -> tuple[Any, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, (item, str)):
+        value = (value,)
+    if not isinstance(value, Iterable):
+        raise ValidationError(field, value, f"must be a {item.__name__} or a list of them")
+    items = tuple(value)
+    for one in items:
+        if not isinstance(one, item) or isinstance(one, bool):
+            raise ValidationError(field, value, f"every item must be a {item.__name__}, got {one!r}")
+    return items
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """Which jobs to act on. Empty criteria match everything; criteria combine with AND.
+
+    ``tags`` matches jobs carrying all of the given tags. Listing pages newest first: pass the last
+    id you saw as ``before_id`` to get the next page.
+    """
+
+    ids: tuple[int, ...] = ()
+    states: tuple[JobState, ...] = ()
+    queues: tuple[str, ...] = ()
+    workers: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    limit: int | None = None
+    before_id: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ids", _tuple_of("ids", self.ids, int))
+        try:
+            states = tuple(JobState(s) for s in _tuple_of("states", self.states, str))
+        except ValueError as exc:
+            raise ValidationError(
+                "states", self.states, f"{exc}; expected some of {[s.value for s in JobState]}"
+            ) from None
+        object.__setattr__(self, "states", states)
+        queues = _tuple_of("queues", self.queues, str)
+        for queue in queues:
+            opt.check_queue(queue, "queues")
+        object.__setattr__(self, "queues", queues)
+        object.__setattr__(self, "workers", _tuple_of("workers", self.workers, str))
+        object.__setattr__(self, "tags", _tuple_of("tags", self.tags, str))
+        if self.limit is not None and (
+            isinstance(self.limit, bool) or not isinstance(self.limit, int) or not 1 <= self.limit <= MAX_PAGE
+        ):
+            raise ValidationError("limit", self.limit, f"must be an integer from 1 to {MAX_PAGE}")
+        if self.before_id is not None and (
+            isinstance(self.before_id, bool) or not isinstance(self.before_id, int)
+        ):
+            raise ValidationError("before_id", self.before_id, "must be a job id (integer)")
+
+    @classmethod
+    def build(cls, **criteria: Any) -> JobFilter:
+        """A filter from keyword criteria, where single values may stand for one-item lists."""
+        known = tuple(cls.__dataclass_fields__)
+        for name, value in criteria.items():
+            if name not in known:
+                raise ValidationError(name, value, f"unknown filter; expected one of {', '.join(known)}")
+        return cls(**criteria)

@@ -1,0 +1,65 @@
+"""The job as stored: a row of ``oban_jobs`` as an immutable value."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+
+class JobState(enum.StrEnum):
+    """The ``oban_job_state`` labels. Never rely on their order: Oban variants order them differently."""
+
+    AVAILABLE = "available"
+    SCHEDULED = "scheduled"
+    SUSPENDED = "suspended"
+    EXECUTING = "executing"
+    RETRYABLE = "retryable"
+    COMPLETED = "completed"
+    DISCARDED = "discarded"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_final(self) -> bool:
+        return self in FINAL_STATES
+
+
+FINAL_STATES = frozenset({JobState.COMPLETED, JobState.DISCARDED, JobState.CANCELLED})
+#: States a job can be cancelled from (anything not yet final).
+CANCELLABLE_STATES = frozenset(set(JobState) - FINAL_STATES)
+#: States a job can be retried from (made available again now).
+RETRYABLE_STATES = frozenset(
+    {
+        JobState.SCHEDULED,
+        JobState.RETRYABLE,
+        JobState.COMPLETED,
+        JobState.DISCARDED,
+        JobState.CANCELLED,
+        JobState.SUSPENDED,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job as read from the database. Timestamps are timezone-aware UTC datetimes."""
+
+    id: int
+    state: JobState
+    queue: str
+    worker: str
+    args: dict[str, Any]
+    meta: dict[str, Any]
+    tags: tuple[str, ...]
+    errors: tuple[dict[str, Any], ...]
+    attempt: int
+    max_attempts: int
+    priority: int
+    attempted_by: tuple[str, ...]
+    inserted_at: datetime
+    scheduled_at: datetime
+    attempted_at: datetime | None = None
+    cancelled_at: datetime | None = None
+    completed_at: datetime | None = None
+    discarded_at: datetime | None = None

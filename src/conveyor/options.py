@@ -1,0 +1,98 @@
+"""Validation of the options every job carries into the database.
+
+Each check raises :class:`~conveyor.errors.ValidationError` naming the field and the value, so bad
+input is refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+import orjson
+
+from conveyor.errors import ValidationError
+
+QUEUE_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:\-]{0,127}")
+MAX_SMALLINT = 32767
+DEFAULT_QUEUE = "default"
+DEFAULT_PRIORITY = 0
+DEFAULT_MAX_ATTEMPTS = 20
+
+
+def check_queue(value: Any, field: str = "queue") -> str:
+    if not isinstance(value, str):
+        raise ValidationError(field, value, "must be a string")
+    if not QUEUE_PATTERN.fullmatch(value):
+        raise ValidationError(
+            field,
+            value,
+            "must be 1-128 characters of letters, digits, '_', '.', ':' or '-' "
+            "and not start with punctuation other than '_'",
+        )
+    return value
+
+
+def check_priority(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError("priority", value, "must be an integer from 0 (first) to 9 (last)")
+    if not 0 <= value <= 9:
+        raise ValidationError("priority", value, "must be from 0 (first) to 9 (last)")
+    return value
+
+
+def check_max_attempts(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError("max_attempts", value, "must be an integer >= 1")
+    if not 1 <= value <= MAX_SMALLINT:
+        raise ValidationError("max_attempts", value, f"must be from 1 to {MAX_SMALLINT}")
+    return value
+
+
+def check_tags(value: Any) -> tuple[str, ...]:
+    """Tags are non-empty strings; surrounding blanks are stripped and duplicates dropped."""
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ValidationError("tags", value, "must be a list of strings")
+    tags: dict[str, None] = {}
+    for tag in value:
+        if not isinstance(tag, str) or not tag.strip():
+            raise ValidationError("tags", value, f"every tag must be a non-empty string, got {tag!r}")
+        tags[tag.strip()] = None
+    return tuple(tags)
+
+
+def encode_mapping(field: str, value: Any) -> bytes:
+    """Check that ``value`` is a JSON-serialisable mapping with string keys; return its JSON."""
+    if not isinstance(value, Mapping):
+        raise ValidationError(field, value, "must be a mapping (dict) of JSON-serialisable values")
+    if not isinstance(value, dict):
+        value = dict(value)
+    try:
+        return orjson.dumps(value)
+    except TypeError as exc:
+        raise ValidationError(field, value, f"is not JSON-serialisable: {exc}") from None
+
+
+def check_aware(field: str, value: Any) -> datetime:
+    if not isinstance(value, datetime):
+        raise ValidationError(field, value, "must be a datetime")
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        raise ValidationError(
+            field, value, "is a naive datetime; give a timezone-aware one (e.g. tzinfo=UTC)"
+        )
+    return value
+
+
+def check_delay(field: str, value: Any) -> float:
+    """A delay in seconds, given as a number or a ``timedelta``; never negative."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise ValidationError(field, value, "must be a number of seconds or a timedelta")
+    if seconds < 0 or seconds != seconds:
+        raise ValidationError(field, value, "must not be negative")
+    return seconds

@@ -1,0 +1,53 @@
+"""Running coroutines from synchronous code on a private event loop thread.
+
+The ``*_sync`` methods of the app use this, so the whole async API has a blocking twin that works
+from plain scripts, threads, and even from inside another running event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class Portal:
+    """A daemon thread running its own event loop, started on first use."""
+
+    def __init__(self, name: str = "conveyor-portal") -> None:
+        self._name = name
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name=self._name, daemon=True)
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+    def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn(*args, **kwargs)`` on the portal loop and wait for its result."""
+        loop = self._ensure_loop()
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("a *_sync method was called from the portal's own loop")
+
+        async def run() -> T:
+            return await fn(*args, **kwargs)
+
+        return asyncio.run_coroutine_threadsafe(run(), loop).result()
+
+    def stop(self) -> None:
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=5)
+            loop.close()
