@@ -1,6 +1,7 @@
 """Conveyor: job orchestration for Python, with jobs stored in PostgreSQL or SQLite, Oban-compatible."""
 
 from conveyor.app import Conveyor
+from conveyor.context import JobContext, current_job
 from conveyor.definition import ExecutorKind, JobDefinition, job, worker
 from conveyor.errors import (
     ConveyorError,
@@ -13,23 +14,33 @@ from conveyor.errors import (
 )
 from conveyor.filters import JobFilter
 from conveyor.job import Job, JobState
+from conveyor.outcomes import Cancel, Discard, Record, Snooze
 from conveyor.request import JobRequest
+from conveyor.settings import QueueSettings, Settings
 
 __all__ = [
+    "Cancel",
     "Conveyor",
     "ConveyorError",
+    "Discard",
     "ExecutorKind",
     "Job",
+    "JobContext",
     "JobDefinition",
     "JobFilter",
     "JobNotFoundError",
     "JobRequest",
     "JobState",
+    "QueueSettings",
+    "Record",
     "SchemaError",
+    "Settings",
+    "Snooze",
     "UnknownOptionError",
     "UnsupportedConnectionError",
     "ValidationError",
     "WorkerNotFoundError",
+    "current_job",
     "job",
     "worker",
 ]

@@ -8,29 +8,36 @@ The blocking twins run on a private event loop thread, so they work anywhere.
 from __future__ import annotations
 
 import asyncio
+import importlib
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any, TypeVar
 
 from conveyor.engine.base import Engine
 from conveyor.engines import engine_from_url
-from conveyor.errors import ConveyorError
+from conveyor.errors import ConveyorError, JobNotFoundError
 from conveyor.filters import JobFilter
 from conveyor.job import Job
 from conveyor.portal import Portal
+from conveyor.recorded import decode_result
 from conveyor.request import JobRequest
 from conveyor.resolver import Resolver
+from conveyor.runtime.node import Node
+from conveyor.settings import load_settings
+from conveyor.telemetry import Telemetry
 
 T = TypeVar("T")
 Operation = Callable[[Engine], Awaitable[T]]
 
 
 class Conveyor:
-    """Enqueue and manage jobs stored in a database.
+    """Enqueue, manage and run jobs stored in a database.
 
-    ``Conveyor("postgresql://localhost/app")`` or ``Conveyor(engine=my_engine)``. Known jobs may be
-    passed in ``jobs`` so their worker names resolve without importing (useful for jobs defined in
-    ``__main__`` or under names another Oban node uses).
+    ``Conveyor("postgresql://localhost/app", queues={"default": 10})``. Settings come from the
+    arguments, then ``CONVEYOR_*`` environment variables, then a config file (see
+    ``conveyor.settings``). ``async with app:`` opens the database and, when queues are configured,
+    runs a node until the block ends. Known jobs may be passed in ``jobs`` so their worker names
+    resolve without importing (jobs defined in ``__main__``, or names another Oban node uses).
     """
 
     def __init__(
@@ -38,35 +45,55 @@ class Conveyor:
         database_url: str | None = None,
         *,
         engine: Engine | None = None,
-        prefix: str = "public",
-        pool_size: int = 10,
         jobs: Iterable[Any] = (),
+        config_file: str | None = None,
+        **settings: Any,
     ) -> None:
-        if engine is None and database_url is None:
-            raise ConveyorError("Conveyor needs a database_url (postgresql://...) or an engine")
-        self.database_url = database_url
-        self.prefix = prefix
-        if database_url is not None:
-            url = database_url
-            self._engine_factory: Callable[[], Engine] = lambda: engine_from_url(
-                url, prefix=prefix, pool_size=pool_size
+        self.settings = load_settings({"database_url": database_url, **settings}, config_file=config_file)
+        if engine is None and self.settings.database_url is None:
+            raise ConveyorError(
+                "Conveyor needs a database_url (postgresql://...), $CONVEYOR_DATABASE_URL or an engine"
             )
-        else:
-            given = engine
-            assert given is not None
-            self._engine_factory = lambda: given
+        config = self.settings
+        self._engine_factory: Callable[[], Engine] = (
+            (
+                lambda: engine_from_url(
+                    config.database_url or "", prefix=config.prefix, pool_size=config.pool_size
+                )
+            )
+            if engine is None
+            else (lambda: engine)
+        )
         self._engine: Engine | None = engine
         self._engine_loop: asyncio.AbstractEventLoop | None = None
         self._portal = Portal()
         self._portal_engine: Engine | None = None
         self.resolver = Resolver(jobs)
+        self.telemetry = Telemetry()
+        self.node: Node | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def __aenter__(self) -> Conveyor:
-        await self.engine()
+        await self.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Open the database and, when queues are configured, start this process's node."""
+        engine = await self.engine()
+        if self.settings.queues and self.node is None:
+            for module in self.settings.imports:
+                importlib.import_module(module)
+            self.node = Node(self.settings, engine, self.resolver, self.telemetry)
+            await self.node.start()
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop the node gracefully (running jobs get ``grace`` seconds), then close connections."""
+        if self.node is not None:
+            await self.node.stop(grace)
+            self.node = None
         await self.close()
 
     async def engine(self) -> Engine:
@@ -88,16 +115,23 @@ class Conveyor:
         if self._engine is not None and self._engine_loop is not None:
             await self._engine.close()
             self._engine_loop = None
-        if self._portal_engine is not None:
-            self._portal.call(self._portal_engine.close)
-            self._portal_engine = None
-        self._portal.stop()
+        self.close_sync()
 
     def close_sync(self) -> None:
         if self._portal_engine is not None:
             self._portal.call(self._portal_engine.close)
             self._portal_engine = None
         self._portal.stop()
+
+    async def nudge(self, queue: str | None = None) -> None:
+        """Make producers fetch now: this node's directly, every node's through a notification."""
+        if self.node is not None:
+            self.node.nudge(queue)
+        if queue is not None:
+            await self._run(lambda e: e.notify("insert", {"queue": queue}))
+
+    def nudge_sync(self, queue: str) -> None:
+        self._run_sync(lambda e: e.notify("insert", {"queue": queue}))
 
     async def _run(self, operation: Operation[T]) -> T:
         return await operation(await self.engine())
@@ -193,6 +227,13 @@ class Conveyor:
         found = _criteria(criteria, filters)
         return self._run_sync(lambda e: e.delete_jobs(found))
 
+    async def get_result(self, job_id: int) -> Any:
+        """The value a completed job recorded; LookupError if it recorded none or does not exist."""
+        return _result_of(job_id, await self.get_job(job_id))
+
+    def get_result_sync(self, job_id: int) -> Any:
+        return _result_of(job_id, self.get_job_sync(job_id))
+
     async def cancel_job(self, job_id: int) -> bool:
         """Cancel one job by id; False when it does not exist or is already final."""
         return bool(await self.cancel_jobs(ids=[job_id]))
@@ -217,3 +258,9 @@ def _criteria(criteria: JobFilter | None, filters: dict[str, Any]) -> JobFilter:
     if criteria is not None and filters:
         raise ConveyorError("pass either a JobFilter or keyword filters, not both")
     return criteria if criteria is not None else JobFilter.build(**filters)
+
+
+def _result_of(job_id: int, found: Job | None) -> Any:
+    if found is None:
+        raise JobNotFoundError(job_id)
+    return decode_result(found.meta)

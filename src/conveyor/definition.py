@@ -82,11 +82,12 @@ def _build_definition(target: Any, *, is_class: bool, is_async: bool, **options:
     backoff = options.pop("backoff", None)
     if backoff is not None and not callable(backoff):
         raise ValidationError("backoff", backoff, "must be a callable taking the job, returning seconds")
+    executor_option = options.pop("executor", ExecutorKind.AUTO)
     try:
-        executor = ExecutorKind(options.pop("executor", ExecutorKind.AUTO))
+        executor = ExecutorKind(executor_option)
     except ValueError:
         raise ValidationError(
-            "executor", options.get("executor"), f"must be one of {[k.value for k in ExecutorKind]}"
+            "executor", executor_option, f"must be one of {[k.value for k in ExecutorKind]}"
         ) from None
     if executor is ExecutorKind.ASYNC and not is_async:
         raise ValidationError("executor", "async", f"{name} is not a coroutine function")

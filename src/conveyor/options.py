@@ -6,6 +6,7 @@ input is refused before anything is written.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
@@ -20,6 +21,11 @@ MAX_SMALLINT = 32767
 DEFAULT_QUEUE = "default"
 DEFAULT_PRIORITY = 0
 DEFAULT_MAX_ATTEMPTS = 20
+#: The longest delay accepted (100 years): longer ones overflow PostgreSQL's timestamps.
+MAX_DELAY_SECONDS = 100 * 366 * 86_400
+# A JSON "\u0000" escape (a NUL character, which jsonb cannot store): preceded by an even number of
+# backslashes, so the text "\\u0000" (an escaped backslash, then "u0000") does not match.
+NUL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 
 
 def check_queue(value: Any, field: str = "queue") -> str:
@@ -57,8 +63,10 @@ def check_tags(value: Any) -> tuple[str, ...]:
         raise ValidationError("tags", value, "must be a list of strings")
     tags: dict[str, None] = {}
     for tag in value:
-        if not isinstance(tag, str) or not tag.strip():
-            raise ValidationError("tags", value, f"every tag must be a non-empty string, got {tag!r}")
+        if not isinstance(tag, str) or not tag.strip() or "\x00" in tag:
+            raise ValidationError(
+                "tags", value, f"every tag must be a non-empty string without NUL characters, got {tag!r}"
+            )
         tags[tag.strip()] = None
     return tuple(tags)
 
@@ -70,9 +78,12 @@ def encode_mapping(field: str, value: Any) -> bytes:
     if not isinstance(value, dict):
         value = dict(value)
     try:
-        return orjson.dumps(value)
+        encoded = orjson.dumps(value)
     except TypeError as exc:
         raise ValidationError(field, value, f"is not JSON-serialisable: {exc}") from None
+    if b"\\u0000" in encoded and NUL_ESCAPE.search(encoded):
+        raise ValidationError(field, value, "holds a NUL character (\\x00), which PostgreSQL cannot store")
+    return encoded
 
 
 def check_aware(field: str, value: Any) -> datetime:
@@ -93,6 +104,6 @@ def check_delay(field: str, value: Any) -> float:
         seconds = float(value)
     else:
         raise ValidationError(field, value, "must be a number of seconds or a timedelta")
-    if seconds < 0 or seconds != seconds:
-        raise ValidationError(field, value, "must not be negative")
+    if not math.isfinite(seconds) or not 0 <= seconds <= MAX_DELAY_SECONDS:
+        raise ValidationError(field, value, f"must be from 0 to {MAX_DELAY_SECONDS} seconds (100 years)")
     return seconds

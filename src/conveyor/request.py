@@ -48,8 +48,8 @@ class JobRequest:
     meta_json: bytes = field(default=b"{}", init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.worker, str) or not self.worker.strip():
-            raise ValidationError("worker", self.worker, "must be a non-empty string")
+        if not isinstance(self.worker, str) or not self.worker.strip() or "\x00" in self.worker:
+            raise ValidationError("worker", self.worker, "must be a non-empty string without NUL characters")
         object.__setattr__(self, "args_json", opt.encode_mapping("args", self.args))
         object.__setattr__(self, "meta_json", opt.encode_mapping("meta", self.meta))
         opt.check_queue(self.queue)

@@ -10,13 +10,17 @@ the database's own clock; tests pass a value to control time.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from conveyor.acks import Ack
 from conveyor.filters import JobFilter
 from conveyor.job import Job
 from conveyor.request import JobRequest
+
+#: Receives the logical channel name and the decoded payload of each notification.
+NotificationHandler = Callable[[str, dict[str, Any]], None]
 
 
 @runtime_checkable
@@ -72,3 +76,35 @@ class Engine(Protocol):
 
     async def delete_jobs(self, criteria: JobFilter) -> list[int]:
         """Delete every matching job that is not executing; return the ids deleted."""
+
+    # -- the hot path ------------------------------------------------------------------------
+    async def fetch_jobs(
+        self, queue: str, demand: int, *, node: str, producer: str, now: datetime | None = None
+    ) -> list[Job]:
+        """Claim up to ``demand`` available jobs of ``queue`` (priority, scheduled_at, id order),
+        marking them executing by ``[node, producer]`` and spending one attempt each. Safe to call
+        from many nodes at once: no job is ever claimed twice."""
+
+    async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
+        """Write many finished attempts in one statement; return the ids written. An ack whose
+        job is no longer executing that attempt is skipped."""
+
+    async def release_jobs(self, attempts: Sequence[tuple[int, int]]) -> list[int]:
+        """Give executing (id, attempt) pairs back as available without spending the attempt."""
+
+    async def stage_jobs(self, limit: int, *, now: datetime | None = None) -> dict[str, int]:
+        """Make up to ``limit`` due scheduled/retryable jobs available; return counts per queue and
+        wake those queues' producers on every node."""
+
+    # -- notifications -----------------------------------------------------------------------
+    async def notify(self, name: str, payload: dict[str, Any]) -> None:
+        """Send ``payload`` on the logical channel ``name`` ("insert", "signal", ...)."""
+
+    async def listen(self, names: Iterable[str], handler: NotificationHandler) -> Listener:
+        """Deliver notifications on the named channels to ``handler(name, payload)`` until the
+        returned listener is stopped. After a reconnect the handler gets ("listener", {...}) so the
+        node can look again for what it missed."""
+
+
+class Listener(Protocol):
+    async def stop(self) -> None: ...

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -11,8 +11,12 @@ import psycopg
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool
 
+from conveyor.acks import Ack
+from conveyor.engine import payloads
+from conveyor.engine.base import NotificationHandler
 from conveyor.engine.postgres import foreign, schema
 from conveyor.engine.postgres.inserter import Inserter
+from conveyor.engine.postgres.listener import PostgresListener
 from conveyor.engine.postgres.rows import job_from_row, naive_utc
 from conveyor.engine.sqlfiles import SqlFiles
 from conveyor.errors import EngineClosedError, SchemaError
@@ -168,3 +172,53 @@ class PostgresEngine:
                 f"the Conveyor schema in {self.prefix!r} is at version {version}, "
                 f"this Conveyor needs {schema.LATEST_VERSION}: run `conveyor migrate`"
             )
+
+    # -- the hot path: fetch and ack ---------------------------------------------------------
+    async def fetch_jobs(
+        self, queue: str, demand: int, *, node: str, producer: str, now: datetime | None = None
+    ) -> list[Job]:
+        statement = self.sql.compose("fetch_jobs", job_columns="job_columns")
+        params = {
+            "queue": queue,
+            "demand": demand,
+            "node": node,
+            "producer": producer,
+            "now": naive_utc(now),
+        }
+        return await self._fetch_jobs(statement, params)
+
+    async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
+        if not acks:
+            return []
+        params = {
+            "acks": orjson.dumps([ack.record() for ack in acks]).decode(),
+            "now": naive_utc(now),
+        }
+        return await self._fetch_ids(self.sql["ack_jobs"], params)
+
+    async def release_jobs(self, attempts: Sequence[tuple[int, int]]) -> list[int]:
+        if not attempts:
+            return []
+        params = {
+            "jobs": orjson.dumps([{"id": i, "attempt": a} for i, a in attempts]).decode(),
+            "insert_channel": self.insert_channel,
+        }
+        return await self._fetch_ids(self.sql["release_jobs"], params)
+
+    async def stage_jobs(self, limit: int, *, now: datetime | None = None) -> dict[str, int]:
+        params = {"limit": limit, "now": naive_utc(now), "insert_channel": self.insert_channel}
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self.sql["stage_jobs"].encode(), params)
+            return {row[0]: row[1] for row in await cur.fetchall()}
+
+    # -- notifications -----------------------------------------------------------------------
+    async def notify(self, name: str, payload: dict[str, Any]) -> None:
+        async with self.pool.connection() as conn:
+            await conn.execute(
+                "SELECT pg_notify(%s, %s)", (channel(self.prefix, name), payloads.encode(payload))
+            )
+
+    async def listen(self, names: Iterable[str], handler: NotificationHandler) -> PostgresListener:
+        listener = PostgresListener(self.dsn, self.prefix, names, handler)
+        await listener.start()
+        return listener

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
 
 from conveyor.errors import ValidationError
 from conveyor.job import Job, JobState
+from conveyor.options import check_aware
 from conveyor.request import JobRequest
 
 
@@ -21,6 +22,8 @@ def naive_utc(value: datetime | None) -> datetime | None:
     """An aware datetime as the naive UTC value ``oban_jobs`` stores; None stays None."""
     if value is None:
         return None
+    # A naive value would be read as local time: refuse it, as scheduled_at does.
+    check_aware("now", value)
     return value.astimezone(UTC).replace(tzinfo=None)
 
 
@@ -79,3 +82,115 @@ def chunked_payloads(requests: Iterable[JobRequest], size: int) -> Iterator[str]
             chunk = []
     if chunk:
         yield orjson.dumps(chunk).decode()
+
+
+# -- COPY rows -------------------------------------------------------------------------------------
+#: The ``oban_jobs`` columns that ``insert_copy.sql`` names, in the order ``CopyRows`` writes them.
+COPY_COLUMNS = (
+    "id",
+    "state",
+    "queue",
+    "worker",
+    "args",
+    "meta",
+    "tags",
+    "priority",
+    "max_attempts",
+    "scheduled_at",
+    "inserted_at",
+)
+_COPY_ROW = b"%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n"
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+#: Distinct texts (workers, queues, tag lists) remembered per insert; more are escaped each time.
+_CACHE_LIMIT = 4096
+
+
+def copy_text(value: str) -> bytes:
+    """``value`` as a field of COPY's text format (UTF-8, with its special characters escaped)."""
+    return value.translate(_COPY_ESCAPES).encode()
+
+
+def copy_json(value: bytes) -> bytes:
+    """Encoded JSON as a COPY text field. JSON has no raw control characters, only backslashes."""
+    return value.replace(b"\\", b"\\\\") if b"\\" in value else value
+
+
+def array_literal(values: Iterable[str]) -> str:
+    """A ``text[]`` literal with every element quoted (so commas, braces and "NULL" stay text)."""
+    quoted = ('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
+    return "{" + ",".join(quoted) + "}"
+
+
+def timestamp_text(value: datetime) -> bytes:
+    """A naive UTC datetime as PostgreSQL's ISO timestamp input."""
+    return value.isoformat(" ").encode()
+
+
+class CopyRows:
+    """Formats requests as ``oban_jobs`` rows in COPY's text format, given their ids and the clock.
+
+    It decides each job's state the way ``insert_jobs.sql`` does (``scheduled`` when it runs after
+    the clock, else ``available``) and collects the queues that gained available jobs, so the caller
+    can notify them. One instance serves one insert: it caches the escaped workers, queues and tags.
+    """
+
+    def __init__(self, clock: datetime) -> None:
+        self.clock = clock
+        self._clock_text = timestamp_text(clock)
+        self.available_queues: set[str] = set()
+        self._texts: dict[str, bytes] = {}
+        self._tags: dict[tuple[str, ...], bytes] = {}
+
+    def _text(self, value: str) -> bytes:
+        found = self._texts.get(value)
+        if found is None:
+            found = copy_text(value)
+            if len(self._texts) < _CACHE_LIMIT:
+                self._texts[value] = found
+        return found
+
+    def _tag_list(self, tags: tuple[str, ...]) -> bytes:
+        found = self._tags.get(tags)
+        if found is None:
+            found = copy_text(array_literal(tags))
+            if len(self._tags) < _CACHE_LIMIT:
+                self._tags[tags] = found
+        return found
+
+    def format(self, requests: Sequence[JobRequest], ids: Sequence[int]) -> bytes:
+        """The COPY data of ``requests`` (one line each), the i-th written with ``ids[i]``."""
+        clock, clock_text = self.clock, self._clock_text
+        available = self.available_queues
+        text, tag_list = self._text, self._tag_list
+        lines: list[bytes] = []
+        append = lines.append
+        for request, job_id in zip(requests, ids, strict=True):
+            queue = request.queue
+            if request.scheduled_at is None and not request.schedule_in:
+                state, run_at = b"available", clock_text
+                available.add(queue)
+            else:
+                run = request.scheduled_at_utc or clock + timedelta(seconds=request.schedule_in or 0)
+                if run > clock:
+                    state = b"scheduled"
+                else:
+                    state = b"available"
+                    available.add(queue)
+                run_at = timestamp_text(run)
+            append(
+                _COPY_ROW
+                % (
+                    job_id,
+                    state,
+                    text(queue),
+                    text(request.worker),
+                    copy_json(request.args_json),
+                    copy_json(request.meta_json),
+                    tag_list(request.tags),
+                    request.priority,
+                    request.max_attempts,
+                    run_at,
+                    clock_text,
+                )
+            )
+        return b"".join(lines)

@@ -1,0 +1,79 @@
+"""LISTEN on a dedicated connection and hand each notification to the node, reconnecting on loss."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+
+import psycopg
+
+from conveyor.engine import payloads
+from conveyor.engine.base import NotificationHandler
+
+log = logging.getLogger("conveyor.listener")
+
+
+RECONNECT_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)
+
+
+class PostgresListener:
+    """One connection per node listening on ``<prefix>.oban_<name>`` channels."""
+
+    def __init__(self, dsn: str, prefix: str, names: Iterable[str], handler: NotificationHandler) -> None:
+        self._dsn = dsn
+        self._channels = {f"{prefix}.oban_{name}": name for name in names}
+        self._handler = handler
+        self._task: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="conveyor-listener")
+        # Wait until LISTEN is in place so nothing sent after start() is missed.
+        ready = asyncio.create_task(self._ready.wait())
+        await asyncio.wait({ready, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        ready.cancel()
+        if self._task.done():
+            self._task.result()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        failures = 0
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(self._dsn, autocommit=True) as conn:
+                    for channel in self._channels:
+                        await conn.execute(f'LISTEN "{channel}"'.encode())
+                    failures = 0
+                    self._ready.set()
+                    # Anything sent while we were away was missed: tell the node to look again.
+                    self._handler("listener", {"event": "connected"})
+                    async for note in conn.notifies():
+                        self._dispatch(note.channel, note.payload)
+            except asyncio.CancelledError:
+                raise
+            except psycopg.OperationalError as exc:
+                if not self._ready.is_set() and failures == 0:
+                    raise
+                delay = RECONNECT_DELAYS[min(failures, len(RECONNECT_DELAYS) - 1)]
+                failures += 1
+                log.warning("listener connection lost (%s); reconnecting in %.1fs", exc, delay)
+                await asyncio.sleep(delay)
+
+    def _dispatch(self, channel: str, text: str) -> None:
+        name = self._channels.get(channel)
+        payload = payloads.decode(text)
+        if name is None or payload is None:
+            log.debug("ignoring notification on %s: %r", channel, text[:200])
+            return
+        try:
+            self._handler(name, payload)
+        except Exception:
+            log.exception("notification handler failed for %s %r", name, payload)

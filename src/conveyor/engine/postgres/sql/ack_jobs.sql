@@ -1,0 +1,33 @@
+-- Write the end of many attempts in one statement. An ack applies only while its row is still
+-- executing the same attempt: a rescued and re-claimed job is never overwritten by a stale ack.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
+),
+acks AS (
+    SELECT *
+    FROM jsonb_to_recordset(%(acks)s::jsonb) AS a(
+        id bigint, attempt smallint, state text, schedule_in double precision,
+        error jsonb, meta jsonb, snoozed boolean
+    )
+)
+UPDATE {prefix}.oban_jobs AS j
+SET state = a.state::{prefix}.oban_job_state,
+    completed_at = CASE WHEN a.state = 'completed' THEN clock.now ELSE j.completed_at END,
+    discarded_at = CASE WHEN a.state = 'discarded' THEN clock.now ELSE j.discarded_at END,
+    cancelled_at = CASE WHEN a.state = 'cancelled' THEN clock.now ELSE j.cancelled_at END,
+    scheduled_at = CASE
+        WHEN a.schedule_in IS NULL THEN j.scheduled_at
+        ELSE clock.now + make_interval(secs => a.schedule_in)
+    END,
+    attempt = CASE WHEN a.snoozed THEN j.attempt - 1 ELSE j.attempt END,
+    errors = CASE WHEN a.error IS NULL THEN j.errors ELSE j.errors || jsonb_build_array(a.error) END,
+    meta = CASE
+        WHEN a.snoozed THEN j.meta || jsonb_build_object('snoozed', coalesce((j.meta ->> 'snoozed')::int, 0) + 1)
+        WHEN a.meta IS NULL THEN j.meta
+        ELSE j.meta || a.meta
+    END
+FROM acks AS a, clock
+WHERE j.id = a.id
+  AND j.state = 'executing'
+  AND j.attempt = a.attempt
+RETURNING j.id;

@@ -1,0 +1,48 @@
+"""What job code can return (or raise) to say how its attempt ended, besides plain success."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from conveyor import options as opt
+
+
+class Outcome(Exception):
+    """Base of the non-error outcomes. Return one from a job, or raise it from anywhere inside."""
+
+
+class Snooze(Outcome):
+    """Run this job again after ``seconds``, without spending an attempt."""
+
+    def __init__(self, seconds: float | timedelta) -> None:
+        self.seconds = opt.check_delay("snooze seconds", seconds)
+        super().__init__(f"snoozed for {self.seconds}s")
+
+
+class Cancel(Outcome):
+    """End this job as ``cancelled``; the reason is recorded in its errors."""
+
+    def __init__(self, reason: str = "cancelled by the job") -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class Discard(Outcome):
+    """End this job as ``discarded`` (failed for good, no more attempts); the reason is recorded."""
+
+    def __init__(self, reason: str = "discarded by the job") -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class Record:
+    """Complete the job and store ``value`` as its result (readable with ``app.get_result``)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"Record({self.value!r})"

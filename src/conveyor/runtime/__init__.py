@@ -1,0 +1,1 @@
+"""The runtime: a node's producers, executors, acker and stager."""

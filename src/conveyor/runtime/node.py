@@ -1,0 +1,132 @@
+"""The Node: everything one process runs for its queues, started and stopped as one."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
+
+from conveyor.engine.base import Engine
+from conveyor.resolver import Resolver
+from conveyor.runtime.acker import Acker
+from conveyor.runtime.process_pool import ProcessPool
+from conveyor.runtime.producer import Producer
+from conveyor.runtime.runner import JobRunner
+from conveyor.runtime.stager import Stager
+from conveyor.settings import Settings
+from conveyor.telemetry import Telemetry
+
+log = logging.getLogger("conveyor.node")
+
+
+class Stoppable(Protocol):
+    async def stop(self) -> None: ...
+
+
+class Node:
+    """Producers (one per queue), the runner and its pools, the acker, the stager and the listener."""
+
+    def __init__(self, settings: Settings, engine: Engine, resolver: Resolver, telemetry: Telemetry) -> None:
+        self.settings = settings
+        self.name = settings.node
+        self.engine = engine
+        self.telemetry = telemetry
+        self.threads = ThreadPoolExecutor(settings.thread_count, thread_name_prefix="conveyor-job")
+        self.processes = ProcessPool(settings.processes)
+        self.runner = JobRunner(resolver, telemetry, threads=self.threads, processes=self.processes)
+        self.acker = Acker(engine, batch_size=settings.ack_batch_size, delay=settings.ack_delay)
+        self.producers: dict[str, Producer] = {
+            q.name: Producer(
+                q.name,
+                q.limit,
+                engine=engine,
+                runner=self.runner,
+                acker=self.acker,
+                node=self.name,
+                poll_interval=settings.poll_interval,
+                executor=q.executor,
+            )
+            for q in settings.queues
+        }
+        self.stager = Stager(
+            engine,
+            telemetry,
+            self._wake_queue,
+            interval=settings.stage_interval,
+            limit=settings.stage_limit,
+        )
+        self._listener: Stoppable | None = None
+        self.started = False
+
+    async def start(self) -> None:
+        if self.started:
+            return
+        if any(q.executor == "process" for q in self.settings.queues):
+            await self.processes.start()
+        else:
+            await self.processes.start_lazily()
+        await self.acker.start()
+        if self.settings.notifications:
+            self._listener = await self.engine.listen(("insert", "signal"), self._on_notification)
+        for producer in self.producers.values():
+            await producer.start()
+        await self.stager.start()
+        self.started = True
+        self.telemetry.emit("node.start", node=self.name, queues=list(self.producers))
+        log.info("node %s started with queues %s", self.name, ", ".join(self.producers) or "(none)")
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop fetching, let running jobs finish within the grace period, give back the rest,
+        write every ack, release every resource."""
+        if not self.started:
+            return
+        self.started = False
+        grace = self.settings.shutdown_grace if grace is None else grace
+        await self.stager.stop()
+        await asyncio.gather(*(p.stop() for p in self.producers.values()))
+        deadline = asyncio.get_running_loop().time() + grace
+        leftovers: list[tuple[int, int]] = []
+        for producer in self.producers.values():
+            remaining = max(0.0, deadline - asyncio.get_running_loop().time())
+            leftovers += await producer.drain(remaining)
+        await self.acker.stop()
+        if leftovers:
+            released = await self.engine.release_jobs(leftovers)
+            log.warning("gave back %d jobs still running at the shutdown deadline", len(released))
+        if self._listener is not None:
+            await self._listener.stop()
+            self._listener = None
+        self.threads.shutdown(wait=False, cancel_futures=True)
+        await self.processes.stop()
+        self.telemetry.emit("node.stop", node=self.name, released=len(leftovers))
+        log.info("node %s stopped", self.name)
+
+    # -- waking producers --------------------------------------------------------------------
+    def _wake_queue(self, queue: str) -> None:
+        producer = self.producers.get(queue)
+        if producer is not None:
+            producer.wake()
+
+    def nudge(self, queue: str | None = None) -> None:
+        """Wake the local producers of ``queue`` (all queues when None) to fetch now."""
+        if queue is None:
+            for producer in self.producers.values():
+                producer.wake()
+        else:
+            self._wake_queue(queue)
+
+    def _on_notification(self, channel: str, payload: dict[str, Any]) -> None:
+        if channel == "insert":
+            queue = payload.get("queue")
+            if isinstance(queue, str):
+                self._wake_queue(queue)
+        elif channel == "listener":
+            self.nudge()
+        elif channel == "signal" and payload.get("action") == "pkill":
+            job_id = payload.get("job_id")
+            if isinstance(job_id, int):
+                self.cancel_running(job_id, "cancelled")
+
+    def cancel_running(self, job_id: int, reason: str) -> bool:
+        return any(p.cancel_job(job_id, reason) for p in self.producers.values())

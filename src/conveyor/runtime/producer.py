@@ -1,0 +1,115 @@
+"""The Producer: one per queue per node. It claims as many jobs as it has free slots, runs them,
+and hands each result to the acker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass
+
+from conveyor.context import JobContext
+from conveyor.definition import ExecutorKind
+from conveyor.engine.base import Engine
+from conveyor.runtime.acker import Acker
+from conveyor.runtime.runner import JobRunner
+from conveyor.runtime.service import Service
+
+log = logging.getLogger("conveyor.producer")
+
+
+@dataclass(slots=True)
+class RunningJob:
+    context: JobContext
+    task: asyncio.Task[None]
+
+
+class Producer(Service):
+    """Fetches demand-limited batches for one queue; notifications and finished jobs wake it."""
+
+    def __init__(
+        self,
+        queue: str,
+        limit: int,
+        *,
+        engine: Engine,
+        runner: JobRunner,
+        acker: Acker,
+        node: str,
+        poll_interval: float,
+        executor: ExecutorKind = ExecutorKind.AUTO,
+    ) -> None:
+        super().__init__(poll_interval)
+        self.name = f"producer:{queue}"
+        self.queue = queue
+        self.limit = limit
+        self.paused = False
+        self.uuid = str(uuid.uuid4())
+        self.engine = engine
+        self.runner = runner
+        self.acker = acker
+        self.node = node
+        self.executor = executor
+        self.running: dict[int, RunningJob] = {}
+        # True when the queue may hold more jobs than we could take: a freed slot should fetch.
+        self._backlog = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def tick(self) -> None:
+        if self.paused:
+            return
+        demand = self.limit - len(self.running)
+        if demand <= 0:
+            self._backlog = True
+            return
+        jobs = await self.engine.fetch_jobs(self.queue, demand, node=self.node, producer=self.uuid)
+        self._backlog = len(jobs) == demand
+        for job in jobs:
+            context = JobContext(job)
+            task = asyncio.create_task(self._execute(context), name=f"conveyor-job-{job.id}")
+            self.running[job.id] = RunningJob(context, task)
+        if self.running:
+            self._idle.clear()
+
+    async def _execute(self, context: JobContext) -> None:
+        job_id = context.job.id
+        try:
+            ack = await self.runner.run(context, self.executor)
+        except asyncio.CancelledError:
+            # Shutdown passed its deadline: the node releases this job instead of acking it.
+            return
+        except Exception:  # the runner turns job errors into acks; this is a bug in Conveyor
+            log.exception("running job %s failed inside Conveyor", job_id)
+            return
+        finally:
+            self.running.pop(job_id, None)
+            if not self.running:
+                self._idle.set()
+        self.acker.push(ack)
+        if self._backlog:
+            self.wake()
+
+    def cancel_job(self, job_id: int, reason: str) -> bool:
+        """Stop a running job: its context is flagged, an async task is cancelled, a process killed."""
+        running = self.running.get(job_id)
+        if running is None:
+            return False
+        running.context.cancel(reason)
+        if self.runner.processes is not None and self.runner.processes.kill(job_id):
+            return True
+        running.task.cancel()
+        return True
+
+    async def drain(self, timeout: float) -> list[tuple[int, int]]:
+        """Wait up to ``timeout`` for running jobs; cancel the rest and return their (id, attempt)."""
+        if self.running:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), timeout)
+        leftovers = [(r.context.job.id, r.context.job.attempt) for r in self.running.values()]
+        tasks = [r.task for r in self.running.values()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return leftovers

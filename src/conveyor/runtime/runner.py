@@ -1,0 +1,169 @@
+"""Running one job to one ``Ack``: resolve its code, pick the executor, apply the timeout, and turn
+the result (return, exception, outcome) into the state the job ends in."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+from conveyor.acks import Ack
+from conveyor.backoff import default_backoff
+from conveyor.context import JobContext
+from conveyor.definition import ExecutorKind, JobDefinition
+from conveyor.errors import ConveyorError
+from conveyor.job import Job, JobState
+from conveyor.outcomes import Cancel, Discard, Outcome, Record, Snooze
+from conveyor.recorded import encode_result
+from conveyor.resolver import Resolver
+from conveyor.runtime.invoke import call_async, call_blocking
+from conveyor.runtime.process_pool import ProcessPool, RemoteError
+from conveyor.telemetry import Telemetry
+
+log = logging.getLogger("conveyor.job")
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class JobTimeout(ConveyorError, TimeoutError):
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"job exceeded its timeout of {seconds:g}s")
+
+
+class JobRunner:
+    """Executes jobs on the loop, in a thread pool or in a process pool."""
+
+    def __init__(
+        self,
+        resolver: Resolver,
+        telemetry: Telemetry,
+        *,
+        threads: ThreadPoolExecutor,
+        processes: ProcessPool | None,
+        clock: Clock = utc_now,
+    ) -> None:
+        self.resolver = resolver
+        self.telemetry = telemetry
+        self.threads = threads
+        self.processes = processes
+        self.clock = clock
+
+    def executor_for(self, definition: JobDefinition, queue_default: ExecutorKind) -> ExecutorKind:
+        """The worker's own choice wins, then the queue's, then async-or-thread by the code's kind."""
+        kind = definition.executor
+        if kind is ExecutorKind.AUTO:
+            kind = queue_default
+        if kind is ExecutorKind.AUTO or (kind is ExecutorKind.ASYNC and not definition.is_async):
+            kind = ExecutorKind.ASYNC if definition.is_async else ExecutorKind.THREAD
+        return kind
+
+    async def run(self, context: JobContext, queue_default: ExecutorKind = ExecutorKind.AUTO) -> Ack:
+        job = context.job
+        self.telemetry.emit("job.start", job=job)
+        started = asyncio.get_running_loop().time()
+        try:
+            definition = self.resolver.resolve(job.worker)
+            kind = self.executor_for(definition, queue_default)
+            value = await self._execute(definition, kind, context)
+            ack = self._completed(job, definition, value)
+        except asyncio.CancelledError:
+            if context.is_cancelled():
+                ack = self._ended(job, JobState.CANCELLED, context.cancel_reason or "cancelled")
+            else:
+                raise
+        except Outcome as outcome:
+            ack = self._outcome(job, outcome)
+        except Exception as exc:
+            if context.is_cancelled():
+                ack = self._ended(job, JobState.CANCELLED, context.cancel_reason or "cancelled")
+            else:
+                ack = self._failed(job, exc)
+        duration = asyncio.get_running_loop().time() - started
+        self.telemetry.emit("job.stop", job=job, state=ack.state, duration=duration, ack=ack)
+        return ack
+
+    async def _execute(self, definition: JobDefinition, kind: ExecutorKind, context: JobContext) -> Any:
+        timeout = definition.timeout
+        if kind is ExecutorKind.PROCESS:
+            if self.processes is None:
+                raise ConveyorError("this node has no process pool (set processes > 0)")
+            try:
+                return await self.processes.run(definition.name, context.job, timeout)
+            except TimeoutError:
+                raise JobTimeout(timeout or 0) from None
+        if kind is ExecutorKind.THREAD:
+            loop = asyncio.get_running_loop()
+            ctx = contextvars.copy_context()
+            future = loop.run_in_executor(self.threads, ctx.run, call_blocking, definition, context)
+            try:
+                return await asyncio.wait_for(future, timeout)
+            except TimeoutError:
+                # A thread cannot be stopped from outside: tell the job, free the slot.
+                context.cancel("timeout")
+                raise JobTimeout(timeout or 0) from None
+        try:
+            async with asyncio.timeout(timeout):
+                return await call_async(definition, context)
+        except TimeoutError:
+            if context.is_cancelled():
+                raise
+            raise JobTimeout(timeout or 0) from None
+
+    # -- turning results into acks --------------------------------------------------------------
+    def _completed(self, job: Job, definition: JobDefinition, value: Any) -> Ack:
+        if isinstance(value, Outcome):
+            return self._outcome(job, value)
+        if isinstance(value, Record):
+            return Ack(job.id, job.attempt, JobState.COMPLETED, meta=encode_result(value.value))
+        if definition.record:
+            return Ack(job.id, job.attempt, JobState.COMPLETED, meta=encode_result(value))
+        return Ack(job.id, job.attempt, JobState.COMPLETED)
+
+    def _outcome(self, job: Job, outcome: Outcome) -> Ack:
+        if isinstance(outcome, Snooze):
+            return Ack(job.id, job.attempt, JobState.SCHEDULED, schedule_in=outcome.seconds, snoozed=True)
+        if isinstance(outcome, Cancel):
+            return self._ended(job, JobState.CANCELLED, outcome.reason)
+        if isinstance(outcome, Discard):
+            return self._ended(job, JobState.DISCARDED, outcome.reason)
+        return self._failed(job, outcome)
+
+    def _ended(self, job: Job, state: JobState, reason: str) -> Ack:
+        return Ack(job.id, job.attempt, state, error=self._error(job, f"{state.value}: {reason}"))
+
+    def _failed(self, job: Job, exc: BaseException) -> Ack:
+        if isinstance(exc, RemoteError):
+            text = exc.formatted
+        elif isinstance(exc, JobTimeout):
+            text = f"{type(exc).__name__}: {exc}"
+        else:
+            text = "".join(traceback.format_exception(exc))
+        error = self._error(job, text)
+        log.warning("job %s (%s) attempt %s failed: %s", job.id, job.worker, job.attempt, exc)
+        if job.attempt >= job.max_attempts:
+            return Ack(job.id, job.attempt, JobState.DISCARDED, error=error)
+        return Ack(job.id, job.attempt, JobState.RETRYABLE, schedule_in=self._backoff(job), error=error)
+
+    def _backoff(self, job: Job) -> float:
+        try:
+            definition = self.resolver.resolve(job.worker)
+        except ConveyorError:
+            definition = None
+        if definition is not None and definition.backoff is not None:
+            try:
+                return max(0.0, float(definition.backoff(job)))
+            except Exception:
+                log.exception("backoff of %s failed; using the default", job.worker)
+        return default_backoff(job.attempt, job.max_attempts)
+
+    def _error(self, job: Job, text: str) -> dict[str, Any]:
+        return {"attempt": job.attempt, "at": self.clock().isoformat(), "error": text}

@@ -1,0 +1,71 @@
+"""The start/stop base every background duty of a node shares (producers, stager, later the
+leader, pruner, rescuer and cron): a loop that runs ``tick`` when woken or when its interval passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from abc import ABC, abstractmethod
+
+log = logging.getLogger("conveyor.service")
+
+#: Seconds to wait after a failed tick before trying again, growing with consecutive failures.
+ERROR_BACKOFF = (0.1, 0.5, 1.0, 2.0, 5.0)
+
+
+class Service(ABC):
+    """A background loop. ``wake()`` runs the next tick now; a wake during a tick runs one more."""
+
+    name: str = "service"
+
+    def __init__(self, interval: float | None) -> None:
+        self.interval = interval
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+
+    @abstractmethod
+    async def tick(self) -> None:
+        """One round of work."""
+
+    @property
+    def is_running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def start(self) -> None:
+        self._stopping = False
+        self._task = asyncio.create_task(self._loop(), name=f"conveyor-{self.name}")
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def stop(self) -> None:
+        """Stop after the current tick (which is allowed to finish)."""
+        self._stopping = True
+        self._wake.set()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _loop(self) -> None:
+        failures = 0
+        while not self._stopping:
+            self._wake.clear()
+            try:
+                await self.tick()
+                failures = 0
+            except Exception:
+                delay = ERROR_BACKOFF[min(failures, len(ERROR_BACKOFF) - 1)]
+                failures += 1
+                log.exception("%s failed; retrying in %.1fs", self.name, delay)
+                await self._sleep(delay)
+                continue
+            if not self._stopping and not self._wake.is_set():
+                await self._sleep(self.interval)
+
+    async def _sleep(self, seconds: float | None) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
