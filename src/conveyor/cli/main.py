@@ -6,6 +6,7 @@ import asyncio
 
 import click
 
+from conveyor.cli.start import start
 from conveyor.engine.postgres import schema
 from conveyor.engines import engine_from_url
 
@@ -85,3 +86,6 @@ def uninstall(dsn: str, prefix: str, yes: bool) -> None:
         click.confirm(f"Drop oban_jobs and every Conveyor table in {prefix!r}?", abort=True)
     asyncio.run(_uninstall(dsn, prefix))
     click.echo(f"schema objects removed from {prefix!r}")
+
+
+main.add_command(start)
