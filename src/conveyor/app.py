@@ -84,6 +84,7 @@ class Conveyor:
         """Open the database and, when queues are configured, start this process's node."""
         engine = await self.engine()
         if self.settings.queues and self.node is None:
+            await engine.check_schema()
             for module in self.settings.imports:
                 importlib.import_module(module)
             self.node = Node(self.settings, engine, self.resolver, self.telemetry)

@@ -46,6 +46,9 @@ class Engine(Protocol):
     async def schema_version(self) -> int | None:
         """The installed schema version, or None when nothing is installed."""
 
+    async def check_schema(self) -> None:
+        """Raise SchemaError, saying what to run, unless the schema is installed and current."""
+
     # -- inserting ---------------------------------------------------------------------------
     async def insert(
         self, requests: Iterable[JobRequest], *, conn: Any = None, now: datetime | None = None

@@ -61,7 +61,7 @@ class PostgresEngine:
             open=False,
             name=f"conveyor-{prefix}",
         )
-        self._inserter = Inserter(self.sql["insert_jobs"], self.insert_channel)
+        self._inserter = Inserter(self.sql, self.insert_channel)
         self._opened = False
 
     def __repr__(self) -> str:
@@ -164,7 +164,7 @@ class PostgresEngine:
         params = self._filter_params(criteria)
         return await self._fetch_ids(self.sql.compose("delete_jobs", filter="job_filter"), params)
 
-    async def require_schema(self) -> None:
+    async def check_schema(self) -> None:
         """Fail with a clear message when the schema is missing or older than this Conveyor."""
         version = await self.schema_version()
         if version is None or version < schema.LATEST_VERSION:
