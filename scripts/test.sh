@@ -12,6 +12,7 @@ fi
 .venv/bin/python -c 'import conveyor' # fail here, clearly, if the install did not work
 
 bash scripts/ensure-postgres.sh
+bash scripts/ensure-oban-venv.sh
 
 echo "== ruff"
 .venv/bin/ruff check .

@@ -30,6 +30,8 @@ LARGE_BIG = 111
 MAP = 116
 ATOM_UTF8 = 118
 SMALL_ATOM_UTF8 = 119
+#: Latin-1 small atoms: what erlpack (oban-py) writes for None, True and False.
+SMALL_ATOM = 115
 
 ATOMS_IN = {"nil": None, "true": True, "false": False}
 
@@ -116,9 +118,9 @@ class _Reader:
             negative = self.take(1)[0]
             magnitude = int.from_bytes(self.take(size), "little")
             return -magnitude if negative else magnitude
-        if tag in (ATOM, ATOM_UTF8, SMALL_ATOM_UTF8):
-            size = self.take(1)[0] if tag == SMALL_ATOM_UTF8 else self.unpack(">H")
-            name = self.take(size).decode()
+        if tag in (ATOM, ATOM_UTF8, SMALL_ATOM_UTF8, SMALL_ATOM):
+            size = self.take(1)[0] if tag in (SMALL_ATOM_UTF8, SMALL_ATOM) else self.unpack(">H")
+            name = self.take(size).decode("latin-1" if tag in (ATOM, SMALL_ATOM) else "utf-8")
             return ATOMS_IN.get(name, name)
         if tag == BINARY:
             raw = self.take(self.unpack(">I"))
