@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any, TypeVar
 
+from conveyor.cron import definitions_in, entries_for
 from conveyor.engine.base import Engine
 from conveyor.engines import engine_from_url
 from conveyor.errors import ConveyorError, JobNotFoundError
@@ -85,9 +86,12 @@ class Conveyor:
         engine = await self.engine()
         if self.settings.queues and self.node is None:
             await engine.check_schema()
-            for module in self.settings.imports:
-                importlib.import_module(module)
-            self.node = Node(self.settings, engine, self.resolver, self.telemetry)
+            modules = [importlib.import_module(module) for module in self.settings.imports]
+            crontab = [
+                *self.settings.crontab,
+                *entries_for([*self.resolver.definitions(), *definitions_in(modules)]),
+            ]
+            self.node = Node(self.settings, engine, self.resolver, self.telemetry, crontab=crontab)
             await self.node.start()
 
     async def stop(self, grace: float | None = None) -> None:

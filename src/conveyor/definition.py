@@ -45,7 +45,7 @@ class ExecutorKind(enum.StrEnum):
 
 
 #: Options that only the decorators take (they shape how the job runs, not the row).
-RUN_OPTIONS = ("timeout", "backoff", "executor", "record", "name")
+RUN_OPTIONS = ("timeout", "backoff", "executor", "record", "name", "cron", "timezone")
 DECORATOR_OPTIONS = tuple(o for o in ENQUEUE_OPTIONS if o not in ("scheduled_at", "schedule_in"))
 
 
@@ -65,6 +65,9 @@ class JobDefinition:
     executor: ExecutorKind = ExecutorKind.AUTO
     #: Store the return value as the job's recorded result.
     record: bool = False
+    #: Insert this job on every tick of this cron expression (with the default args).
+    cron: str | None = None
+    timezone: str = "UTC"
 
     def new(self, **args: Any) -> JobRequest:
         """A request for one job of this kind, with the definition's default options."""
@@ -94,6 +97,13 @@ def _build_definition(target: Any, *, is_class: bool, is_async: bool, **options:
     record = options.pop("record", False)
     if not isinstance(record, bool):
         raise ValidationError("record", record, "must be True or False")
+    cron = options.pop("cron", None)
+    timezone = options.pop("timezone", "UTC")
+    if cron is not None:
+        from conveyor.cron import CronExpression, load_zone
+
+        CronExpression.parse(cron)  # fail at import time, pointing at the bad field
+        load_zone(timezone)
     # Validate the remaining defaults once, now, by building a request with them.
     JobRequest(worker=name, **options)
     return JobDefinition(
@@ -106,6 +116,8 @@ def _build_definition(target: Any, *, is_class: bool, is_async: bool, **options:
         backoff=backoff,
         executor=executor,
         record=record,
+        cron=cron,
+        timezone=timezone,
     )
 
 
@@ -148,6 +160,8 @@ def job(
     executor: ExecutorKind | str = ...,
     record: bool = ...,
     name: str | None = ...,
+    cron: str | None = ...,
+    timezone: str = ...,
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
 def job(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Make a plain function (async or sync) a job; its keyword arguments are the job's args.

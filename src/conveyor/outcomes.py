@@ -19,6 +19,10 @@ class Snooze(Outcome):
         self.seconds = opt.check_delay("snooze seconds", seconds)
         super().__init__(f"snoozed for {self.seconds}s")
 
+    def __reduce__(self) -> tuple[type[Snooze], tuple[float]]:
+        # Pickled back from a worker process by its seconds, not by the message in ``args``.
+        return (Snooze, (self.seconds,))
+
 
 class Cancel(Outcome):
     """End this job as ``cancelled``; the reason is recorded in its errors."""

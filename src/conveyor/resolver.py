@@ -30,6 +30,10 @@ class Resolver:
         self._cache[name or definition.name] = definition
         return definition
 
+    def definitions(self) -> list[JobDefinition]:
+        """Every definition known so far (registered or already resolved)."""
+        return list({id(d): d for d in self._cache.values()}.values())
+
     def resolve(self, name: str) -> JobDefinition:
         found = self._cache.get(name)
         if found is None:
@@ -48,7 +52,10 @@ def import_definition(name: str) -> JobDefinition:
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name is not None and not module_name.startswith(exc.name):
+            # Only "this module (or a parent package) does not exist" means: try a shorter prefix.
+            # A missing dependency, even one whose name starts the same way, is a real failure.
+            missing = exc.name
+            if missing is not None and not (module_name == missing or module_name.startswith(missing + ".")):
                 raise WorkerNotFoundError(name, f"importing {module_name} failed: {exc}") from exc
             continue
         except Exception as exc:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from conveyor import options as opt
+from conveyor.cron import CronEntry
 from conveyor.definition import ExecutorKind
 from conveyor.errors import ValidationError
 
@@ -73,21 +74,67 @@ class Settings:
     #: Processes for CPU-bound jobs (default: the number of cores); started on first use.
     processes: int | None = None
     pool_size: int = 10
-    #: Modules to import at start so their jobs resolve (``conveyor start --import``).
+    #: Modules to import at start so their jobs resolve (``conveyor start --import``). Their
+    #: ``@job(cron=...)`` jobs join the crontab.
     imports: tuple[str, ...] = ()
+    #: The instance name: nodes sharing it share leadership and appear together.
+    name: str = "conveyor"
+    #: Take part in leader election (leader-only duties: rescue, pruning, cron).
+    leadership: bool = True
+    #: Seconds a leadership lease lasts; the leader renews at half of it.
+    leader_ttl: float = 30.0
+    #: Seconds between a node's producer heartbeats.
+    heartbeat_interval: float = 2.0
+    #: A producer silent this long is dead and its executing jobs are rescued.
+    producer_timeout: float = 15.0
+    rescue_interval: float = 5.0
+    #: Executing jobs with no producer row at all are rescued after this long (the backstop).
+    rescue_backstop: float = 3600.0
+    prune: bool = True
+    prune_interval: float = 60.0
+    #: Completed, cancelled and discarded jobs older than this are deleted.
+    prune_max_age: float = 86400.0
+    prune_limit: int = 10_000
+    #: Keep at most this many final jobs per queue (None: no cap).
+    prune_keep_per_queue: int | None = None
+    #: App-level cron entries (besides ``@job(cron=...)``).
+    crontab: tuple[CronEntry, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("poll_interval", "stage_interval", "shutdown_grace", "ack_delay"):
+        for name in (
+            "poll_interval",
+            "stage_interval",
+            "shutdown_grace",
+            "ack_delay",
+            "leader_ttl",
+            "heartbeat_interval",
+            "producer_timeout",
+            "rescue_interval",
+            "rescue_backstop",
+            "prune_interval",
+            "prune_max_age",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise ValidationError(name, value, "must be a number of seconds >= 0")
-        if self.poll_interval == 0:
-            raise ValidationError("poll_interval", 0, "must be greater than 0")
-        for name in ("stage_limit", "ack_batch_size", "pool_size"):
+        for name in (
+            "poll_interval",
+            "leader_ttl",
+            "heartbeat_interval",
+            "rescue_interval",
+            "prune_interval",
+        ):
+            if getattr(self, name) == 0:
+                raise ValidationError(name, 0, "must be greater than 0")
+        if self.producer_timeout <= self.heartbeat_interval:
+            raise ValidationError(
+                "producer_timeout", self.producer_timeout, "must be longer than heartbeat_interval"
+            )
+        for name in ("stage_limit", "ack_batch_size", "pool_size", "prune_limit"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValidationError(name, value, "must be an integer >= 1")
-        for name in ("threads", "processes"):
+        for name in ("threads", "processes", "prune_keep_per_queue"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValidationError(name, value, "must be an integer >= 1")
@@ -133,6 +180,31 @@ def parse_queues(value: Any) -> tuple[QueueSettings, ...]:
     return tuple(result)
 
 
+def parse_crontab(value: Any) -> tuple[CronEntry, ...]:
+    """Entries as ``CronEntry`` values, ``(expression, job[, args])`` tuples, or mappings with
+    expression, worker (a @job/@worker or its name), and optional args, timezone, name, backfill,
+    and job options."""
+    entries = []
+    for item in value:
+        if isinstance(item, CronEntry):
+            entries.append(item)
+        elif isinstance(item, tuple | list) and 2 <= len(item) <= 3:
+            entries.append(CronEntry.build(*item))
+        elif isinstance(item, Mapping):
+            spec = dict(item)
+            try:
+                expression, target = spec.pop("expression"), spec.pop("worker")
+            except KeyError as exc:
+                raise ValidationError("crontab", item, f"an entry needs {exc.args[0]!r}") from None
+            entries.append(CronEntry.build(expression, target, spec.pop("args", None), **spec))
+        else:
+            raise ValidationError("crontab", item, "entries are (expression, job, args) or mappings")
+    names = [e.name for e in entries]
+    if len(names) != len(set(names)):
+        raise ValidationError("crontab", names, "two entries have the same name; give them distinct names")
+    return tuple(entries)
+
+
 def _from_text(name: str, text: str) -> Any:
     """An environment variable's text as the field's type."""
     kind = FIELDS[name].type
@@ -140,6 +212,10 @@ def _from_text(name: str, text: str) -> Any:
         return parse_queues(text)
     if name == "imports":
         return tuple(part.strip() for part in text.split(",") if part.strip())
+    if name == "crontab":
+        raise ValidationError(ENV_PREFIX + "CRONTAB", text, "set the crontab in code or the config file")
+    if name == "prune_keep_per_queue":
+        return int(text) if text.strip().lower() not in ("none", "") else None
     if "bool" in str(kind):
         lowered = text.strip().lower()
         if lowered in ("1", "true", "yes", "on"):
@@ -169,6 +245,8 @@ def _normalise(source: str, values: Mapping[str, Any]) -> dict[str, Any]:
             )
         if name == "queues":
             value = parse_queues(value)
+        elif name == "crontab":
+            value = parse_crontab(value)
         elif name == "imports" and isinstance(value, list | str):
             value = tuple(value) if isinstance(value, list) else (value,)
         result[name] = value

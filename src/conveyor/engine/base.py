@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from conveyor.acks import Ack
 from conveyor.filters import JobFilter
+from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, RescueResult
 from conveyor.job import Job
 from conveyor.request import JobRequest
 
@@ -107,6 +108,44 @@ class Engine(Protocol):
         """Deliver notifications on the named channels to ``handler(name, payload)`` until the
         returned listener is stopped. After a reconnect the handler gets ("listener", {...}) so the
         node can look again for what it missed."""
+
+    # -- leadership --------------------------------------------------------------------------
+    async def elect_leader(
+        self, name: str, node: str, ttl: float, *, now: datetime | None = None
+    ) -> LeaderInfo | None:
+        """Take or renew the lease ``name`` for ``ttl`` seconds; None when another node holds it."""
+
+    async def resign_leader(self, name: str, node: str) -> bool:
+        """Drop our lease and announce it on the leader channel."""
+
+    async def get_leader(self, name: str, *, now: datetime | None = None) -> LeaderInfo | None: ...
+
+    # -- producers, rescue, pruning, cron ------------------------------------------------------
+    async def record_producers(
+        self, name: str, node: str, beats: Sequence[ProducerBeat], *, now: datetime | None = None
+    ) -> None:
+        """Insert or refresh the heartbeat rows of a node's producers."""
+
+    async def delete_producers(self, uuids: Sequence[str]) -> None: ...
+
+    async def list_producers(self) -> list[ProducerInfo]: ...
+
+    async def rescue_jobs(
+        self, *, timeout: float, backstop: float, limit: int = 1000, now: datetime | None = None
+    ) -> RescueResult:
+        """Make jobs of producers silent for ``timeout`` seconds available again (discarded when
+        exhausted); as a backstop, also executing jobs with no producer row older than ``backstop``."""
+
+    async def prune_jobs(
+        self, *, max_age: float, limit: int, keep_per_queue: int | None = None, now: datetime | None = None
+    ) -> int:
+        """Delete one bounded batch of final jobs older than ``max_age``; return the count."""
+
+    async def insert_cron_jobs(self, ticks: Sequence[CronTick], *, now: datetime | None = None) -> list[int]:
+        """Insert the job of each tick that nobody inserted before; return the new ids."""
+
+    async def last_cron_ticks(self, names: Sequence[str]) -> dict[str, datetime]:
+        """The latest tick recorded for each named cron entry."""
 
 
 class Listener(Protocol):

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from conveyor.cron import CronEntry
 from conveyor.engine.base import Engine
 from conveyor.resolver import Resolver
 from conveyor.runtime.acker import Acker
+from conveyor.runtime.duties import CronScheduler, LeaderDuty, Lifeline, Pruner
+from conveyor.runtime.heartbeat import Heartbeat
+from conveyor.runtime.leadership import Leadership
 from conveyor.runtime.process_pool import ProcessPool
 from conveyor.runtime.producer import Producer
 from conveyor.runtime.runner import JobRunner
@@ -27,7 +33,15 @@ class Stoppable(Protocol):
 class Node:
     """Producers (one per queue), the runner and its pools, the acker, the stager and the listener."""
 
-    def __init__(self, settings: Settings, engine: Engine, resolver: Resolver, telemetry: Telemetry) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        engine: Engine,
+        resolver: Resolver,
+        telemetry: Telemetry,
+        *,
+        crontab: Sequence[CronEntry] = (),
+    ) -> None:
         self.settings = settings
         self.name = settings.node
         self.engine = engine
@@ -56,6 +70,44 @@ class Node:
             interval=settings.stage_interval,
             limit=settings.stage_limit,
         )
+        self.heartbeat = Heartbeat(
+            engine,
+            self.producers.values(),
+            name=settings.name,
+            node=self.name,
+            interval=settings.heartbeat_interval,
+        )
+        self.leadership = Leadership(
+            engine, telemetry, name=settings.name, node=self.name, ttl=settings.leader_ttl
+        )
+        self.duties: list[LeaderDuty] = []
+        if settings.leadership:
+            self.duties.append(
+                Lifeline(
+                    engine,
+                    telemetry,
+                    self.leadership,
+                    interval=settings.rescue_interval,
+                    producer_timeout=settings.producer_timeout,
+                    backstop=settings.rescue_backstop,
+                )
+            )
+            if settings.prune:
+                self.duties.append(
+                    Pruner(
+                        engine,
+                        telemetry,
+                        self.leadership,
+                        interval=settings.prune_interval,
+                        max_age=settings.prune_max_age,
+                        limit=settings.prune_limit,
+                        keep_per_queue=settings.prune_keep_per_queue,
+                    )
+                )
+            if crontab:
+                self.duties.append(
+                    CronScheduler(engine, telemetry, self.leadership, crontab, started_at=datetime.now(UTC))
+                )
         self._listener: Stoppable | None = None
         self.started = False
 
@@ -68,10 +120,18 @@ class Node:
             await self.processes.start_lazily()
         await self.acker.start()
         if self.settings.notifications:
-            self._listener = await self.engine.listen(("insert", "signal"), self._on_notification)
+            self._listener = await self.engine.listen(("insert", "signal", "leader"), self._on_notification)
+        # The heartbeat rows exist before the first fetch, so no claimed job is ever without one.
+        await self.heartbeat.tick()
+        await self.heartbeat.start()
         for producer in self.producers.values():
             await producer.start()
         await self.stager.start()
+        if self.settings.leadership:
+            await self.leadership.tick()  # know at once whether we lead
+            await self.leadership.start()
+            for duty in self.duties:
+                await duty.start()
         self.started = True
         self.telemetry.emit("node.start", node=self.name, queues=list(self.producers))
         log.info("node %s started with queues %s", self.name, ", ".join(self.producers) or "(none)")
@@ -83,6 +143,9 @@ class Node:
             return
         self.started = False
         grace = self.settings.shutdown_grace if grace is None else grace
+        for duty in self.duties:
+            await duty.stop()
+        await self.leadership.stop()
         await self.stager.stop()
         await asyncio.gather(*(p.stop() for p in self.producers.values()))
         deadline = asyncio.get_running_loop().time() + grace
@@ -94,6 +157,8 @@ class Node:
         if leftovers:
             released = await self.engine.release_jobs(leftovers)
             log.warning("gave back %d jobs still running at the shutdown deadline", len(released))
+        await self.heartbeat.stop()
+        await self.heartbeat.forget()
         if self._listener is not None:
             await self._listener.stop()
             self._listener = None
@@ -123,6 +188,8 @@ class Node:
                 self._wake_queue(queue)
         elif channel == "listener":
             self.nudge()
+        elif channel == "leader" and payload.get("action") == "resign":
+            self.leadership.on_resign(payload)
         elif channel == "signal" and payload.get("action") == "pkill":
             job_id = payload.get("job_id")
             if isinstance(job_id, int):

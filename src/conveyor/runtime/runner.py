@@ -83,7 +83,8 @@ class JobRunner:
         except Outcome as outcome:
             ack = self._outcome(job, outcome)
         except Exception as exc:
-            if context.is_cancelled():
+            # A thread job's timeout also flags its context (so the code can stop); it is still a failure.
+            if context.is_cancelled() and not isinstance(exc, JobTimeout):
                 ack = self._ended(job, JobState.CANCELLED, context.cancel_reason or "cancelled")
             else:
                 ack = self._failed(job, exc)
@@ -107,14 +108,18 @@ class JobRunner:
             try:
                 return await asyncio.wait_for(future, timeout)
             except TimeoutError:
+                if not future.cancelled():  # the job's own TimeoutError, not our deadline
+                    raise
                 # A thread cannot be stopped from outside: tell the job, free the slot.
                 context.cancel("timeout")
                 raise JobTimeout(timeout or 0) from None
+        deadline = asyncio.timeout(timeout)
         try:
-            async with asyncio.timeout(timeout):
+            async with deadline:
                 return await call_async(definition, context)
         except TimeoutError:
-            if context.is_cancelled():
+            # Only our deadline is a timeout; a TimeoutError raised by the job's code is its error.
+            if context.is_cancelled() or not deadline.expired():
                 raise
             raise JobTimeout(timeout or 0) from None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -87,7 +88,6 @@ def chunked_payloads(requests: Iterable[JobRequest], size: int) -> Iterator[str]
 # -- COPY rows -------------------------------------------------------------------------------------
 #: The ``oban_jobs`` columns that ``insert_copy.sql`` names, in the order ``CopyRows`` writes them.
 COPY_COLUMNS = (
-    "id",
     "state",
     "queue",
     "worker",
@@ -98,11 +98,13 @@ COPY_COLUMNS = (
     "max_attempts",
     "scheduled_at",
     "inserted_at",
+    "id",
 )
-_COPY_ROW = b"%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n"
+_COPY_ROW = b"%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t"
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 #: Distinct texts (workers, queues, tag lists) remembered per insert; more are escaped each time.
 _CACHE_LIMIT = 4096
+_NOT_A_REQUEST = "enqueue takes JobRequest values (from my_job.new(...))"
 
 
 def copy_text(value: str) -> bytes:
@@ -127,11 +129,15 @@ def timestamp_text(value: datetime) -> bytes:
 
 
 class CopyRows:
-    """Formats requests as ``oban_jobs`` rows in COPY's text format, given their ids and the clock.
+    """Formats requests as ``oban_jobs`` rows in COPY's text format, in two steps.
 
-    It decides each job's state the way ``insert_jobs.sql`` does (``scheduled`` when it runs after
-    the clock, else ``available``) and collects the queues that gained available jobs, so the caller
-    can notify them. One instance serves one insert: it caches the escaped workers, queues and tags.
+    ``take`` turns the next requests of a stream into rows lacking only their id, at once, so the
+    requests themselves can be freed (a big batch of live request objects is far slower to build
+    than a stream of short-lived ones); ``with_ids`` completes the rows once ids are reserved.
+
+    The state is decided the way ``insert_jobs.sql`` does (``scheduled`` when the job runs after the
+    clock, else ``available``), and the queues that gained available jobs are collected so the
+    caller can notify them. One instance serves one insert: it caches escaped workers, queues, tags.
     """
 
     def __init__(self, clock: datetime) -> None:
@@ -157,14 +163,16 @@ class CopyRows:
                 self._tags[tags] = found
         return found
 
-    def format(self, requests: Sequence[JobRequest], ids: Sequence[int]) -> bytes:
-        """The COPY data of ``requests`` (one line each), the i-th written with ``ids[i]``."""
+    def take(self, source: Iterator[Any], size: int) -> list[bytes]:
+        """The rows (without ids) of the next ``size`` requests at most from ``source``."""
         clock, clock_text = self.clock, self._clock_text
         available = self.available_queues
         text, tag_list = self._text, self._tag_list
-        lines: list[bytes] = []
-        append = lines.append
-        for request, job_id in zip(requests, ids, strict=True):
+        rows: list[bytes] = []
+        append = rows.append
+        for request in itertools.islice(source, size):
+            if not isinstance(request, JobRequest):
+                raise ValidationError("job", request, _NOT_A_REQUEST)
             queue = request.queue
             if request.scheduled_at is None and not request.schedule_in:
                 state, run_at = b"available", clock_text
@@ -180,7 +188,6 @@ class CopyRows:
             append(
                 _COPY_ROW
                 % (
-                    job_id,
                     state,
                     text(queue),
                     text(request.worker),
@@ -193,4 +200,18 @@ class CopyRows:
                     clock_text,
                 )
             )
-        return b"".join(lines)
+        return rows
+
+    @staticmethod
+    def with_ids(rows: Sequence[bytes], ids: Sequence[int]) -> bytes:
+        """COPY data: each row of ``take`` completed with its id, one line each."""
+        return b"".join([b"%s%d\n" % pair for pair in zip(rows, ids, strict=True)])
+
+
+def take_requests(source: Iterator[Any], size: int) -> list[JobRequest]:
+    """The next ``size`` requests at most from ``source``, each checked to be a ``JobRequest``."""
+    batch = list(itertools.islice(source, size))
+    for request in batch:
+        if not isinstance(request, JobRequest):
+            raise ValidationError("job", request, _NOT_A_REQUEST)
+    return batch

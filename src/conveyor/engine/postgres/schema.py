@@ -29,7 +29,7 @@ class Migration:
         return files[f"v{self.version:03d}_{self.name}"] + "\n" + record
 
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "oban_jobs"),)
+MIGRATIONS: tuple[Migration, ...] = (Migration(1, "oban_jobs"), Migration(2, "cron_ticks"))
 LATEST_VERSION = MIGRATIONS[-1].version
 
 

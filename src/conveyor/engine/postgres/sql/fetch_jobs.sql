@@ -7,7 +7,7 @@ WITH clock AS (
 claimed AS (
     SELECT id AS claimed_id
     FROM {prefix}.oban_jobs
-    WHERE state = 'available' AND queue = %(queue)s
+    WHERE state = 'available' AND queue = %(queue)s AND attempt < max_attempts
     ORDER BY priority, scheduled_at, id
     LIMIT %(demand)s
     FOR UPDATE SKIP LOCKED

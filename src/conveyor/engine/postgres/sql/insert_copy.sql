@@ -1,6 +1,6 @@
--- A batch of jobs in COPY's text format, with ids reserved by insert_reserve.sql. COPY writes the
--- given ids even into the GENERATED ALWAYS identity column; state and times come from the client,
--- computed from the clock insert_reserve.sql returned. Columns in rows.COPY_COLUMNS order.
+-- A batch of jobs in COPY's text format (rows.CopyRows writes the columns in this order). The ids were
+-- reserved by insert_reserve.sql: COPY writes given values even into the GENERATED ALWAYS identity.
+-- State and times are computed by the client from insert_clock.sql's clock, as insert_jobs.sql would.
 COPY {prefix}.oban_jobs (
-    id, state, queue, worker, args, meta, tags, priority, max_attempts, scheduled_at, inserted_at
+    state, queue, worker, args, meta, tags, priority, max_attempts, scheduled_at, inserted_at, id
 ) FROM STDIN

@@ -1,0 +1,163 @@
+"""Leader-only duties: rescuing orphaned jobs, pruning old ones, inserting cron jobs.
+
+Each runs on every node but does its work only while its node leads, so exactly one node does it at
+a time; the statements are safe even if two nodes briefly both think they lead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+
+from conveyor.cron import CronEntry, floor_minute
+from conveyor.engine.base import Engine
+from conveyor.fleet import CronTick
+from conveyor.runtime.leadership import Leadership
+from conveyor.runtime.service import Service
+from conveyor.telemetry import Telemetry
+
+log = logging.getLogger("conveyor.duties")
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class LeaderDuty(Service):
+    def __init__(self, engine: Engine, telemetry: Telemetry, leadership: Leadership, interval: float) -> None:
+        super().__init__(interval)
+        self.engine = engine
+        self.telemetry = telemetry
+        self.leadership = leadership
+
+    async def tick(self) -> None:
+        if self.leadership.is_leader:
+            await self.lead()
+
+    async def lead(self) -> None:
+        """The duty's work, run only on the leader."""
+        raise NotImplementedError
+
+
+class Lifeline(LeaderDuty):
+    """Rescues executing jobs whose producer stopped sending heartbeats (and, as a long backstop,
+    executing jobs without any producer row)."""
+
+    name = "lifeline"
+
+    def __init__(
+        self,
+        engine: Engine,
+        telemetry: Telemetry,
+        leadership: Leadership,
+        *,
+        interval: float,
+        producer_timeout: float,
+        backstop: float,
+    ) -> None:
+        super().__init__(engine, telemetry, leadership, interval)
+        self.producer_timeout = producer_timeout
+        self.backstop = backstop
+
+    async def lead(self) -> None:
+        result = await self.engine.rescue_jobs(timeout=self.producer_timeout, backstop=self.backstop)
+        count = len(result.available) + len(result.discarded)
+        if count:
+            log.warning("rescued %d orphaned jobs (%d discarded)", count, len(result.discarded))
+            self.telemetry.emit(
+                "lifeline.rescued", count=count, available=result.available, discarded=result.discarded
+            )
+
+
+class Pruner(LeaderDuty):
+    """Deletes final jobs older than ``max_age`` (and beyond ``keep_per_queue``), batch by batch."""
+
+    name = "pruner"
+
+    def __init__(
+        self,
+        engine: Engine,
+        telemetry: Telemetry,
+        leadership: Leadership,
+        *,
+        interval: float,
+        max_age: float,
+        limit: int,
+        keep_per_queue: int | None,
+    ) -> None:
+        super().__init__(engine, telemetry, leadership, interval)
+        self.max_age = max_age
+        self.limit = limit
+        self.keep_per_queue = keep_per_queue
+
+    async def lead(self) -> None:
+        total = 0
+        while not self._stopping and self.leadership.is_leader:
+            deleted = await self.engine.prune_jobs(
+                max_age=self.max_age, limit=self.limit, keep_per_queue=self.keep_per_queue
+            )
+            total += deleted
+            if deleted < self.limit:
+                break
+            await asyncio.sleep(0.01)  # let other work in between batches
+        if total:
+            self.telemetry.emit("pruner.pruned", count=total)
+
+
+class CronScheduler(LeaderDuty):
+    """Inserts the jobs of due cron entries at each minute; the database makes each tick unique."""
+
+    name = "cron"
+
+    def __init__(
+        self,
+        engine: Engine,
+        telemetry: Telemetry,
+        leadership: Leadership,
+        entries: Sequence[CronEntry],
+        *,
+        started_at: datetime,
+        clock: Clock = utc_now,
+    ) -> None:
+        super().__init__(engine, telemetry, leadership, 60.0)
+        self.entries = tuple(entries)
+        self.started_at = started_at
+        self.clock = clock
+        self._rebooted = False
+
+    async def lead(self) -> None:
+        now = self.clock()
+        await self.run_at(now)
+        # Sleep until just after the next minute starts.
+        following = floor_minute(now) + timedelta(minutes=1, seconds=0.05)
+        self.interval = max(0.05, (following - now).total_seconds())
+
+    async def run_at(self, now: datetime) -> list[int]:
+        """Insert every tick due at ``now`` (and missed ones for back-filling entries)."""
+        minute = floor_minute(now)
+        ticks: list[CronTick] = []
+        backfilling = [e for e in self.entries if e.backfill and not e.expression.reboot]
+        last = await self.engine.last_cron_ticks([e.name for e in backfilling]) if backfilling else {}
+        for entry in self.entries:
+            if entry.expression.reboot:
+                if not self._rebooted:
+                    ticks.append(self._tick(entry, floor_minute(self.started_at)))
+                continue
+            if entry.backfill and entry.name in last:
+                due = list(entry.ticks(last[entry.name], minute))[-entry.backfill_limit :]
+            else:
+                due = list(entry.ticks(minute - timedelta(minutes=1), minute))
+            ticks += [self._tick(entry, moment) for moment in due]
+        ids: list[int] = await self.engine.insert_cron_jobs(ticks)
+        self._rebooted = True
+        if ids:
+            self.telemetry.emit("cron.inserted", count=len(ids), job_ids=ids)
+        return ids
+
+    @staticmethod
+    def _tick(entry: CronEntry, moment: datetime) -> CronTick:
+        return CronTick(entry.name, moment.astimezone(UTC).replace(tzinfo=None), entry.job_for(moment))

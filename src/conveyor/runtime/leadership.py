@@ -1,0 +1,56 @@
+"""Leadership by lease: one row per instance name in ``oban_leaders`` with an expiry.
+
+The leader renews at half the TTL; followers look every tenth of it. The lease is written a tenth
+short of the TTL, so a leader that dies is replaced within one TTL. A clean stop resigns and
+announces it on the leader channel, and the other nodes elect at once.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from conveyor.engine.base import Engine
+from conveyor.runtime.service import Service
+from conveyor.telemetry import Telemetry
+
+log = logging.getLogger("conveyor.leader")
+
+
+class Leadership(Service):
+    name = "leadership"
+
+    def __init__(self, engine: Engine, telemetry: Telemetry, *, name: str, node: str, ttl: float) -> None:
+        self.check_interval = ttl / 10
+        super().__init__(self.check_interval)
+        self.engine = engine
+        self.telemetry = telemetry
+        self.instance = name
+        self.node = node
+        self.ttl = ttl
+        self.is_leader = False
+
+    async def tick(self) -> None:
+        elected = await self.engine.elect_leader(self.instance, self.node, self.ttl - self.check_interval)
+        was_leader, self.is_leader = self.is_leader, elected is not None
+        self.interval = self.ttl / 2 if self.is_leader else self.check_interval
+        if self.is_leader and not was_leader:
+            log.info("node %s is now the leader of %r", self.node, self.instance)
+            self.telemetry.emit("leader.elected", node=self.node, name=self.instance)
+        elif was_leader and not self.is_leader:
+            log.warning("node %s lost the leadership of %r", self.node, self.instance)
+            self.telemetry.emit("leader.lost", node=self.node, name=self.instance)
+
+    async def stop(self) -> None:
+        await super().stop()
+        if self.is_leader:
+            self.is_leader = False
+            try:
+                await self.engine.resign_leader(self.instance, self.node)
+            except Exception:
+                log.exception("resigning the leadership failed; it will expire")
+            self.telemetry.emit("leader.resigned", node=self.node, name=self.instance)
+
+    def on_resign(self, payload: dict[str, object]) -> None:
+        """Another node resigned: try to take over now rather than at the next check."""
+        if payload.get("name") == self.instance and payload.get("node") != self.node:
+            self.wake()
