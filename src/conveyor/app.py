@@ -13,11 +13,13 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any, TypeVar
 
+from conveyor.control import list_queues, send_queue_signal
 from conveyor.cron import definitions_in, entries_for
 from conveyor.engine.base import Engine
 from conveyor.engines import engine_from_url
 from conveyor.errors import ConveyorError, JobNotFoundError
 from conveyor.filters import JobFilter
+from conveyor.fleet import QueueInfo
 from conveyor.job import Job
 from conveyor.portal import Portal
 from conveyor.recorded import decode_result
@@ -127,6 +129,61 @@ class Conveyor:
             self._portal.call(self._portal_engine.close)
             self._portal_engine = None
         self._portal.stop()
+
+    # -- fleet control -----------------------------------------------------------------------
+    async def pause_queue(self, queue: str, *, node: str | None = None, persist: bool = False) -> None:
+        """Pause ``queue`` ("*" for all) on every node, or on ``node``: running jobs finish and are
+        acked, nothing new is fetched. ``persist`` keeps the pause across restarts."""
+        await self._signal("pause", queue, node=node, persist=persist)
+
+    async def resume_queue(self, queue: str, *, node: str | None = None, persist: bool = False) -> None:
+        await self._signal("resume", queue, node=node, persist=persist)
+
+    async def scale_queue(
+        self, queue: str, limit: int, *, node: str | None = None, persist: bool = False
+    ) -> None:
+        """Change the local limit (concurrency) of ``queue`` on every node, or on ``node``."""
+        await self._signal("scale", queue, node=node, limit=limit, persist=persist)
+
+    async def start_queue(self, queue: str, limit: int, *, node: str | None = None) -> None:
+        """Start running ``queue`` with ``limit`` on every node, or on ``node``."""
+        await self._signal("start", queue, node=node, limit=limit)
+
+    async def stop_queue(self, queue: str, *, node: str | None = None) -> None:
+        """Stop ``queue`` on every node, or on ``node``; running jobs finish first."""
+        await self._signal("stop", queue, node=node)
+
+    async def queues(self) -> list[QueueInfo]:
+        """Every queue on every live node: limit, running count, paused flag."""
+        return await self._run(lambda e: list_queues(e, self.settings))
+
+    def pause_queue_sync(self, queue: str, *, node: str | None = None, persist: bool = False) -> None:
+        self._signal_sync("pause", queue, node=node, persist=persist)
+
+    def resume_queue_sync(self, queue: str, *, node: str | None = None, persist: bool = False) -> None:
+        self._signal_sync("resume", queue, node=node, persist=persist)
+
+    def scale_queue_sync(
+        self, queue: str, limit: int, *, node: str | None = None, persist: bool = False
+    ) -> None:
+        self._signal_sync("scale", queue, node=node, limit=limit, persist=persist)
+
+    def start_queue_sync(self, queue: str, limit: int, *, node: str | None = None) -> None:
+        self._signal_sync("start", queue, node=node, limit=limit)
+
+    def stop_queue_sync(self, queue: str, *, node: str | None = None) -> None:
+        self._signal_sync("stop", queue, node=node)
+
+    def queues_sync(self) -> list[QueueInfo]:
+        return self._run_sync(lambda e: list_queues(e, self.settings))
+
+    async def _signal(self, action: str, queue: str, **options: Any) -> None:
+        engine = await self.engine()
+        await send_queue_signal(engine, self.settings, self.node, action, queue, **options)
+
+    def _signal_sync(self, action: str, queue: str, **options: Any) -> None:
+        # The blocking twins only signal: a node lives on the app's own loop, never on the portal.
+        self._run_sync(lambda e: send_queue_signal(e, self.settings, None, action, queue, **options))
 
     async def nudge(self, queue: str | None = None) -> None:
         """Make producers fetch now: this node's directly, every node's through a notification."""

@@ -22,6 +22,8 @@ class JobContext:
     job: Job
     _cancelled: threading.Event = field(default_factory=threading.Event)
     cancel_reason: str | None = None
+    #: Where the job runs ("async", "thread", "process"), set by the runner.
+    executor: str | None = None
 
     @property
     def id(self) -> int:
@@ -43,7 +45,16 @@ class JobContext:
         return self._cancelled.is_set()
 
     def cancel(self, reason: str) -> None:
+        """Someone asked for this job to stop: it will end ``cancelled``."""
         self.cancel_reason = reason
+        self._cancelled.set()
+
+    @property
+    def cancel_requested(self) -> bool:
+        return self.cancel_reason is not None
+
+    def expire(self) -> None:
+        """The job ran out of time: tell its code to stop (it ends as an error, not cancelled)."""
         self._cancelled.set()
 
 

@@ -52,3 +52,24 @@ class CronTick:
     #: The tick's moment as naive UTC (the uniqueness key together with ``name``).
     tick: datetime
     request: JobRequest
+
+
+@dataclass(frozen=True, slots=True)
+class QueueState:
+    """A queue's persisted settings; None means "as configured"."""
+
+    paused: bool | None = None
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    """One queue on one live node, from its heartbeat."""
+
+    node: str
+    queue: str
+    limit: int
+    running: int
+    paused: bool
+    started_at: datetime
+    updated_at: datetime

@@ -6,6 +6,8 @@ import asyncio
 
 import click
 
+from conveyor.cli.fleet import pause, queues, resume, scale, stop
+from conveyor.cli.jobs import cancel, delete, jobs, retry
 from conveyor.cli.start import start
 from conveyor.engine.postgres import schema
 from conveyor.engines import engine_from_url
@@ -88,4 +90,5 @@ def uninstall(dsn: str, prefix: str, yes: bool) -> None:
     click.echo(f"schema objects removed from {prefix!r}")
 
 
-main.add_command(start)
+for command in (start, queues, pause, resume, scale, stop, jobs, cancel, retry, delete):
+    main.add_command(command)

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from conveyor.acks import Ack
 from conveyor.filters import JobFilter
-from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, RescueResult
+from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, QueueState, RescueResult
 from conveyor.job import Job
 from conveyor.request import JobRequest
 
@@ -146,6 +146,18 @@ class Engine(Protocol):
 
     async def last_cron_ticks(self, names: Sequence[str]) -> dict[str, datetime]:
         """The latest tick recorded for each named cron entry."""
+
+    # -- queue state -------------------------------------------------------------------------
+    async def save_queue_state(
+        self, name: str, queue: str, *, paused: bool | None = None, limit: int | None = None
+    ) -> None:
+        """Persist a pause or a limit so nodes starting the queue later apply it."""
+
+    async def load_queue_states(self, name: str) -> dict[str, QueueState]: ...
+
+    async def still_executing(self, job_ids: Sequence[int]) -> set[int]:
+        """The ids among ``job_ids`` whose rows are still executing (the others were cancelled,
+        deleted or rescued behind this node's back)."""
 
 
 class Listener(Protocol):

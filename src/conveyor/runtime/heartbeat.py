@@ -35,6 +35,13 @@ class Heartbeat(Service):
 
     async def tick(self) -> None:
         await self.engine.record_producers(self.instance, self.node, self.beats())
+        # A job cancelled (or deleted) while its pkill signal was missed still gets stopped.
+        running = [job_id for p in self.producers for job_id in p.running]
+        if running:
+            alive = await self.engine.still_executing(running)
+            for producer in self.producers:
+                for job_id in [j for j in producer.running if j not in alive]:
+                    producer.cancel_job(job_id, "cancelled (the job is no longer executing)")
 
     async def forget(self) -> None:
         """Remove this node's rows at a clean stop, once its jobs are acked or given back."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -19,8 +19,9 @@ from conveyor.runtime.leadership import Leadership
 from conveyor.runtime.process_pool import ProcessPool
 from conveyor.runtime.producer import Producer
 from conveyor.runtime.runner import JobRunner
+from conveyor.runtime.signals import addressed_to
 from conveyor.runtime.stager import Stager
-from conveyor.settings import Settings
+from conveyor.settings import QueueSettings, Settings
 from conveyor.telemetry import Telemetry
 
 log = logging.getLogger("conveyor.node")
@@ -50,19 +51,7 @@ class Node:
         self.processes = ProcessPool(settings.processes)
         self.runner = JobRunner(resolver, telemetry, threads=self.threads, processes=self.processes)
         self.acker = Acker(engine, batch_size=settings.ack_batch_size, delay=settings.ack_delay)
-        self.producers: dict[str, Producer] = {
-            q.name: Producer(
-                q.name,
-                q.limit,
-                engine=engine,
-                runner=self.runner,
-                acker=self.acker,
-                node=self.name,
-                poll_interval=settings.poll_interval,
-                executor=q.executor,
-            )
-            for q in settings.queues
-        }
+        self.producers: dict[str, Producer] = {q.name: self._producer(q) for q in settings.queues}
         self.stager = Stager(
             engine,
             telemetry,
@@ -109,6 +98,7 @@ class Node:
                     CronScheduler(engine, telemetry, self.leadership, crontab, started_at=datetime.now(UTC))
                 )
         self._listener: Stoppable | None = None
+        self._control_tasks: set[asyncio.Task[None]] = set()
         self.started = False
 
     async def start(self) -> None:
@@ -121,6 +111,7 @@ class Node:
         await self.acker.start()
         if self.settings.notifications:
             self._listener = await self.engine.listen(("insert", "signal", "leader"), self._on_notification)
+        await self._apply_persisted()
         # The heartbeat rows exist before the first fetch, so no claimed job is ever without one.
         await self.heartbeat.tick()
         await self.heartbeat.start()
@@ -143,6 +134,8 @@ class Node:
             return
         self.started = False
         grace = self.settings.shutdown_grace if grace is None else grace
+        if self._control_tasks:
+            await asyncio.gather(*self._control_tasks, return_exceptions=True)
         for duty in self.duties:
             await duty.stop()
         await self.leadership.stop()
@@ -167,6 +160,105 @@ class Node:
         self.telemetry.emit("node.stop", node=self.name, released=len(leftovers))
         log.info("node %s stopped", self.name)
 
+    def _producer(self, queue: QueueSettings) -> Producer:
+        return Producer(
+            queue.name,
+            queue.limit,
+            engine=self.engine,
+            runner=self.runner,
+            acker=self.acker,
+            node=self.name,
+            poll_interval=self.settings.poll_interval,
+            executor=queue.executor,
+        )
+
+    async def _apply_persisted(self) -> None:
+        """Apply the pauses and limits operators asked to keep across restarts."""
+        states = await self.engine.load_queue_states(self.settings.name)
+        for queue, state in states.items():
+            producer = self.producers.get(queue)
+            if producer is None:
+                continue
+            if state.paused is not None:
+                producer.paused = state.paused
+            if state.limit is not None:
+                producer.limit = state.limit
+
+    # -- queue control (local; signals from anywhere arrive in _on_signal) ----------------------
+    def pause(self, queue: str) -> None:
+        for producer in self._targets(queue):
+            producer.paused = True
+
+    def resume(self, queue: str) -> None:
+        for producer in self._targets(queue):
+            producer.paused = False
+            producer.wake()
+
+    def scale(self, queue: str, limit: int) -> None:
+        for producer in self._targets(queue):
+            producer.limit = limit
+            producer.wake()
+
+    async def start_queue(self, queue: str, limit: int) -> None:
+        if queue in self.producers:
+            self.scale(queue, limit)
+            return
+        producer = self._producer(QueueSettings(queue, limit))
+        self.producers[queue] = producer
+        self.heartbeat.producers.append(producer)
+        await self.heartbeat.tick()
+        await producer.start()
+
+    async def stop_queue(self, queue: str) -> None:
+        """Stop one queue: no more fetching, running jobs finish (within the grace period)."""
+        producer = self.producers.pop(queue, None)
+        if producer is None:
+            return
+        await producer.stop()
+        leftovers = await producer.drain(self.settings.shutdown_grace)
+        if leftovers:
+            await self.engine.release_jobs(leftovers)
+        self.heartbeat.producers.remove(producer)
+        await self.engine.delete_producers([producer.uuid])
+
+    def targets(self, queue: str) -> list[Producer]:
+        """The producers a queue name addresses ("*" for all)."""
+        return self._targets(queue)
+
+    def _targets(self, queue: str) -> list[Producer]:
+        if queue == "*":
+            return list(self.producers.values())
+        producer = self.producers.get(queue)
+        return [producer] if producer is not None else []
+
+    def _on_signal(self, payload: dict[str, Any]) -> None:
+        if not addressed_to(payload, self.settings.name, self.name):
+            return
+        action, queue, limit = payload.get("action"), payload.get("queue"), payload.get("limit")
+        if action == "pkill":
+            job_id = payload.get("job_id")
+            if isinstance(job_id, int):
+                self.cancel_running(job_id, "cancelled")
+            return
+        if not isinstance(queue, str):
+            return
+        if action == "pause":
+            self.pause(queue)
+        elif action == "resume":
+            self.resume(queue)
+        elif action == "scale" and isinstance(limit, int) and limit > 0:
+            self.scale(queue, limit)
+        elif action == "start" and isinstance(limit, int) and limit > 0 and queue != "*":
+            self._spawn(self.start_queue(queue, limit))
+        elif action == "stop":
+            for name in [p.queue for p in self._targets(queue)]:
+                self._spawn(self.stop_queue(name))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._control_tasks.add(task)
+        task.add_done_callback(self._control_tasks.discard)
+
     # -- waking producers --------------------------------------------------------------------
     def _wake_queue(self, queue: str) -> None:
         producer = self.producers.get(queue)
@@ -190,10 +282,8 @@ class Node:
             self.nudge()
         elif channel == "leader" and payload.get("action") == "resign":
             self.leadership.on_resign(payload)
-        elif channel == "signal" and payload.get("action") == "pkill":
-            job_id = payload.get("job_id")
-            if isinstance(job_id, int):
-                self.cancel_running(job_id, "cancelled")
+        elif channel == "signal":
+            self._on_signal(payload)
 
     def cancel_running(self, job_id: int, reason: str) -> bool:
         return any(p.cancel_job(job_id, reason) for p in self.producers.values())

@@ -99,6 +99,8 @@ class Producer(Service):
         running.context.cancel(reason)
         if self.runner.processes is not None and self.runner.processes.kill(job_id):
             return True
+        if running.context.executor == "thread":
+            return True  # told through its context; it is marked cancelled when it returns
         running.task.cancel()
         return True
 

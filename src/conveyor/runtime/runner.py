@@ -73,21 +73,21 @@ class JobRunner:
         try:
             definition = self.resolver.resolve(job.worker)
             kind = self.executor_for(definition, queue_default)
+            context.executor = kind.value
             value = await self._execute(definition, kind, context)
             ack = self._completed(job, definition, value)
         except asyncio.CancelledError:
-            if context.is_cancelled():
-                ack = self._ended(job, JobState.CANCELLED, context.cancel_reason or "cancelled")
-            else:
-                raise
+            if not context.cancel_requested:
+                raise  # shutdown: the node gives the job back instead
+            ack = self._cancelled(job, context)
         except Outcome as outcome:
             ack = self._outcome(job, outcome)
         except Exception as exc:
-            # A thread job's timeout also flags its context (so the code can stop); it is still a failure.
-            if context.is_cancelled() and not isinstance(exc, JobTimeout):
-                ack = self._ended(job, JobState.CANCELLED, context.cancel_reason or "cancelled")
-            else:
-                ack = self._failed(job, exc)
+            # A timeout only flags the context so the code can stop; it stays a failure.
+            ack = self._cancelled(job, context) if context.cancel_requested else self._failed(job, exc)
+        else:
+            if context.cancel_requested:  # a thread job told to stop has returned
+                ack = self._cancelled(job, context)
         duration = asyncio.get_running_loop().time() - started
         self.telemetry.emit("job.stop", job=job, state=ack.state, duration=duration, ack=ack)
         return ack
@@ -111,7 +111,7 @@ class JobRunner:
                 if not future.cancelled():  # the job's own TimeoutError, not our deadline
                     raise
                 # A thread cannot be stopped from outside: tell the job, free the slot.
-                context.cancel("timeout")
+                context.expire()
                 raise JobTimeout(timeout or 0) from None
         deadline = asyncio.timeout(timeout)
         try:
@@ -119,7 +119,7 @@ class JobRunner:
                 return await call_async(definition, context)
         except TimeoutError:
             # Only our deadline is a timeout; a TimeoutError raised by the job's code is its error.
-            if context.is_cancelled() or not deadline.expired():
+            if context.cancel_requested or not deadline.expired():
                 raise
             raise JobTimeout(timeout or 0) from None
 
@@ -141,6 +141,9 @@ class JobRunner:
         if isinstance(outcome, Discard):
             return self._ended(job, JobState.DISCARDED, outcome.reason)
         return self._failed(job, outcome)
+
+    def _cancelled(self, job: Job, context: JobContext) -> Ack:
+        return self._ended(job, JobState.CANCELLED, context.cancel_reason or "cancelled")
 
     def _ended(self, job: Job, state: JobState, reason: str) -> Ack:
         return Ack(job.id, job.attempt, state, error=self._error(job, f"{state.value}: {reason}"))

@@ -21,7 +21,7 @@ from conveyor.engine.postgres.rows import aware, job_from_row, naive_utc, reques
 from conveyor.engine.sqlfiles import SqlFiles
 from conveyor.errors import EngineClosedError, SchemaError
 from conveyor.filters import JobFilter
-from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, RescueResult
+from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, QueueState, RescueResult
 from conveyor.job import Job
 from conveyor.request import JobRequest
 
@@ -342,3 +342,21 @@ class PostgresEngine:
         async with self.pool.connection() as conn:
             cur = await conn.execute(self.sql["last_cron_ticks"].encode(), {"names": list(names)})
             return {row[0]: row[1].replace(tzinfo=UTC) for row in await cur.fetchall()}
+
+    # -- queue state -------------------------------------------------------------------------
+    async def save_queue_state(
+        self, name: str, queue: str, *, paused: bool | None = None, limit: int | None = None
+    ) -> None:
+        params = {"name": name, "queue": queue, "paused": paused, "limit": limit}
+        async with self.pool.connection() as conn:
+            await conn.execute(self.sql["save_queue_state"].encode(), params)
+
+    async def load_queue_states(self, name: str) -> dict[str, QueueState]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self.sql["load_queue_states"].encode(), {"name": name})
+            return {row[0]: QueueState(paused=row[1], limit=row[2]) for row in await cur.fetchall()}
+
+    async def still_executing(self, job_ids: Sequence[int]) -> set[int]:
+        if not job_ids:
+            return set()
+        return set(await self._fetch_ids(self.sql["still_executing"], {"ids": list(job_ids)}))

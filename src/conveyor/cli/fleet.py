@@ -1,0 +1,57 @@
+"""``conveyor queues | pause | resume | scale | stop``: steer queues on one node or all."""
+
+from __future__ import annotations
+
+import click
+
+from conveyor.cli.common import build_app, database_options, json_option, print_json, print_table
+
+
+@click.command()
+@database_options
+@json_option
+def queues(dsn: str | None, prefix: str | None, as_json: bool) -> None:
+    """List every queue on every live node: limit, running jobs, paused."""
+    app = build_app(dsn, prefix)
+    try:
+        found = app.queues_sync()
+    finally:
+        app.close_sync()
+    if as_json:
+        print_json(found)
+        return
+    rows = [(q.queue, q.node, q.limit, q.running, "yes" if q.paused else "no", q.updated_at) for q in found]
+    print_table("Queues", ("queue", "node", "limit", "running", "paused", "heartbeat"), rows)
+
+
+def _queue_command(
+    action: str, help_text: str, with_limit: bool = False, persist: bool = True
+) -> click.Command:
+    def run(dsn: str | None, prefix: str | None, queue: str, node: str | None, **rest: object) -> None:
+        app = build_app(dsn, prefix)
+        options: dict[str, object] = {"node": node}
+        if with_limit:
+            options["limit"] = rest["limit"]
+        if persist:
+            options["persist"] = rest["persist"]
+        try:
+            getattr(app, f"{action}_queue_sync")(queue, **options)
+        finally:
+            app.close_sync()
+        target = f"node {node}" if node else "every node"
+        click.echo(f"{action} {queue} sent to {target}")
+
+    command = click.command(name=action, help=help_text)(run)
+    if persist:
+        command = click.option("--persist", is_flag=True, help="Keep it across restarts.")(command)
+    command = click.option("--node", default=None, help="Only this node (default: every node).")(command)
+    if with_limit:
+        command = click.argument("limit", type=click.IntRange(min=1))(command)
+    command = click.argument("queue")(command)
+    return database_options(command)
+
+
+pause = _queue_command("pause", "Pause QUEUE ('*' for all): running jobs finish, nothing new starts.")
+resume = _queue_command("resume", "Resume QUEUE ('*' for all).")
+scale = _queue_command("scale", "Set the per-node LIMIT (concurrency) of QUEUE.", with_limit=True)
+stop = _queue_command("stop", "Stop QUEUE on the nodes; running jobs finish first.", persist=False)

@@ -1,0 +1,85 @@
+"""Steering a live fleet: queue signals (pause, resume, scale, start, stop) and the queue listing.
+
+Signals travel on the database's ``signal`` channel in Oban's format, so every node (Conveyor or
+Oban) on the database hears them. A persisted change is also written to ``conveyor_queue_states``
+so nodes apply it when they (re)start the queue.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from conveyor import options as opt
+from conveyor.engine.base import Engine
+from conveyor.errors import ValidationError
+from conveyor.fleet import QueueInfo
+from conveyor.runtime.node import Node
+from conveyor.runtime.signals import ident_for, queue_signal
+from conveyor.settings import Settings
+
+QUEUE_ACTIONS = ("pause", "resume", "scale", "start", "stop")
+
+
+def check_target(queue: str, limit: int | None, action: str) -> None:
+    if queue != "*" or action in ("start",):
+        opt.check_queue(queue)
+    if action in ("scale", "start") and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValidationError("limit", limit, f"{action} needs an integer limit >= 1")
+
+
+async def send_queue_signal(
+    engine: Engine,
+    settings: Settings,
+    local: Node | None,
+    action: str,
+    queue: str,
+    *,
+    node: str | None = None,
+    limit: int | None = None,
+    persist: bool = False,
+) -> None:
+    """Send one queue action to every node (``node=None``) or one node, and apply it here at once
+    when this process's node is a target (so it works with notifications off too)."""
+    if action not in QUEUE_ACTIONS:
+        raise ValidationError("action", action, f"must be one of {', '.join(QUEUE_ACTIONS)}")
+    check_target(queue, limit, action)
+    if persist:
+        if action not in ("pause", "resume", "scale") or queue == "*":
+            raise ValidationError("persist", persist, "only pause, resume and scale of a named queue persist")
+        paused = {"pause": True, "resume": False}.get(action)
+        await engine.save_queue_state(settings.name, queue, paused=paused, limit=limit)
+    await engine.notify("signal", queue_signal(action, queue, ident_for(settings.name, node), limit))
+    if local is not None and node in (None, local.name):
+        if action == "pause":
+            local.pause(queue)
+        elif action == "resume":
+            local.resume(queue)
+        elif action == "scale" and limit is not None:
+            local.scale(queue, limit)
+        elif action == "start" and limit is not None:
+            await local.start_queue(queue, limit)
+        elif action == "stop":
+            for name in [p.queue for p in local.targets(queue)]:
+                await local.stop_queue(name)
+
+
+async def list_queues(engine: Engine, settings: Settings, *, now: datetime | None = None) -> list[QueueInfo]:
+    """Every queue on every live node (fresh heartbeat), from the producer rows."""
+    cutoff = (now or datetime.now(UTC)) - timedelta(seconds=settings.producer_timeout)
+    result = []
+    for producer in await engine.list_producers():
+        if producer.updated_at < cutoff:
+            continue
+        meta = producer.meta
+        result.append(
+            QueueInfo(
+                node=producer.node,
+                queue=producer.queue,
+                limit=int(meta.get("local_limit", 0)),
+                running=int(meta.get("running", 0)),
+                paused=bool(meta.get("paused", False)),
+                started_at=producer.started_at,
+                updated_at=producer.updated_at,
+            )
+        )
+    return sorted(result, key=lambda q: (q.queue, q.node))
