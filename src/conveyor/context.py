@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import contextvars
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from conveyor.job import Job
 
@@ -20,7 +19,9 @@ class JobContext:
     """
 
     job: Job
-    _cancelled: threading.Event = field(default_factory=threading.Event)
+    # A plain flag: set from the loop, read from the job's thread (a bool read is atomic), and far
+    # cheaper to create per job than a threading.Event.
+    _cancelled: bool = False
     cancel_reason: str | None = None
     #: Where the job runs ("async", "thread", "process"), set by the runner.
     executor: str | None = None
@@ -42,12 +43,12 @@ class JobContext:
         return self.job.tags
 
     def is_cancelled(self) -> bool:
-        return self._cancelled.is_set()
+        return self._cancelled
 
     def cancel(self, reason: str) -> None:
         """Someone asked for this job to stop: it will end ``cancelled``."""
         self.cancel_reason = reason
-        self._cancelled.set()
+        self._cancelled = True
 
     @property
     def cancel_requested(self) -> bool:
@@ -55,7 +56,7 @@ class JobContext:
 
     def expire(self) -> None:
         """The job ran out of time: tell its code to stop (it ends as an error, not cancelled)."""
-        self._cancelled.set()
+        self._cancelled = True
 
 
 def current_job() -> JobContext:

@@ -69,7 +69,8 @@ class JobRunner:
     async def run(self, context: JobContext, queue_default: ExecutorKind = ExecutorKind.AUTO) -> Ack:
         job = context.job
         self.telemetry.emit("job.start", job=job)
-        started = asyncio.get_running_loop().time()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         try:
             definition = self.resolver.resolve(job.worker)
             kind = self.executor_for(definition, queue_default)
@@ -88,7 +89,7 @@ class JobRunner:
         else:
             if context.cancel_requested:  # a thread job told to stop has returned
                 ack = self._cancelled(job, context)
-        duration = asyncio.get_running_loop().time() - started
+        duration = loop.time() - started
         self.telemetry.emit("job.stop", job=job, state=ack.state, duration=duration, ack=ack)
         return ack
 
@@ -113,6 +114,8 @@ class JobRunner:
                 # A thread cannot be stopped from outside: tell the job, free the slot.
                 context.expire()
                 raise JobTimeout(timeout or 0) from None
+        if timeout is None:
+            return await call_async(definition, context)
         deadline = asyncio.timeout(timeout)
         try:
             async with deadline:
