@@ -17,7 +17,7 @@ from conveyor.control import list_queues, send_queue_signal
 from conveyor.cron import definitions_in, entries_for
 from conveyor.engine.base import Engine
 from conveyor.engines import engine_from_url
-from conveyor.errors import ConveyorError, JobNotFoundError
+from conveyor.errors import ConveyorError, JobNotFoundError, ValidationError
 from conveyor.filters import JobFilter
 from conveyor.fleet import QueueInfo
 from conveyor.job import Job
@@ -58,6 +58,9 @@ class Conveyor:
                 "Conveyor needs a database_url (postgresql://...), $CONVEYOR_DATABASE_URL or an engine"
             )
         config = self.settings
+        if engine is None:
+            # Build one engine now (connecting nothing) so a bad URL or prefix fails here, clearly.
+            engine_from_url(config.database_url or "", prefix=config.prefix, pool_size=config.pool_size)
         self._engine_factory: Callable[[], Engine] = (
             (
                 lambda: engine_from_url(
@@ -318,7 +321,7 @@ class Conveyor:
 
 def _criteria(criteria: JobFilter | None, filters: dict[str, Any]) -> JobFilter:
     if criteria is not None and filters:
-        raise ConveyorError("pass either a JobFilter or keyword filters, not both")
+        raise ValidationError("filters", filters, "pass either a JobFilter or keyword filters, not both")
     return criteria if criteria is not None else JobFilter.build(**filters)
 
 

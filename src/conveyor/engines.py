@@ -1,15 +1,65 @@
-"""Choosing an engine from a database URL."""
+"""Choosing an engine from a database URL.
+
+``postgresql://user@host/db`` builds a PostgresEngine. ``sqlite:///relative/path.db``,
+``sqlite:////absolute/path.db`` and ``sqlite://:memory:`` build a SqliteEngine. Without a URL (no
+argument, no ``$CONVEYOR_DATABASE_URL``, nothing in the config file) Conveyor uses the SQLite file
+``conveyor.db`` in the working directory: see ``default_database_url``.
+"""
 
 from __future__ import annotations
+
+import os
 
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
+#: SQLAlchemy's spellings are accepted too, so one URL can serve both.
+SQLITE_SCHEMES = ("sqlite://", "sqlite+pysqlite://", "sqlite+aiosqlite://")
+#: The database file used when no URL is given, relative to the working directory.
+DEFAULT_SQLITE_FILE = "conveyor.db"
+SQLITE_FORMS = "sqlite:///relative/path.db, sqlite:////absolute/path.db or sqlite://:memory:"
 
 
-def engine_from_url(url: str, *, prefix: str = "public", pool_size: int = 10) -> Engine:
-    """An engine for ``postgresql://...`` URLs."""
+def default_database_url() -> str:
+    """The URL used when none is configured: ``conveyor.db`` in the working directory, made
+    absolute now so a later change of directory does not change the database."""
+    return "sqlite:///" + os.path.abspath(DEFAULT_SQLITE_FILE)
+
+
+def sqlite_path(url: str) -> str:
+    """The file a ``sqlite://`` URL names (``:memory:`` for an in-memory database)."""
+    rest = url.split("://", 1)[1]
+    if rest in ("", ":memory:", "/:memory:"):
+        return ":memory:"
+    if "?" in rest or "#" in rest:
+        raise ValidationError("database_url", url, f"SQLite URLs take no query string; use {SQLITE_FORMS}")
+    if not rest.startswith("/") or rest == "/":
+        raise ValidationError("database_url", url, f"not a SQLite file URL; use {SQLITE_FORMS}")
+    return rest[1:]
+
+
+def is_sqlite_url(url: str | None) -> bool:
+    return url is None or url.startswith(SQLITE_SCHEMES)
+
+
+def install_sql(url: str | None, prefix: str = "public") -> str:
+    """The SQL ``conveyor install`` runs for the engine ``url`` chooses (for --print-sql)."""
+    if is_sqlite_url(url):
+        from conveyor.engine.sqlite import schema as sqlite_schema
+
+        return sqlite_schema.install_sql(prefix)
+    engine_from_url(url, prefix=prefix)  # refuses unsupported URLs, opens nothing
+    from conveyor.engine.postgres import schema as postgres_schema
+
+    return postgres_schema.install_sql(prefix)
+
+
+def engine_from_url(url: str | None = None, *, prefix: str = "public", pool_size: int = 10) -> Engine:
+    """An engine for ``postgresql://...`` or ``sqlite://...`` URLs; None means the default SQLite
+    file (``default_database_url``). ``pool_size`` applies to PostgreSQL only."""
+    if url is None:
+        url = default_database_url()
     if not isinstance(url, str) or not url:
         raise ValidationError("database_url", url, "must be a non-empty URL string")
     if url.startswith(POSTGRES_SCHEMES):
@@ -17,4 +67,10 @@ def engine_from_url(url: str, *, prefix: str = "public", pool_size: int = 10) ->
 
         dsn = url.replace("postgresql+psycopg://", "postgresql://", 1)
         return PostgresEngine(dsn, prefix=prefix, max_connections=pool_size)
-    raise ValidationError("database_url", url, "unsupported scheme; use postgresql://user@host/db")
+    if url.startswith(SQLITE_SCHEMES):
+        from conveyor.engine.sqlite import SqliteEngine
+
+        return SqliteEngine(sqlite_path(url), prefix=prefix)
+    raise ValidationError(
+        "database_url", url, f"unsupported scheme; use postgresql://user@host/db or {SQLITE_FORMS}"
+    )

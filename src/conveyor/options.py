@@ -18,6 +18,7 @@ from conveyor.errors import ValidationError
 
 QUEUE_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:\-]{0,127}")
 MAX_SMALLINT = 32767
+PREFIX_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 DEFAULT_QUEUE = "default"
 DEFAULT_PRIORITY = 0
 DEFAULT_MAX_ATTEMPTS = 20
@@ -37,6 +38,15 @@ def check_queue(value: Any, field: str = "queue") -> str:
             value,
             "must be 1-128 characters of letters, digits, '_', '.', ':' or '-' "
             "and not start with punctuation other than '_'",
+        )
+    return value
+
+
+def check_prefix(value: Any) -> str:
+    """A PostgreSQL schema name for the tables: a plain identifier, so it is safe in every statement."""
+    if not isinstance(value, str) or not PREFIX_PATTERN.fullmatch(value):
+        raise ValidationError(
+            "prefix", value, "must be 1-63 letters, digits or '_' and not start with a digit"
         )
     return value
 

@@ -101,6 +101,7 @@ class Settings:
     crontab: tuple[CronEntry, ...] = ()
 
     def __post_init__(self) -> None:
+        opt.check_prefix(self.prefix)
         for name in (
             "poll_interval",
             "stage_interval",

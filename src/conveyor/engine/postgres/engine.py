@@ -23,6 +23,7 @@ from conveyor.errors import EngineClosedError, SchemaError
 from conveyor.filters import JobFilter
 from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, QueueState, RescueResult
 from conveyor.job import Job
+from conveyor.options import check_prefix
 from conveyor.request import JobRequest
 
 
@@ -49,7 +50,7 @@ class PostgresEngine:
         max_connections: int = 10,
     ) -> None:
         self.dsn = dsn
-        self.prefix = prefix
+        self.prefix = check_prefix(prefix)
         self.sql = SqlFiles(schema.SQL_PACKAGE, prefix)
         self.insert_channel = channel(prefix, "insert")
         self.signal_channel = channel(prefix, "signal")

@@ -1,0 +1,353 @@
+"""``SqliteEngine``: the embedded engine, one SQLite file shared by the processes of one machine.
+
+Semantics follow ``PostgresEngine`` statement for statement (the ``.sql`` files beside each engine
+say the same things in two dialects). What differs, and why:
+
+* Driver: the standard ``sqlite3`` module on dedicated threads (``database.Database``): one writer
+  connection per file per process, running each operation as one ``BEGIN IMMEDIATE`` transaction,
+  plus one reader connection. SQLite has one writer at a time, so claims never overlap across
+  processes; busy locks are retried, never surfaced (up to ``busy_timeout`` seconds).
+* ``now=None`` means this machine's clock, read when the statement runs; SQLite has no server.
+* ``prefix``: SQLite has no schemas, so only the default ``"public"`` is accepted; put separate
+  installations in separate files.
+* Notifications: in-process fan-out plus a table polled through ``PRAGMA data_version`` across
+  processes (``listener``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from conveyor.acks import Ack
+from conveyor.engine.base import NotificationHandler
+from conveyor.engine.sqlite import database, foreign, inserter, schema
+from conveyor.engine.sqlite.database import MEMORY, Database, Tx
+from conveyor.engine.sqlite.listener import SqliteListener
+from conveyor.engine.sqlite.rows import (
+    check_now,
+    fetch_order,
+    job_from_row,
+    later_text,
+    time_text,
+    utc_clock,
+)
+from conveyor.errors import EngineClosedError, SchemaError, ValidationError
+from conveyor.filters import JobFilter
+from conveyor.job import Job
+from conveyor.request import JobRequest
+
+FILES = schema.FILES
+COLUMNS = FILES["job_columns"].strip()
+#: The filter fragments, in the order they are combined with AND, by JobFilter field.
+FILTER_PARTS = ("ids", "states", "queues", "workers", "tags", "before_id")
+DEFAULT_LIST_LIMIT = 100
+
+
+def _filter(criteria: JobFilter) -> tuple[str, dict[str, Any]]:
+    """The WHERE condition for ``criteria`` (only the parts it uses) and its parameters."""
+    values: dict[str, Any] = {
+        "ids": list(criteria.ids),
+        "states": [s.value for s in criteria.states],
+        "queues": list(criteria.queues),
+        "workers": list(criteria.workers),
+        "tags": list(criteria.tags),
+        "before_id": criteria.before_id,
+    }
+    used = tuple(name for name in FILTER_PARTS if values[name] not in (None, []))
+    params: dict[str, Any] = {
+        name: orjson.dumps(values[name]).decode() if name != "before_id" else values[name] for name in used
+    }
+    return _condition(used), params
+
+
+_conditions: dict[tuple[str, ...], str] = {}
+
+
+def _condition(used: tuple[str, ...]) -> str:
+    found = _conditions.get(used)
+    if found is None:
+        found = "\n  AND ".join(FILES[f"filter_{name}"].strip() for name in used) or "1"
+        _conditions[used] = found
+    return found
+
+
+def _statement(name: str, condition: str) -> str:
+    return FILES[name].replace("{columns}", COLUMNS).replace("{filter}", condition)
+
+
+class SqliteEngine:
+    """Runs every Conveyor statement on one SQLite database file (or ``:memory:``)."""
+
+    name = "sqlite"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = "conveyor.db",
+        *,
+        prefix: str = schema.DEFAULT_PREFIX,
+        busy_timeout: float = database.DEFAULT_BUSY_TIMEOUT,
+    ) -> None:
+        self.prefix = schema.check_prefix(prefix)
+        raw = os.fspath(path)
+        if not raw:
+            raise ValidationError("path", raw, "must name a database file or ':memory:'")
+        #: The absolute path of the database file, or ":memory:".
+        self.path = raw if raw == MEMORY else os.path.abspath(raw)
+        if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, int | float) or busy_timeout < 0:
+            raise ValidationError("busy_timeout", busy_timeout, "must be a number of seconds >= 0")
+        self.busy_timeout = float(busy_timeout)
+        self._db: Database | None = None
+        self._fetch = _statement("fetch_jobs", "")
+        self._get = _statement("get_job", "")
+
+    def __repr__(self) -> str:
+        return f"SqliteEngine({self.path!r})"
+
+    @property
+    def url(self) -> str:
+        return "sqlite://:memory:" if self.path == MEMORY else f"sqlite:///{self.path}"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def open(self) -> None:
+        if self._db is None:
+            self._db = await asyncio.to_thread(database.acquire, self.path, busy_timeout=self.busy_timeout)
+
+    async def close(self) -> None:
+        if self._db is not None:
+            db, self._db = self._db, None
+            database.release(db)
+
+    @property
+    def database(self) -> Database:
+        if self._db is None:
+            raise EngineClosedError("the SQLite engine is not open; call await engine.open()")
+        return self._db
+
+    # -- schema ------------------------------------------------------------------------------
+    async def install(self) -> int:
+        return await self.database.write(lambda tx: schema.migrate(tx.conn))
+
+    async def uninstall(self) -> None:
+        await self.database.write(lambda tx: schema.uninstall(tx.conn))
+
+    async def schema_version(self) -> int | None:
+        return await self.database.read(schema.installed_version)
+
+    async def check_schema(self) -> None:
+        """Fail with a clear message when the schema is missing or older than this Conveyor."""
+        version = await self.schema_version()
+        if version is None or version < schema.LATEST_VERSION:
+            raise SchemaError(
+                f"the Conveyor schema in {self.path} is at version {version}, "
+                f"this Conveyor needs {schema.LATEST_VERSION}: run `conveyor migrate --dsn {self.url}`"
+            )
+
+    # -- inserting ---------------------------------------------------------------------------
+    async def insert(
+        self, requests: Iterable[JobRequest], *, conn: Any = None, now: datetime | None = None
+    ) -> list[int]:
+        check_now(now)
+        if conn is not None:
+            driver = await foreign.async_driver_connection(conn)
+            first, rest = inserter.split(requests)
+            if not first:
+                return []
+            async with foreign.atomic_async(driver):
+                inserted = await inserter.run_async(driver, inserter.insert_steps(first, rest, now, None))
+            return inserted.ids
+        first, rest = inserter.split(requests)
+        if not first:
+            return []
+
+        def run(tx: Tx) -> list[int]:
+            steps = inserter.insert_steps(first, rest, now, tx.db.token, notify=tx.db.shared)
+            done = inserter.run_sync(tx.conn, steps)
+            for queue in done.queues:
+                tx.notify("insert", {"queue": queue}, done.created, written=True)
+            return done.ids
+
+        # Not retried as a whole: it consumes the caller's iterable (taking the lock is retried).
+        return await self.database.write(run, retry=False)
+
+    def insert_sync(
+        self, requests: Iterable[JobRequest], *, conn: Any, now: datetime | None = None
+    ) -> list[int]:
+        check_now(now)
+        driver = foreign.sync_driver_connection(conn)
+        first, rest = inserter.split(requests)
+        if not first:
+            return []
+        with foreign.atomic_sync(driver):
+            inserted = inserter.run_sync(driver, inserter.insert_steps(first, rest, now, None))
+        return inserted.ids
+
+    # -- managing jobs -----------------------------------------------------------------------
+    async def get_job(self, job_id: int) -> Job | None:
+        statement = self._get
+
+        def run(conn: sqlite3.Connection) -> list[Any]:
+            return conn.execute(statement, {"id": job_id}).fetchall()
+
+        rows = await self.database.read(run)
+        return job_from_row(rows[0]) if rows else None
+
+    async def list_jobs(self, criteria: JobFilter) -> list[Job]:
+        condition, params = _filter(criteria)
+        params["limit"] = criteria.limit if criteria.limit is not None else DEFAULT_LIST_LIMIT
+        statement = _statement("list_jobs", condition)
+
+        def run(conn: sqlite3.Connection) -> list[Any]:
+            return conn.execute(statement, params).fetchall()
+
+        return [job_from_row(row) for row in await self.database.read(run)]
+
+    async def cancel_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
+        check_now(now)
+        condition, params = _filter(criteria)
+        params["limit"] = _limit(criteria)
+        targets_sql = _statement("cancel_targets", condition)
+        cancel_sql = FILES["cancel_jobs"]
+
+        def run(tx: Tx) -> list[int]:
+            targets = tx.conn.execute(targets_sql, params).fetchall()
+            if not targets:
+                return []
+            clock = time_text(utc_clock(now))
+            ids = orjson.dumps([row[0] for row in targets]).decode()
+            cancelled = [row[0] for row in tx.conn.execute(cancel_sql, {"ids": ids, "now": clock})]
+            for job_id, state in targets:
+                if state == "executing":
+                    tx.notify("signal", {"action": "pkill", "job_id": job_id}, clock)
+            return sorted(cancelled)
+
+        return await self.database.write(run)
+
+    async def retry_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
+        check_now(now)
+        condition, params = _filter(criteria)
+        params["limit"] = _limit(criteria)
+        statement = _statement("retry_jobs", condition)
+
+        def run(tx: Tx) -> list[int]:
+            clock = time_text(utc_clock(now))
+            rows = tx.conn.execute(statement, params | {"now": clock}).fetchall()
+            for queue in sorted({row[1] for row in rows}):
+                tx.notify("insert", {"queue": queue}, clock)
+            return sorted(row[0] for row in rows)
+
+        return await self.database.write(run)
+
+    async def delete_jobs(self, criteria: JobFilter) -> list[int]:
+        condition, params = _filter(criteria)
+        params["limit"] = _limit(criteria)
+        statement = _statement("delete_jobs", condition)
+
+        def run(tx: Tx) -> list[int]:
+            return sorted(row[0] for row in tx.conn.execute(statement, params).fetchall())
+
+        return await self.database.write(run)
+
+    # -- the hot path ------------------------------------------------------------------------
+    async def fetch_jobs(
+        self, queue: str, demand: int, *, node: str, producer: str, now: datetime | None = None
+    ) -> list[Job]:
+        check_now(now)
+        if isinstance(demand, bool) or not isinstance(demand, int) or demand < 0:
+            raise ValidationError("demand", demand, "must be an integer >= 0")
+        if demand == 0:
+            return []
+        statement = self._fetch
+        params = {"queue": queue, "demand": demand, "node": node, "producer": producer}
+
+        def run(tx: Tx) -> list[Any]:
+            return tx.conn.execute(statement, params | {"now": time_text(utc_clock(now))}).fetchall()
+
+        jobs = [job_from_row(row) for row in await self.database.write(run)]
+        jobs.sort(key=fetch_order)
+        return jobs
+
+    async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
+        check_now(now)
+        if not acks:
+            return []
+        statement = FILES["ack_jobs"]
+
+        def run(tx: Tx) -> list[int]:
+            clock = utc_clock(now)
+            records = [
+                {
+                    "id": ack.job_id,
+                    "attempt": ack.attempt,
+                    "state": ack.state.value,
+                    "scheduled_at": later_text(clock, ack.schedule_in),
+                    "error": ack.error,
+                    "meta": ack.meta,
+                    "snoozed": ack.snoozed,
+                }
+                for ack in acks
+            ]
+            params = {"acks": orjson.dumps(records).decode(), "now": time_text(clock)}
+            return [row[0] for row in tx.conn.execute(statement, params).fetchall()]
+
+        return await self.database.write(run)
+
+    async def release_jobs(self, attempts: Sequence[tuple[int, int]]) -> list[int]:
+        if not attempts:
+            return []
+        given = orjson.dumps([{"id": i, "attempt": a} for i, a in attempts]).decode()
+        statement = FILES["release_jobs"]
+
+        def run(tx: Tx) -> list[int]:
+            rows = tx.conn.execute(statement, {"jobs": given}).fetchall()
+            clock = time_text(utc_clock(None))
+            for queue in sorted({row[1] for row in rows}):
+                tx.notify("insert", {"queue": queue}, clock)
+            return sorted(row[0] for row in rows)
+
+        return await self.database.write(run)
+
+    async def stage_jobs(self, limit: int, *, now: datetime | None = None) -> dict[str, int]:
+        check_now(now)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValidationError("limit", limit, "must be an integer >= 0")
+        statement = FILES["stage_jobs"]
+
+        def run(tx: Tx) -> dict[str, int]:
+            clock = time_text(utc_clock(now))
+            staged = Counter(row[0] for row in tx.conn.execute(statement, {"now": clock, "limit": limit}))
+            for queue in sorted(staged):
+                tx.notify("insert", {"queue": queue}, clock)
+            return dict(staged)
+
+        return await self.database.write(run)
+
+    # -- notifications -----------------------------------------------------------------------
+    async def notify(self, name: str, payload: dict[str, Any]) -> None:
+        def run(tx: Tx) -> None:
+            try:
+                tx.notify(name, payload, time_text(utc_clock(None)))
+            except sqlite3.OperationalError as exc:
+                # Not installed (yet): this process's listeners still hear it.
+                if "no such table" not in str(exc):
+                    raise
+                tx.notify(name, payload, "", written=True)
+
+        await self.database.write(run)
+
+    async def listen(self, names: Iterable[str], handler: NotificationHandler) -> SqliteListener:
+        listener = SqliteListener(self.database.hub, names, handler)
+        await listener.start()
+        return listener
+
+
+def _limit(criteria: JobFilter) -> int:
+    """SQLite's LIMIT takes -1 for "no limit" (PostgreSQL: NULL)."""
+    return criteria.limit if criteria.limit is not None else -1

@@ -1,0 +1,168 @@
+"""Enqueueing through a caller's own SQLite connection: the jobs join the caller's transaction.
+
+Blocking: a ``sqlite3.Connection``, or a SQLAlchemy ``Session``/``Connection`` on ``sqlite://``
+(pysqlite), whose ``sqlite3`` connection we use. Async: an ``aiosqlite.Connection``, or a SQLAlchemy
+``AsyncSession``/``AsyncConnection`` on ``sqlite+aiosqlite://``. Anything else is refused with
+``UnsupportedConnectionError``.
+
+How the insert joins the caller's transaction (``atomic_sync`` / ``atomic_async``), mirroring
+PostgreSQL's engine:
+
+* inside a transaction: a savepoint. A failure rolls back our statements only and leaves the
+  caller's transaction usable; success leaves the commit to the caller.
+* no transaction open, and the connection opens them implicitly (sqlite3's default
+  ``isolation_level``, also what SQLAlchemy uses): we open it (``BEGIN IMMEDIATE``, so the write
+  lock is taken before anything is read) plus a savepoint; the caller's commit publishes the jobs.
+* an autocommit connection (``isolation_level=None``) outside a transaction: a transaction of our
+  own, committed before we return, as each statement would be.
+
+The notifications are rows written in the same transaction, picked up by every process's listener
+within milliseconds of the caller's commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+from conveyor.engine.sqlite.database import FIRST_BUSY_PAUSE, MAX_BUSY_PAUSE, is_busy
+from conveyor.errors import UnsupportedConnectionError
+
+ASYNC_EXPECTED = "an aiosqlite.Connection, or a SQLAlchemy AsyncSession/AsyncConnection on sqlite+aiosqlite"
+SYNC_EXPECTED = "a sqlite3.Connection, or a SQLAlchemy Session/Connection on sqlite (pysqlite)"
+SAVEPOINT = "conveyor_insert"
+#: Seconds we retry taking the write lock on a caller's connection (on top of its own timeout).
+BEGIN_TIMEOUT = 30.0
+
+
+def _is_sqlalchemy(obj: Any, *names: str) -> bool:
+    return type(obj).__module__.startswith("sqlalchemy") and type(obj).__name__ in names
+
+
+def _is_aiosqlite(obj: Any) -> bool:
+    return type(obj).__module__.startswith("aiosqlite") and type(obj).__name__ == "Connection"
+
+
+async def async_driver_connection(conn: Any) -> Any:
+    """The ``aiosqlite.Connection`` to insert through, or UnsupportedConnectionError."""
+    if _is_aiosqlite(conn):
+        return conn
+    if _is_sqlalchemy(conn, "AsyncSession"):
+        conn = await conn.connection()
+    if _is_sqlalchemy(conn, "AsyncConnection"):
+        raw = await conn.get_raw_connection()
+        driver = raw.driver_connection
+        if _is_aiosqlite(driver):
+            return driver
+    raise UnsupportedConnectionError(conn, ASYNC_EXPECTED)
+
+
+def sync_driver_connection(conn: Any) -> sqlite3.Connection:
+    """The ``sqlite3.Connection`` to insert through, or UnsupportedConnectionError."""
+    if isinstance(conn, sqlite3.Connection):
+        return conn
+    if _is_sqlalchemy(conn, "Session"):
+        conn = conn.connection()
+    if _is_sqlalchemy(conn, "Connection"):
+        driver = conn.connection.driver_connection
+        if isinstance(driver, sqlite3.Connection):
+            return driver
+    raise UnsupportedConnectionError(conn, SYNC_EXPECTED)
+
+
+def _autocommit(conn: Any) -> bool:
+    """Does ``conn`` commit each statement by itself when no transaction is open?"""
+    mode = getattr(conn, "autocommit", None)  # Python 3.12+: True, False or legacy (-1)
+    if mode is True:
+        return True
+    if mode is False:
+        return False
+    return conn.isolation_level is None
+
+
+def _pause(attempt: int) -> float:
+    return float(min(FIRST_BUSY_PAUSE * 2**attempt, MAX_BUSY_PAUSE) * (0.5 + random.random()))
+
+
+def _begin_sync(conn: sqlite3.Connection) -> None:
+    deadline = time.monotonic() + BEGIN_TIMEOUT
+    attempt = 0
+    while True:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(_pause(attempt))
+        attempt += 1
+
+
+async def _begin_async(conn: Any) -> None:
+    deadline = time.monotonic() + BEGIN_TIMEOUT
+    attempt = 0
+    while True:
+        try:
+            await conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() >= deadline:
+                raise
+        await asyncio.sleep(_pause(attempt))
+        attempt += 1
+
+
+@contextmanager
+def atomic_sync(conn: sqlite3.Connection) -> Iterator[None]:
+    """Make the insert atomic inside (or as) the caller's transaction; see the module doc."""
+    if not conn.in_transaction:
+        _begin_sync(conn)
+        if _autocommit(conn):
+            try:
+                yield
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return
+    conn.execute(f"SAVEPOINT {SAVEPOINT}")
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
+            conn.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
+        raise
+    conn.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
+
+
+@asynccontextmanager
+async def atomic_async(conn: Any) -> AsyncIterator[None]:
+    """The ``aiosqlite`` twin of ``atomic_sync``."""
+    if not conn.in_transaction:
+        await _begin_async(conn)
+        if _autocommit(conn):
+            try:
+                yield
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    await conn.execute("ROLLBACK")
+                raise
+            await conn.execute("COMMIT")
+            return
+    await conn.execute(f"SAVEPOINT {SAVEPOINT}")
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            await conn.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
+            await conn.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
+        raise
+    await conn.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")

@@ -1,0 +1,1 @@
+id IN (SELECT value FROM json_each(:ids))

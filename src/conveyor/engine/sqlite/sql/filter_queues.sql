@@ -1,0 +1,1 @@
+queue IN (SELECT value FROM json_each(:queues))

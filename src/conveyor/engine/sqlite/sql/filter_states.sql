@@ -1,0 +1,1 @@
+state IN (SELECT value FROM json_each(:states))

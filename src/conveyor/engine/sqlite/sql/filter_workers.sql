@@ -1,0 +1,1 @@
+worker IN (SELECT value FROM json_each(:workers))

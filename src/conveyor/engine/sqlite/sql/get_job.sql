@@ -1,0 +1,1 @@
+SELECT {columns} FROM oban_jobs WHERE id = :id;

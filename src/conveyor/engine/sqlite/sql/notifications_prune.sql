@@ -1,0 +1,1 @@
+DELETE FROM conveyor_notifications WHERE id <= ?;

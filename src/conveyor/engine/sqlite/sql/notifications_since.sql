@@ -1,0 +1,1 @@
+SELECT id, channel, payload, source FROM conveyor_notifications WHERE id > ? ORDER BY id;

@@ -1,0 +1,1 @@
+INSERT INTO conveyor_notifications (channel, payload, source, created_at) VALUES (?, ?, ?, ?);

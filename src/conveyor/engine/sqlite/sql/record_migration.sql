@@ -1,0 +1,2 @@
+INSERT INTO conveyor_migrations (version, name) VALUES ({version}, {name})
+ON CONFLICT (version) DO NOTHING;

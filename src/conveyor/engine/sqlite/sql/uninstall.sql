@@ -1,0 +1,5 @@
+DROP TABLE IF EXISTS conveyor_migrations;
+DROP TABLE IF EXISTS conveyor_notifications;
+DROP TABLE IF EXISTS oban_producers;
+DROP TABLE IF EXISTS oban_leaders;
+DROP TABLE IF EXISTS oban_jobs;

@@ -1,0 +1,94 @@
+"""Helpers shared by the behaviour tests: counting rows and listening for notifications."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from conveyor.engine.postgres import inserter
+
+#: The most jobs one insert step writes (the statement and COPY paths chunk differently): a batch of
+#: more than this is written in several steps, so tests of atomicity use more than this.
+CHUNK = max(inserter.INSERT_CHUNK, getattr(inserter, "COPY_CHUNK", 0))
+
+
+def table(prefix: str, name: str = "oban_jobs") -> sql.Composed:
+    return sql.SQL("{}.{}").format(sql.Identifier(prefix), sql.Identifier(name))
+
+
+def count_jobs(dsn: str, prefix: str) -> int:
+    """Rows in ``<prefix>.oban_jobs``, read on a fresh connection (so only committed rows count)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(table(prefix))).fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def fetch_rows(dsn: str, prefix: str, where: str = "TRUE", params: Any = None) -> list[dict[str, Any]]:
+    """Rows of ``oban_jobs`` as dicts, ordered by id."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        query = sql.SQL("SELECT * FROM {} WHERE " + where + " ORDER BY id").format(table(prefix))
+        cur = conn.execute(query, params)
+        names = [d.name for d in cur.description or ()]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def execute(dsn: str, query: str | sql.Composable, params: Any = None) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(query if isinstance(query, sql.Composable) else query.encode(), params)
+
+
+class AsyncListener:
+    """A connection that LISTENs on one channel and collects what arrives."""
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self.conn = conn
+
+    async def collect(self, timeout: float = 0.3) -> list[str]:
+        """Every payload that arrives within ``timeout`` seconds."""
+        return [n.payload async for n in self.conn.notifies(timeout=timeout)]
+
+    async def first(self, timeout: float = 5.0) -> str | None:
+        """The first payload to arrive, or None after ``timeout`` seconds."""
+        async for n in self.conn.notifies(timeout=timeout, stop_after=1):
+            return n.payload
+        return None
+
+
+@asynccontextmanager
+async def listening(dsn: str, channel: str) -> AsyncIterator[AsyncListener]:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+        yield AsyncListener(conn)
+
+
+class SyncListener:
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+
+    def collect(self, timeout: float = 0.3) -> list[str]:
+        return [n.payload for n in self.conn.notifies(timeout=timeout)]
+
+    def first(self, timeout: float = 5.0) -> str | None:
+        for n in self.conn.notifies(timeout=timeout, stop_after=1):
+            return n.payload
+        return None
+
+
+@contextmanager
+def listening_sync(dsn: str, channel: str) -> Iterator[SyncListener]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+        yield SyncListener(conn)
+
+
+def insert_channel(prefix: str) -> str:
+    return f"{prefix}.oban_insert"
+
+
+def signal_channel(prefix: str) -> str:
+    return f"{prefix}.oban_signal"

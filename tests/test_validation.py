@@ -1,0 +1,541 @@
+"""Bad input is refused with a ValidationError naming the field and the value, before any write."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from conveyor import (
+    Conveyor,
+    JobFilter,
+    JobRequest,
+    UnknownOptionError,
+    ValidationError,
+    WorkerNotFoundError,
+    job,
+    worker,
+)
+from conveyor.definition import JobDefinition
+from conveyor.engines import engine_from_url
+from conveyor.resolver import Resolver, import_definition
+from tests.helpers import CHUNK, count_jobs
+
+
+@job(queue="resolvable")
+async def resolvable_job(n: int) -> int:
+    return n
+
+
+@worker(priority=3)
+class ResolvableWorker:
+    async def process(self, job: Any) -> None:
+        pass
+
+    @worker()
+    class Nested:
+        def process(self, job: Any) -> None:
+            pass
+
+
+def plain_function(n: int) -> int:
+    return n
+
+
+class Unserialisable:
+    pass
+
+
+def assert_invalid(exc: pytest.ExceptionInfo[ValidationError], field: str, value: Any) -> None:
+    assert exc.value.field == field
+    if isinstance(value, float) and math.isnan(value):
+        assert math.isnan(exc.value.value)
+    else:
+        assert exc.value.value == value
+    assert field in str(exc.value)
+
+
+# -- args and meta ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["args", "meta"])
+@pytest.mark.parametrize("value", [[1, 2], "text", 42, None, ("a", 1)])
+def test_mapping_fields_must_be_mappings(field: str, value: Any) -> None:
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", **{field: value})
+    assert_invalid(exc, field, value)
+
+
+@pytest.mark.parametrize("field", ["args", "meta"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"obj": Unserialisable()},
+        {"set": {1, 2}},
+        {"nested": {"deep": [object()]}},
+        {"huge": 2**70},
+        {"bytes": b"raw"},
+    ],
+    ids=["object", "set", "nested-object", "int-too-big", "bytes"],
+)
+def test_mapping_fields_must_be_json_serialisable(field: str, value: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", **{field: value})
+    assert_invalid(exc, field, value)
+    assert "JSON" in exc.value.problem
+
+
+@pytest.mark.parametrize("field", ["args", "meta"])
+@pytest.mark.parametrize(
+    "value",
+    [{1: "one"}, {"ok": {2: "two"}}, {("a", "b"): 1}, {None: 1}],
+    ids=["int", "nested", "tuple", "none"],
+)
+def test_mapping_keys_must_be_strings(field: str, value: dict[Any, Any]) -> None:
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", **{field: value})
+    assert_invalid(exc, field, value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"text": "a\x00b"}, {"a\x00": 1}, {"list": ["ok", "\x00"]}],
+    ids=["value", "key", "nested"],
+)
+def test_mapping_strings_must_not_hold_nul_characters(value: dict[str, Any]) -> None:
+    # PostgreSQL cannot store U+0000 in jsonb; refusing it here keeps a bulk enqueue from failing midway.
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", args=value)
+    assert_invalid(exc, "args", value)
+
+
+def test_escaped_backslash_before_u0000_text_is_accepted() -> None:
+    # The text "\u0000" (a backslash then "u0000") is an ordinary string, not a NUL character.
+    request = JobRequest("tests.w", args={"path": "C:\\u0000", "raw": "\\\\u0000"})
+    assert request.args == {"path": "C:\\u0000", "raw": "\\\\u0000"}
+
+
+def test_any_mapping_is_accepted_and_encoded() -> None:
+    request = JobRequest("tests.w", args=MappingProxyType({"a": 1}), meta={"m": [1, "x", None]})
+    assert request.args_json == b'{"a":1}'
+    assert request.meta_json == b'{"m":[1,"x",null]}'
+
+
+# -- worker ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["", "   ", None, 42, "a\x00b"])
+def test_worker_must_be_a_non_empty_string(value: Any) -> None:
+    with pytest.raises(ValidationError) as exc:
+        JobRequest(value)
+    assert_invalid(exc, "worker", value)
+
+
+# -- queue -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["", "with space", " leading", "*", "mail*", "-dash-first", ".dot", "q" * 129, "naïve", "a/b"],
+)
+def test_bad_queue_names(value: str) -> None:
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", queue=value)
+    assert_invalid(exc, "queue", value)
+
+
+@pytest.mark.parametrize("value", [None, 1, b"mail", ["mail"]])
+def test_queue_must_be_a_string(value: Any) -> None:
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", queue=value)
+    assert_invalid(exc, "queue", value)
+
+
+@pytest.mark.parametrize("value", ["q", "default", "_private", "mail.high:eu-1", "q" * 128, "9lives"])
+def test_good_queue_names(value: str) -> None:
+    assert JobRequest("tests.w", queue=value).queue == value
+
+
+# -- priority, max_attempts -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [-1, 10, 100, True, False, 1.0, "1", None])
+def test_bad_priority(value: Any) -> None:
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", priority=value)
+    assert_invalid(exc, "priority", value)
+    assert type(exc.value.value) is type(value)
+
+
+@pytest.mark.parametrize("value", [0, 9])
+def test_priority_bounds_are_inclusive(value: int) -> None:
+    assert JobRequest("tests.w", priority=value).priority == value
+
+
+@pytest.mark.parametrize("value", [0, -1, 32768, True, 2.0, "3", None])
+def test_bad_max_attempts(value: Any) -> None:
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", max_attempts=value)
+    assert_invalid(exc, "max_attempts", value)
+
+
+# -- scheduling ------------------------------------------------------------------------------
+
+
+def test_naive_scheduled_at_is_refused() -> None:
+    naive = datetime(2030, 1, 1, 12, 0)
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", scheduled_at=naive)
+    assert_invalid(exc, "scheduled_at", naive)
+    assert "naive" in exc.value.problem
+
+
+@pytest.mark.parametrize("value", ["2030-01-01T00:00:00Z", 1_900_000_000, datetime(2030, 1, 1).date()])
+def test_scheduled_at_must_be_a_datetime(value: Any) -> None:
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", scheduled_at=value)
+    assert_invalid(exc, "scheduled_at", value)
+
+
+@pytest.mark.parametrize("value", [-1, -0.001, timedelta(seconds=-1), math.nan, math.inf, -math.inf, 1e13])
+def test_bad_schedule_in(value: Any) -> None:
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", schedule_in=value)
+    assert_invalid(exc, "schedule_in", value)
+
+
+@pytest.mark.parametrize("value", ["60", True, complex(1, 1), [1]])
+def test_schedule_in_must_be_seconds_or_timedelta(value: Any) -> None:
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", schedule_in=value)
+    assert_invalid(exc, "schedule_in", value)
+
+
+def test_schedule_in_accepts_numbers_and_timedeltas() -> None:
+    assert JobRequest("tests.w", schedule_in=0).schedule_in == 0.0
+    assert JobRequest("tests.w", schedule_in=90).schedule_in == 90.0
+    assert JobRequest("tests.w", schedule_in=timedelta(minutes=2)).schedule_in == 120.0
+
+
+def test_scheduled_at_and_schedule_in_together_are_refused() -> None:
+    when = datetime(2030, 1, 1, tzinfo=UTC)
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", scheduled_at=when, schedule_in=5)
+    assert_invalid(exc, "schedule_in", 5)
+    request = JobRequest("tests.w", schedule_in=5)
+    with pytest.raises(ValidationError) as exc:
+        request.with_options(scheduled_at=when)
+    assert_invalid(exc, "schedule_in", 5.0)
+
+
+# -- tags ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["single-string", b"bytes", 7, None, ["ok", ""], ["ok", "   "], ["ok", 3], [None], ["a\x00"]],
+)
+def test_bad_tags(value: Any) -> None:
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", tags=value)
+    assert_invalid(exc, "tags", value)
+
+
+def test_tags_are_stripped_and_deduplicated_in_order() -> None:
+    assert JobRequest("tests.w", tags=[" b ", "a", "b", "a "]).tags == ("b", "a")
+
+
+# -- option names ----------------------------------------------------------------------------
+
+
+def test_with_options_refuses_unknown_option() -> None:
+    request = JobRequest("tests.w")
+    with pytest.raises(UnknownOptionError) as exc:
+        request.with_options(queue="ok", prioritee=3)
+    assert_invalid(exc, "prioritee", 3)
+    assert "queue" in exc.value.problem  # it lists the known options
+
+
+@pytest.mark.parametrize("name", ["worker", "args", "args_json", "meta_json"])
+def test_with_options_refuses_non_option_fields(name: str) -> None:
+    with pytest.raises(UnknownOptionError) as exc:
+        JobRequest("tests.w").with_options(**{name: "x"})
+    assert_invalid(exc, name, "x")
+
+
+def test_with_options_validates_values() -> None:
+    request = JobRequest("tests.w", queue="mail")
+    with pytest.raises(ValidationError) as exc:
+        request.with_options(priority=11)
+    assert_invalid(exc, "priority", 11)
+    changed = request.with_options(priority=2, tags=["x"])
+    assert (changed.queue, changed.priority, changed.tags) == ("mail", 2, ("x",))
+    assert request.priority == 0  # the original is unchanged
+
+
+@pytest.mark.parametrize("name", ["que", "scheduled_at", "schedule_in", "attempt"])
+def test_job_decorator_refuses_unknown_option(name: str) -> None:
+    with pytest.raises(UnknownOptionError) as exc:
+
+        @job(**{name: 1})
+        def fn() -> None:
+            pass
+
+    assert_invalid(exc, name, 1)
+
+
+def test_worker_decorator_refuses_unknown_option() -> None:
+    with pytest.raises(UnknownOptionError) as exc:
+
+        @worker(max_attempt=3)
+        class W:
+            def process(self, job: Any) -> None:
+                pass
+
+    assert_invalid(exc, "max_attempt", 3)
+
+
+@pytest.mark.parametrize(
+    ("options", "field", "value"),
+    [
+        ({"queue": "bad queue"}, "queue", "bad queue"),
+        ({"priority": 12}, "priority", 12),
+        ({"max_attempts": 0}, "max_attempts", 0),
+        ({"tags": "one"}, "tags", "one"),
+        ({"meta": []}, "meta", []),
+        ({"timeout": -1}, "timeout", -1),
+        ({"timeout": 0}, "timeout", 0),
+        ({"backoff": 5}, "backoff", 5),
+        ({"executor": "gpu"}, "executor", "gpu"),
+        ({"executor": "async"}, "executor", "async"),
+        ({"record": "yes"}, "record", "yes"),
+    ],
+)
+def test_decorator_options_are_validated_at_decoration(
+    options: dict[str, Any], field: str, value: Any
+) -> None:
+    with pytest.raises(ValidationError) as exc:
+
+        @job(**options)
+        def fn() -> None:
+            pass
+
+    assert_invalid(exc, field, value)
+
+
+def test_decorators_refuse_the_wrong_kind_of_target() -> None:
+    with pytest.raises(ValidationError) as exc:
+        job(ResolvableWorker)
+    assert exc.value.field == "job"
+    with pytest.raises(ValidationError) as exc:
+        worker()(plain_function)  # type: ignore[type-var]
+    assert exc.value.field == "worker"
+    with pytest.raises(ValidationError) as exc:
+        worker()(Unserialisable)
+    assert exc.value.field == "worker"
+    assert exc.value.value == "Unserialisable"
+
+
+def test_job_new_refuses_positional_args() -> None:
+    with pytest.raises(ValidationError) as exc:
+        resolvable_job.new(5)  # type: ignore[call-arg]
+    assert exc.value.field == "args"
+    assert exc.value.value == (5,)
+
+
+# -- filters ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("states", ["running", ["available", "done"], [1]])
+def test_filter_refuses_unknown_states(states: Any) -> None:
+    with pytest.raises(ValidationError) as exc:
+        JobFilter(states=states)
+    assert_invalid(exc, "states", states)
+
+
+def test_filter_accepts_state_names_and_enums() -> None:
+    found = JobFilter(states=["available", "scheduled"]).states
+    assert [s.value for s in found] == ["available", "scheduled"]
+    assert JobFilter(states="completed").states[0].value == "completed"
+
+
+def test_filter_build_refuses_unknown_filter_name() -> None:
+    with pytest.raises(ValidationError) as exc:
+        JobFilter.build(state="available")
+    assert_invalid(exc, "state", "available")
+    assert "states" in exc.value.problem
+
+
+@pytest.mark.parametrize(
+    ("criteria", "field", "value"),
+    [
+        ({"ids": ["1"]}, "ids", ["1"]),
+        ({"ids": [True]}, "ids", [True]),
+        ({"ids": 1.5}, "ids", 1.5),
+        ({"queues": ["bad queue"]}, "queues", "bad queue"),
+        ({"workers": [1]}, "workers", [1]),
+        ({"tags": [None]}, "tags", [None]),
+        ({"limit": 0}, "limit", 0),
+        ({"limit": 10_001}, "limit", 10_001),
+        ({"limit": True}, "limit", True),
+        ({"before_id": "9"}, "before_id", "9"),
+    ],
+)
+def test_filter_refuses_bad_criteria(criteria: dict[str, Any], field: str, value: Any) -> None:
+    with pytest.raises(ValidationError) as exc:
+        JobFilter.build(**criteria)
+    assert_invalid(exc, field, value)
+
+
+async def test_app_filters_are_validated(app: Conveyor) -> None:
+    with pytest.raises(ValidationError) as exc:
+        await app.list_jobs(statez=["available"])
+    assert exc.value.field == "statez"
+    with pytest.raises(ValidationError) as exc:
+        await app.cancel_jobs(states=["gone"])
+    assert exc.value.field == "states"
+
+
+# -- bulk enqueue is all or nothing ----------------------------------------------------------
+
+
+def requests_then(count: int, last: Any) -> Iterator[Any]:
+    for n in range(count):
+        yield resolvable_job.new(n=n)
+    if isinstance(last, BaseException):
+        raise last
+    yield last
+
+
+async def test_generator_that_raises_writes_nothing(app: Conveyor, dsn: str, prefix: str) -> None:
+    with pytest.raises(RuntimeError, match="source failed"):
+        await app.enqueue_many(requests_then(10, RuntimeError("source failed")))
+    assert count_jobs(dsn, prefix) == 0
+
+
+async def test_non_request_after_6000_valid_writes_nothing(app: Conveyor, dsn: str, prefix: str) -> None:
+    bad = {"worker": "tests.w"}
+    with pytest.raises(ValidationError) as exc:
+        await app.enqueue_many(requests_then(6000, bad))
+    assert_invalid(exc, "job", bad)
+    assert count_jobs(dsn, prefix) == 0
+
+
+async def test_failure_after_chunks_were_written_writes_nothing(app: Conveyor, dsn: str, prefix: str) -> None:
+    # Two full chunks reach the database before the third one fails: all of it must roll back.
+    with pytest.raises(RuntimeError, match="late failure"):
+        await app.enqueue_many(requests_then(2 * CHUNK + 10, RuntimeError("late failure")))
+    assert count_jobs(dsn, prefix) == 0
+    # The app is still usable afterwards.
+    assert len(await app.enqueue_many(requests_then(3, resolvable_job.new(n=3)))) == 4
+    assert count_jobs(dsn, prefix) == 4
+
+
+async def test_naive_now_is_refused(app: Conveyor, dsn: str, prefix: str) -> None:
+    naive = datetime(2030, 1, 1)
+    with pytest.raises(ValidationError) as exc:
+        await app.enqueue(resolvable_job.new(n=1), now=naive)
+    assert_invalid(exc, "now", naive)
+    assert count_jobs(dsn, prefix) == 0
+
+
+async def test_unknown_database_url_scheme() -> None:
+    with pytest.raises(ValidationError) as exc:
+        engine_from_url("mysql://localhost/app")
+    assert_invalid(exc, "database_url", "mysql://localhost/app")
+    # The app refuses a bad URL when it is built, not on first use.
+    with pytest.raises(ValidationError) as exc:
+        Conveyor("sqlite+nope://x")
+    assert exc.value.field == "database_url"
+
+
+# -- resolving workers -----------------------------------------------------------------------
+
+
+def test_unknown_module_raises_worker_not_found() -> None:
+    name = "no_such_package_xyz.jobs.send"
+    with pytest.raises(WorkerNotFoundError) as exc:
+        import_definition(name)
+    assert exc.value.worker == name
+    assert name in str(exc.value)
+
+
+def test_missing_attribute_raises_worker_not_found() -> None:
+    name = "tests.test_validation.no_such_job"
+    with pytest.raises(WorkerNotFoundError) as exc:
+        import_definition(name)
+    assert exc.value.worker == name
+    assert "no_such_job" in exc.value.reason
+
+
+def test_undecorated_function_raises_worker_not_found() -> None:
+    name = "tests.test_validation.plain_function"
+    with pytest.raises(WorkerNotFoundError) as exc:
+        import_definition(name)
+    assert exc.value.worker == name
+    assert "not decorated" in exc.value.reason
+
+
+@pytest.mark.parametrize("name", ["", "nodots", "tests..x", "tests.test-validation.x", "1abc.x"])
+def test_malformed_worker_names_raise_worker_not_found(name: str) -> None:
+    with pytest.raises(WorkerNotFoundError) as exc:
+        import_definition(name)
+    assert exc.value.worker == name
+
+
+def test_decorated_job_resolves() -> None:
+    found = import_definition("tests.test_validation.resolvable_job")
+    assert isinstance(found, JobDefinition)
+    assert found.name == "tests.test_validation.resolvable_job"
+    assert found.target is resolvable_job.fn
+    assert found.is_async and not found.is_class
+    assert found.defaults == {"queue": "resolvable"}
+
+
+def test_decorated_worker_classes_resolve_including_nested() -> None:
+    found = import_definition("tests.test_validation.ResolvableWorker")
+    assert found.target is ResolvableWorker and found.is_class and found.defaults == {"priority": 3}
+    nested = import_definition("tests.test_validation.ResolvableWorker.Nested")
+    assert nested.target is ResolvableWorker.Nested and not nested.is_async
+
+
+def test_resolver_prefers_registered_names_and_caches() -> None:
+    resolver = Resolver([resolvable_job])
+    assert resolver.resolve("tests.test_validation.resolvable_job").target is resolvable_job.fn
+    resolver.register(resolvable_job, name="MyApp.Workers.Echo")
+    assert resolver.resolve("MyApp.Workers.Echo").target is resolvable_job.fn
+    with pytest.raises(WorkerNotFoundError) as exc:
+        resolver.register(plain_function, name="Elixir.Plain")
+    assert exc.value.worker == "Elixir.Plain"
+    with pytest.raises(WorkerNotFoundError):
+        resolver.resolve("tests.test_validation.plain_function")
+
+
+def test_module_with_a_missing_dependency_reports_the_dependency(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ``jobs_extra`` exists but imports ``jobs``, which does not: the error must say so, not claim
+    # that ``jobs_extra`` is missing (its name merely starts with the missing one's).
+    package = f"pkg_{uuid.uuid4().hex[:8]}"
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / package / "jobs_extra.py").write_text(f"import {package}.jobs\n")
+    (tmp_path / package / "exploding.py").write_text("raise RuntimeError('boom at import')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    name = f"{package}.jobs_extra.send"
+    with pytest.raises(WorkerNotFoundError) as exc:
+        import_definition(name)
+    assert exc.value.worker == name
+    assert f"importing {package}.jobs_extra failed" in exc.value.reason
+    assert f"{package}.jobs" in exc.value.reason
+    name = f"{package}.exploding.send"
+    with pytest.raises(WorkerNotFoundError) as exc:
+        import_definition(name)
+    assert exc.value.worker == name
+    assert "boom at import" in exc.value.reason
