@@ -46,6 +46,8 @@ async def send_queue_signal(
     if persist:
         if action not in ("pause", "resume", "scale") or queue == "*":
             raise ValidationError("persist", persist, "only pause, resume and scale of a named queue persist")
+        if node is not None:  # conveyor_queue_states has no node: it would reach every node on restart
+            raise ValidationError("persist", persist, "a persisted change reaches every node; pass no node")
         paused = {"pause": True, "resume": False}.get(action)
         await engine.save_queue_state(settings.name, queue, paused=paused, limit=limit)
     await engine.notify("signal", queue_signal(action, queue, ident_for(settings.name, node), limit))

@@ -45,9 +45,10 @@ def _queue_command(
     if persist:
         command = click.option("--persist", is_flag=True, help="Keep it across restarts.")(command)
     command = click.option("--node", default=None, help="Only this node (default: every node).")(command)
+    # Arguments added to a built command keep the order they are added in: QUEUE, then LIMIT.
+    command = click.argument("queue")(command)
     if with_limit:
         command = click.argument("limit", type=click.IntRange(min=1))(command)
-    command = click.argument("queue")(command)
     return database_options(command)
 
 

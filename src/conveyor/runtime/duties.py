@@ -129,6 +129,14 @@ class CronScheduler(LeaderDuty):
         self.clock = clock
         self._rebooted = False
 
+    async def tick(self) -> None:
+        if self.leadership.is_leader:
+            await self.lead()
+        else:
+            # Look again as often as leadership is checked: a node that takes over runs the current
+            # minute at once instead of finishing a minute-long sleep (and skipping that tick).
+            self.interval = self.leadership.check_interval
+
     async def lead(self) -> None:
         now = self.clock()
         await self.run_at(now)

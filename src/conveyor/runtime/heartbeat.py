@@ -39,8 +39,10 @@ class Heartbeat(Service):
         running = [job_id for p in self.producers for job_id in p.running]
         if running:
             alive = await self.engine.still_executing(running)
+            # Only jobs we asked about: one fetched while the query ran is not in ``alive`` either.
+            gone = set(running) - alive
             for producer in self.producers:
-                for job_id in [j for j in producer.running if j not in alive]:
+                for job_id in [j for j in producer.running if j in gone]:
                     producer.cancel_job(job_id, "cancelled (the job is no longer executing)")
 
     async def forget(self) -> None:

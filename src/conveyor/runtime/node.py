@@ -47,7 +47,8 @@ class Node:
         self.name = settings.node
         self.engine = engine
         self.telemetry = telemetry
-        self.threads = ThreadPoolExecutor(settings.thread_count, thread_name_prefix="conveyor-job")
+        self._thread_count = settings.thread_count
+        self.threads = ThreadPoolExecutor(self._thread_count, thread_name_prefix="conveyor-job")
         self.processes = ProcessPool(settings.processes)
         self.runner = JobRunner(resolver, telemetry, threads=self.threads, processes=self.processes)
         self.acker = Acker(engine, batch_size=settings.ack_batch_size, delay=settings.ack_delay)
@@ -172,17 +173,18 @@ class Node:
             executor=queue.executor,
         )
 
-    async def _apply_persisted(self) -> None:
+    async def _apply_persisted(self, only: str | None = None) -> None:
         """Apply the pauses and limits operators asked to keep across restarts."""
         states = await self.engine.load_queue_states(self.settings.name)
         for queue, state in states.items():
             producer = self.producers.get(queue)
-            if producer is None:
+            if producer is None or (only is not None and queue != only):
                 continue
             if state.paused is not None:
                 producer.paused = state.paused
             if state.limit is not None:
                 producer.limit = state.limit
+        self._fit_threads()
 
     # -- queue control (local; signals from anywhere arrive in _on_signal) ----------------------
     def pause(self, queue: str) -> None:
@@ -198,6 +200,18 @@ class Node:
         for producer in self._targets(queue):
             producer.limit = limit
             producer.wake()
+        self._fit_threads()
+
+    def _fit_threads(self) -> None:
+        """A blocking job needs a thread per slot: grow a default-sized pool when the limits grow."""
+        if self.settings.threads is not None:
+            return
+        wanted = max(4, min(100, sum(p.limit for p in self.producers.values())))
+        if wanted > self._thread_count:
+            self._thread_count = wanted
+            old, self.threads = self.threads, ThreadPoolExecutor(wanted, thread_name_prefix="conveyor-job")
+            self.runner.threads = self.threads
+            old.shutdown(wait=False)  # its running and queued jobs still finish
 
     async def start_queue(self, queue: str, limit: int) -> None:
         if queue in self.producers:
@@ -205,6 +219,7 @@ class Node:
             return
         producer = self._producer(QueueSettings(queue, limit))
         self.producers[queue] = producer
+        await self._apply_persisted(only=queue)
         self.heartbeat.producers.append(producer)
         await self.heartbeat.tick()
         await producer.start()

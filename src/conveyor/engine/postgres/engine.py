@@ -165,7 +165,7 @@ class PostgresEngine:
 
     async def delete_jobs(self, criteria: JobFilter) -> list[int]:
         params = self._filter_params(criteria)
-        return await self._fetch_ids(self.sql.compose("delete_jobs", filter="job_filter"), params)
+        return sorted(await self._fetch_ids(self.sql.compose("delete_jobs", filter="job_filter"), params))
 
     async def check_schema(self) -> None:
         """Fail with a clear message when the schema is missing or older than this Conveyor."""
