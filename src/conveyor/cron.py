@@ -202,6 +202,18 @@ def load_zone(name: str) -> ZoneInfo:
         ) from None
 
 
+#: Back-filling never looks further back than this.
+MAX_BACKFILL_SPAN = timedelta(days=7)
+
+
+def _skipped(before: datetime, after: datetime) -> Iterator[datetime]:
+    """The local wall-clock minutes a forward clock change jumped over."""
+    moment = before.replace(tzinfo=None) + timedelta(minutes=1)
+    while moment < after.replace(tzinfo=None):
+        yield moment
+        moment += timedelta(minutes=1)
+
+
 def floor_minute(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(second=0, microsecond=0)
 
@@ -224,6 +236,12 @@ class CronEntry:
 
     def __post_init__(self) -> None:
         load_zone(self.timezone)
+        if (
+            isinstance(self.backfill_limit, bool)
+            or not isinstance(self.backfill_limit, int)
+            or self.backfill_limit < 1
+        ):
+            raise ValidationError("backfill_limit", self.backfill_limit, "must be an integer >= 1")
         if not self.name:
             digest = hashlib.sha1(
                 orjson.dumps(
@@ -259,13 +277,27 @@ class CronEntry:
         return cls(CronExpression.parse(expression), request, timezone=timezone, name=name, backfill=backfill)
 
     def ticks(self, after: datetime, until: datetime) -> Iterator[datetime]:
-        """Tick moments (aware UTC, whole minutes) in (after, until]."""
+        """Tick moments (aware UTC, whole minutes) in (after, until].
+
+        Daylight saving follows classic cron: in the hour that repeats when clocks go back, entries
+        with a fixed hour run once (the first pass) while hourly-wildcard entries run in both; a
+        time skipped when clocks go forward runs at the first minute after the jump.
+        """
         zone = load_zone(self.timezone)
-        moment = floor_minute(after) + timedelta(minutes=1)
+        moment = max(floor_minute(after), floor_minute(until) - MAX_BACKFILL_SPAN) + timedelta(minutes=1)
         end = floor_minute(until)
+        fixed_hour = len(self.expression.hours) < 24
+        previous = (moment - timedelta(minutes=1)).astimezone(zone)
         while moment <= end:
-            if self.expression.matches(moment.astimezone(zone)):
+            local = moment.astimezone(zone)
+            due = self.expression.matches(local)
+            if not due and local.replace(tzinfo=None) - previous.replace(tzinfo=None) > timedelta(minutes=1):
+                due = any(self.expression.matches(skipped) for skipped in _skipped(previous, local))
+            if due and fixed_hour and local.fold == 1:
+                due = False  # the repeated hour: a fixed-time entry already ran on the first pass
+            if due:
                 yield moment
+            previous = local
             moment += timedelta(minutes=1)
 
     def job_for(self, tick: datetime) -> JobRequest:

@@ -5,7 +5,8 @@ WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
 entries AS (
-    SELECT *
+    -- One row per (name, tick): a tick listed twice (one entry configured twice) is still one job.
+    SELECT DISTINCT ON (e.name, e.tick) *
     FROM jsonb_to_recordset(%(entries)s::jsonb) AS e(
         name text, tick timestamp, worker text, queue text, args jsonb, meta jsonb, tags text[],
         priority smallint, max_attempts smallint

@@ -1,0 +1,53 @@
+"""Jobs the cluster tests run. They live in an importable module so nodes in other processes
+(``conveyor start --import tests.cluster_jobs``) resolve them from the ``worker`` column.
+
+Nothing here carries ``cron=``: importing this module must not add entries to a node's crontab.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import psycopg
+from psycopg import sql
+
+from conveyor import current_job, job
+
+
+def runs_table(prefix: str) -> sql.Composed:
+    return sql.SQL("{}.{}").format(sql.Identifier(prefix), sql.Identifier("runs"))
+
+
+def create_runs_table(dsn: str, prefix: str) -> None:
+    """The table ``record_run`` writes to: one row per start of a job, whichever process ran it."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE {} (job_id bigint NOT NULL, pid integer NOT NULL, attempt integer NOT NULL,"
+                " started_at timestamptz NOT NULL DEFAULT clock_timestamp())"
+            ).format(runs_table(prefix))
+        )
+
+
+@job(queue="default")
+async def record_run(dsn: str, prefix: str, first: float, later: float = 0.0) -> None:
+    """Record this start in ``<prefix>.runs``, then sleep ``first`` seconds on the first attempt
+    and ``later`` seconds on any later one (so a rescued run finishes quickly)."""
+    context = current_job()
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute(
+            sql.SQL("INSERT INTO {} (job_id, pid, attempt) VALUES (%s, %s, %s)").format(runs_table(prefix)),
+            (context.id, os.getpid(), context.attempt),
+        )
+    await asyncio.sleep(first if context.attempt == 1 else later)
+
+
+@job(queue="default")
+async def noop(n: int = 0) -> int:
+    return n
+
+
+@job(queue="default")
+async def cron_tick(label: str = "") -> str:
+    return label

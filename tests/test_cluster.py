@@ -1,0 +1,1082 @@
+"""A fleet of nodes sharing one database: leader election and takeover, cron exactly once per tick,
+rescue of a dead node's jobs (and only a dead node's), pruning under load, and the telemetry of
+each duty.
+
+Nodes are in-process apps where the database decides the behaviour, and real ``conveyor start``
+processes where dying matters (SIGKILL leaves no chance to clean up). Times are injected where a
+clock would otherwise make the test wait for minutes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from psycopg import sql
+
+from conveyor import Conveyor, JobState, job
+from conveyor.acks import Ack
+from conveyor.cron import CronEntry, CronExpression
+from conveyor.engine.postgres import PostgresEngine
+from conveyor.fleet import CronTick, ProducerBeat
+from conveyor.runtime.duties import CronScheduler, Pruner
+from conveyor.runtime.leadership import Leadership
+from conveyor.telemetry import Telemetry
+from tests import cluster_jobs as jobs
+
+T = TypeVar("T")
+
+ROOT = Path(__file__).resolve().parent.parent
+CONVEYOR = Path(sys.executable).with_name("conveyor")
+INSTANCE = "conveyor"  # the default Settings.name
+#: Seconds of slack on timing assertions: two CPU cores shared with other work.
+SLACK = 1.0
+
+
+# -- helpers --------------------------------------------------------------------------------------
+def make_app(dsn: str, prefix: str, **settings: Any) -> Conveyor:
+    options: dict[str, Any] = {
+        "prefix": prefix,
+        "queues": {"default": 5},
+        "poll_interval": 0.2,
+        "stage_interval": 0.2,
+        "shutdown_grace": 1.0,
+        "processes": 1,
+    }
+    options.update(settings)
+    return Conveyor(dsn, **options)
+
+
+async def query(engine: PostgresEngine, text: str, params: Any = None) -> list[tuple[Any, ...]]:
+    """Run ``text`` where ``{jobs}``, ``{ticks}``, ``{leaders}``, ``{runs}`` and ``{state}`` name the
+    test schema's objects."""
+    names = {
+        "jobs": "oban_jobs",
+        "ticks": "conveyor_cron_ticks",
+        "leaders": "oban_leaders",
+        "runs": "runs",
+        "state": "oban_job_state",
+    }
+    tables = {key: sql.Identifier(engine.prefix, name) for key, name in names.items()}
+    async with engine.pool.connection() as conn:
+        cur = await conn.execute(sql.SQL(text).format(**tables), params)
+        return await cur.fetchall() if cur.description else []
+
+
+async def poll(
+    probe: Callable[[], Awaitable[T]],
+    done: Callable[[T], bool],
+    *,
+    timeout: float,
+    what: str,
+    every: float = 0.02,
+) -> T:
+    """Call ``probe`` until ``done(value)``; fail after ``timeout`` seconds with the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await probe()
+        if done(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {value!r}")
+        await asyncio.sleep(every)
+
+
+async def holds(
+    probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool], *, during: float, what: str
+) -> None:
+    """Check that ``ok(probe())`` stays true for ``during`` seconds (a bounded negative check)."""
+    deadline = time.monotonic() + during
+    while time.monotonic() < deadline:
+        value = await probe()
+        assert ok(value), f"{what}: {value!r}"
+        await asyncio.sleep(0.05)
+
+
+async def leader_node(engine: PostgresEngine) -> str | None:
+    leader = await engine.get_leader(INSTANCE)
+    return leader.node if leader else None
+
+
+@dataclass
+class Events:
+    """Telemetry events an app emitted, in order."""
+
+    seen: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def __call__(self, event: str, data: dict[str, Any]) -> None:
+        self.seen.append((event, data))
+
+    def named(self, event: str) -> list[dict[str, Any]]:
+        return [data for name, data in self.seen if name == event]
+
+    async def wait(self, event: str, timeout: float = 10.0) -> list[dict[str, Any]]:
+        async def probe() -> list[dict[str, Any]]:
+            return self.named(event)
+
+        return await poll(probe, bool, timeout=timeout, what=f"event {event}")
+
+
+def listen(app: Conveyor) -> Events:
+    events = Events()
+    app.telemetry.attach(events)
+    return events
+
+
+# -- node processes -------------------------------------------------------------------------------
+@dataclass
+class NodeProcess:
+    process: asyncio.subprocess.Process
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def owns(self, node: str | None) -> bool:
+        """Whether ``node`` is this process's default node name (``host-pid-random``)."""
+        return node is not None and node.rsplit("-", 2)[-2] == str(self.pid)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+
+def describe(nodes: Sequence[NodeProcess]) -> str:
+    return "\n".join(f"--- node pid {n.pid} (exit {n.process.returncode}):\n{n.output()}" for n in nodes)
+
+
+@asynccontextmanager
+async def node_processes(
+    dsn: str, prefix: str, directory: Path, count: int, env: dict[str, str], queues: str = "default:2"
+) -> AsyncIterator[list[NodeProcess]]:
+    """``count`` ``conveyor start`` processes on the test schema; every one is killed on the way out."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("CONVEYOR_")} | env
+    nodes: list[NodeProcess] = []
+    try:
+        for i in range(count):
+            log = directory / f"node-{i}-{uuid.uuid4().hex[:6]}.log"
+            with log.open("wb") as out:
+                process = await asyncio.create_subprocess_exec(
+                    str(CONVEYOR),
+                    "start",
+                    "--dsn",
+                    dsn,
+                    "--prefix",
+                    prefix,
+                    "-q",
+                    queues,
+                    "--import",
+                    "tests.cluster_jobs",
+                    "--poll-interval",
+                    "0.2",
+                    "--shutdown-grace",
+                    "1",
+                    cwd=ROOT,
+                    env=environ,
+                    stdout=out,
+                    stderr=out,
+                )
+            nodes.append(NodeProcess(process, log))
+        yield nodes
+    finally:
+        for node in nodes:
+            if node.process.returncode is None:
+                with suppress(ProcessLookupError):
+                    node.process.kill()
+        for node in nodes:
+            with suppress(Exception):
+                await asyncio.wait_for(node.process.wait(), 10)
+
+
+async def producer_nodes(engine: PostgresEngine) -> set[str]:
+    return {p.node for p in await engine.list_producers()}
+
+
+# -- cron: exactly once per tick ------------------------------------------------------------------
+BASE = datetime(2030, 1, 7, 10, 0, tzinfo=UTC)  # an even minute: '*/2' ticks at BASE
+
+
+def cron_entries() -> list[CronEntry]:
+    return [
+        CronEntry.build("* * * * *", jobs.cron_tick, {"label": "every"}, name="every-minute"),
+        CronEntry.build("*/2 * * * *", jobs.cron_tick, {"label": "even"}, name="even-minutes"),
+    ]
+
+
+@asynccontextmanager
+async def cron_nodes(
+    dsn: str, prefix: str, entries: Sequence[CronEntry], count: int = 3
+) -> AsyncIterator[list[CronScheduler]]:
+    """``count`` schedulers, each with its own engine (its own pool) and a leadership forced on:
+    as many leaders as nodes, the worst case the database has to absorb."""
+    engines = [PostgresEngine(dsn, prefix=prefix, max_connections=2) for _ in range(count)]
+    try:
+        schedulers = []
+        for i, engine in enumerate(engines):
+            await engine.open()
+            leadership = Leadership(engine, Telemetry(), name=INSTANCE, node=f"cron-{i}", ttl=2.0)
+            leadership.is_leader = True
+            schedulers.append(CronScheduler(engine, Telemetry(), leadership, entries, started_at=BASE))
+        yield schedulers
+    finally:
+        for engine in engines:
+            await engine.close()
+
+
+async def run_everywhere(schedulers: Sequence[CronScheduler], minute: datetime) -> list[int]:
+    """Every scheduler runs the same minute at once, each at a different second of it (their clocks
+    and wake-ups differ)."""
+    assert minute.second == 0 and minute.microsecond == 0
+    seconds = [0.05 + 59.9 * i / max(1, len(schedulers) - 1) for i in range(len(schedulers))]
+    results = await asyncio.gather(
+        *(s.run_at(minute + timedelta(seconds=second)) for s, second in zip(schedulers, seconds, strict=True))
+    )
+    return [job_id for ids in results for job_id in ids]
+
+
+async def names_of(engine: PostgresEngine, ids: Sequence[int]) -> dict[str, int]:
+    rows = await query(
+        engine,
+        "SELECT meta ->> 'cron_name', count(*) FROM {jobs} WHERE id = ANY(%s) GROUP BY 1",
+        (list(ids),),
+    )
+    return {name: int(n) for name, n in rows}
+
+
+async def recorded_ticks(engine: PostgresEngine) -> dict[str, list[datetime]]:
+    ticks: dict[str, list[datetime]] = {}
+    for name, tick in await query(engine, "SELECT name, tick FROM {ticks} ORDER BY name, tick"):
+        ticks.setdefault(name, []).append(tick.replace(tzinfo=UTC))
+    return ticks
+
+
+async def cron_job_counts(engine: PostgresEngine) -> dict[str, int]:
+    rows = await query(engine, "SELECT meta ->> 'cron_name', count(*) FROM {jobs} GROUP BY 1")
+    return {name: int(n) for name, n in rows if name is not None}
+
+
+def minutes(*offsets: int) -> list[datetime]:
+    return [BASE + timedelta(minutes=m) for m in offsets]
+
+
+async def test_cron_inserts_each_tick_once_with_three_concurrent_leaders(
+    dsn: str, prefix: str, engine: PostgresEngine
+) -> None:
+    entries = cron_entries()
+    async with cron_nodes(dsn, prefix, entries) as schedulers:
+        for offset in range(3):  # 10:00, 10:01, 10:02
+            minute = BASE + timedelta(minutes=offset)
+            ids = await run_everywhere(schedulers, minute)
+            expected = {"every-minute": 1} | ({"even-minutes": 1} if offset % 2 == 0 else {})
+            assert await names_of(engine, ids) == expected, minute
+        assert await cron_job_counts(engine) == {"every-minute": 3, "even-minutes": 2}
+        assert await recorded_ticks(engine) == {
+            "even-minutes": minutes(0, 2),
+            "every-minute": minutes(0, 1, 2),
+        }
+
+        # A restart within the same minute (new schedulers, same entries): nothing new.
+        async with cron_nodes(dsn, prefix, entries) as restarted:
+            assert await run_everywhere(restarted, BASE + timedelta(minutes=2)) == []
+        assert await cron_job_counts(engine) == {"every-minute": 3, "even-minutes": 2}
+
+    # Every node down for ten minutes; without backfill only the current tick counts.
+    async with cron_nodes(dsn, prefix, entries) as later:
+        ids = await run_everywhere(later, BASE + timedelta(minutes=12))
+        assert await names_of(engine, ids) == {"every-minute": 1, "even-minutes": 1}
+    assert await cron_job_counts(engine) == {"every-minute": 4, "even-minutes": 3}
+    ticks = await recorded_ticks(engine)
+    assert ticks["every-minute"] == minutes(0, 1, 2, 12)
+    assert ticks["even-minutes"] == minutes(0, 2, 12)
+
+    # The jobs are ordinary available jobs carrying the entry's identity.
+    rows = await query(
+        engine, "SELECT DISTINCT state::text, worker, args ->> 'label', meta ->> 'cron_expr' FROM {jobs}"
+    )
+    assert sorted(rows) == [
+        ("available", "tests.cluster_jobs.cron_tick", "even", "*/2 * * * *"),
+        ("available", "tests.cluster_jobs.cron_tick", "every", "* * * * *"),
+    ]
+
+
+async def test_cron_backfill_inserts_missed_ticks_once_and_bounded(
+    dsn: str, prefix: str, engine: PostgresEngine
+) -> None:
+    request = jobs.cron_tick.new(label="backfill")
+    every = CronExpression.parse("* * * * *")
+    entries = [
+        CronEntry(every, request, name="backfill-all", backfill=True),
+        CronEntry(every, request, name="backfill-5", backfill=True, backfill_limit=5),
+        CronEntry(CronExpression.parse("*/3 * * * *"), request, name="backfill-thirds", backfill=True),
+        CronEntry(every, request, name="no-backfill"),
+    ]
+    async with cron_nodes(dsn, prefix, entries) as schedulers:
+        # Never ran before: back-filling starts from the current tick, not from the dawn of time.
+        ids = await run_everywhere(schedulers, BASE)
+        assert await names_of(engine, ids) == {
+            "backfill-all": 1,
+            "backfill-5": 1,
+            "backfill-thirds": 1,
+            "no-backfill": 1,
+        }
+    async with cron_nodes(dsn, prefix, entries) as schedulers:
+        ids = await run_everywhere(schedulers, BASE + timedelta(minutes=12))
+        assert await names_of(engine, ids) == {
+            "backfill-all": 12,  # 10:01 .. 10:12
+            "backfill-5": 5,  # bounded: the newest five, 10:08 .. 10:12
+            "backfill-thirds": 4,  # 10:03, 10:06, 10:09, 10:12
+            "no-backfill": 1,
+        }
+        # Running the minute again (another leader, a restart) back-fills nothing twice.
+        assert await run_everywhere(schedulers, BASE + timedelta(minutes=12)) == []
+    ticks = await recorded_ticks(engine)
+    assert ticks["backfill-all"] == minutes(*range(13))
+    assert ticks["backfill-5"] == minutes(0, 8, 9, 10, 11, 12)
+    assert ticks["backfill-thirds"] == minutes(0, 3, 6, 9, 12)
+    assert ticks["no-backfill"] == minutes(0, 12)
+    assert await cron_job_counts(engine) == {
+        "backfill-all": 13,
+        "backfill-5": 6,
+        "backfill-thirds": 5,
+        "no-backfill": 2,
+    }
+
+
+@job(cron="* * * * *", queue="cron-twice")
+async def configured_twice() -> None:
+    """A job with ``cron=`` that an app also lists in its crontab (the same entry twice)."""
+
+
+async def test_an_entry_configured_twice_still_inserts_one_job_per_tick(
+    dsn: str, prefix: str, engine: PostgresEngine
+) -> None:
+    entry = CronEntry.build("* * * * *", jobs.cron_tick, {"label": "twice"})
+    tick = CronTick(entry.name, BASE.replace(tzinfo=None), entry.job_for(BASE))
+    ids = await engine.insert_cron_jobs([tick, tick])
+    assert len(ids) == 1
+    assert await engine.insert_cron_jobs([tick, tick]) == []
+
+    # Through an app: the decorator's entry and the crontab's are the same entry.
+    app = make_app(
+        dsn,
+        prefix,
+        queues={"other": 1},
+        jobs=[configured_twice],
+        crontab=[CronEntry.build("* * * * *", configured_twice)],
+    )
+    events = listen(app)
+    try:
+        await app.start()
+        await events.wait("cron.inserted")
+    finally:
+        await app.stop()
+    name = CronEntry.build("* * * * *", configured_twice).name
+    ticks = await recorded_ticks(engine)
+    assert 1 <= len(ticks[name]) <= 2  # the start may straddle a minute
+    assert (await cron_job_counts(engine))[name] == len(ticks[name])
+    assert sum(e["count"] for e in events.named("cron.inserted")) == len(ticks[name])
+
+
+async def test_reboot_entry_inserts_once_per_boot_minute(
+    dsn: str, prefix: str, engine: PostgresEngine
+) -> None:
+    entries = [CronEntry.build("@reboot", jobs.cron_tick, {"label": "boot"}, name="at-boot")]
+    async with cron_nodes(dsn, prefix, entries) as schedulers:
+        ids = await run_everywhere(schedulers, BASE + timedelta(minutes=1))
+        assert await names_of(engine, ids) == {"at-boot": 1}
+        # Later minutes of the same boot insert nothing more.
+        assert await run_everywhere(schedulers, BASE + timedelta(minutes=2)) == []
+    assert await recorded_ticks(engine) == {"at-boot": [BASE]}
+
+
+async def test_cron_runs_the_current_minute_soon_after_a_node_takes_over(
+    dsn: str, prefix: str, engine: PostgresEngine
+) -> None:
+    """A follower that becomes leader must not wait out a whole minute-long sleep begun while it
+    followed: the leaderless stretch plus that sleep would skip ticks."""
+    entry = CronEntry.build("* * * * *", jobs.cron_tick, {"label": "takeover"}, name="takeover")
+    leadership = Leadership(engine, Telemetry(), name=INSTANCE, node="follower", ttl=2.0)
+    scheduler = CronScheduler(engine, Telemetry(), leadership, [entry], started_at=datetime.now(UTC))
+    await scheduler.start()
+    try:
+
+        async def count() -> int:
+            return (await cron_job_counts(engine)).get("takeover", 0)
+
+        await holds(count, lambda n: n == 0, during=0.5, what="a follower inserted cron jobs")
+        leadership.is_leader = True
+        started = time.monotonic()
+        await poll(count, lambda n: n == 1, timeout=5.0, what="the new leader's cron job")
+        took = time.monotonic() - started
+    finally:
+        await scheduler.stop()
+    assert took < leadership.check_interval + SLACK, took
+
+
+# -- leadership -----------------------------------------------------------------------------------
+async def test_lease_is_taken_renewed_and_taken_over_only_after_expiry(engine: PostgresEngine) -> None:
+    t0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+    first = await engine.elect_leader(INSTANCE, "a", 10, now=t0)
+    assert first is not None and first.node == "a"
+    assert await engine.elect_leader(INSTANCE, "b", 10, now=t0 + timedelta(seconds=5)) is None
+    renewed = await engine.elect_leader(INSTANCE, "a", 10, now=t0 + timedelta(seconds=8))
+    assert renewed is not None and renewed.elected_at == first.elected_at  # renewal keeps elected_at
+    assert await engine.elect_leader(INSTANCE, "b", 10, now=t0 + timedelta(seconds=17)) is None
+    taken = await engine.elect_leader(INSTANCE, "b", 10, now=t0 + timedelta(seconds=18, microseconds=1))
+    assert taken is not None and taken.node == "b"
+    assert taken.elected_at == (t0 + timedelta(seconds=18, microseconds=1))
+    held = await engine.get_leader(INSTANCE, now=t0 + timedelta(seconds=19))
+    assert held is not None and held.node == "b"
+    assert held.expires_at == t0 + timedelta(seconds=28, microseconds=1)
+    assert await engine.get_leader(INSTANCE, now=t0 + timedelta(seconds=29)) is None
+    # Instances are independent.
+    other = await engine.elect_leader("other", "a", 10, now=t0 + timedelta(seconds=19))
+    assert other is not None and other.node == "a"
+    # Only the holder can resign.
+    assert not await engine.resign_leader("other", "b")
+    assert await engine.resign_leader("other", "a")
+
+
+async def test_leadership_emits_elected_lost_and_resigned(engine: PostgresEngine) -> None:
+    telemetry = Telemetry()
+    events = Events()
+    telemetry.attach(events, "leader.")
+    a = Leadership(engine, telemetry, name=INSTANCE, node="a", ttl=2.0)
+    b = Leadership(engine, telemetry, name=INSTANCE, node="b", ttl=2.0)
+    await a.tick()
+    await b.tick()
+    assert (a.is_leader, b.is_leader) == (True, False)
+    # Someone else grabs the lease (say a's renewal came too late): a learns it lost.
+    await query(engine, "UPDATE {leaders} SET expires_at = timezone('UTC', now()) - interval '1 second'")
+    await b.tick()
+    await a.tick()
+    assert (a.is_leader, b.is_leader) == (False, True)
+    await a.stop()  # not leading: nothing to resign
+    await b.stop()
+    assert await engine.get_leader(INSTANCE) is None
+    assert events.seen == [
+        ("leader.elected", {"node": "a", "name": INSTANCE}),
+        ("leader.elected", {"node": "b", "name": INSTANCE}),
+        ("leader.lost", {"node": "a", "name": INSTANCE}),
+        ("leader.resigned", {"node": "b", "name": INSTANCE}),
+    ]
+
+
+async def test_three_nodes_elect_one_leader_and_a_clean_stop_hands_over_at_once(
+    dsn: str, prefix: str, engine: PostgresEngine
+) -> None:
+    key = uuid.uuid4().hex[:6]
+    ttl = 2.0
+    # Every node has the same crontab; only a leader inserts, and never twice per tick.
+    entry = CronEntry.build("* * * * *", jobs.cron_tick, {"label": "fleet"}, name="fleet")
+    apps = {
+        name: make_app(
+            dsn, prefix, node=f"{name}-{key}", leader_ttl=ttl, heartbeat_interval=0.5, crontab=[entry]
+        )
+        for name in ("a", "b", "c")
+    }
+    events = {name: listen(app) for name, app in apps.items()}
+    try:
+        for app in apps.values():
+            await app.start()
+
+        def leaders() -> list[str]:
+            return [
+                a.settings.node for a in apps.values() if a.node is not None and a.node.leadership.is_leader
+            ]
+
+        first = await poll(lambda: leader_node(engine), bool, timeout=5, what="a leader")
+        assert first is not None
+        assert leaders() == [first]
+        # It stays that way while the leader renews (the lease is renewed every ttl/2).
+        await holds(
+            lambda: leader_node(engine),
+            lambda n: n == first and leaders() == [first],
+            during=ttl * 1.25,
+            what="the leader changed while nobody stopped",
+        )
+        assert sum(len(e.named("leader.elected")) for e in events.values()) == 1
+        name_of = {app.settings.node: name for name, app in apps.items()}
+        assert [n for n, e in events.items() if e.named("cron.inserted")] == [name_of[first]]
+
+        leader = next(app for app in apps.values() if app.settings.node == first)
+        started = time.monotonic()
+        stopping = asyncio.create_task(leader.stop())
+        second = await poll(
+            lambda: leader_node(engine),
+            lambda n: n is not None and n != first,
+            timeout=ttl * 2,
+            what="a new leader",
+        )
+        took = time.monotonic() - started
+        assert second is not None
+        await stopping
+        print(f"\nclean stop: new leader {second} after {took:.3f}s (ttl {ttl}s)")
+        assert took < ttl / 2, took
+        assert leaders() == [second]
+        assert events[name_of[first]].named("leader.resigned") == [{"node": first, "name": INSTANCE}]
+        assert events[name_of[second]].named("leader.elected") == [{"node": second, "name": INSTANCE}]
+    finally:
+        for app in apps.values():
+            await app.stop()
+    ticks = (await recorded_ticks(engine))["fleet"]
+    assert 1 <= len(ticks) <= 2  # the test may straddle a minute
+    assert (await cron_job_counts(engine))["fleet"] == len(ticks)
+    inserted = [d for e in events.values() for d in e.named("cron.inserted")]
+    assert sum(d["count"] for d in inserted) == len(ticks)
+
+
+async def test_resign_notification_beats_the_followers_check_interval(
+    dsn: str, prefix: str, engine: PostgresEngine
+) -> None:
+    """With a 30 s lease followers look only every 3 s: a takeover well under that is the
+    notification's doing."""
+    key = uuid.uuid4().hex[:6]
+    first = make_app(dsn, prefix, node=f"first-{key}", leader_ttl=30.0)
+    second = make_app(dsn, prefix, node=f"second-{key}", leader_ttl=30.0)
+    try:
+        await first.start()
+        await second.start()
+        assert await leader_node(engine) == f"first-{key}"
+        assert second.node is not None
+        check_interval = second.node.leadership.check_interval
+        started = time.monotonic()
+        await first.stop()
+        await poll(lambda: leader_node(engine), lambda n: n == f"second-{key}", timeout=10, what="takeover")
+        took = time.monotonic() - started
+        print(f"\nresign with ttl 30s: takeover after {took:.3f}s (followers check every {check_interval}s)")
+        assert took < check_interval / 2, took
+    finally:
+        await first.stop()
+        await second.stop()
+
+
+async def kill_leader(engine: PostgresEngine, alive: list[NodeProcess], ttl: float) -> float:
+    """SIGKILL the leading process right after it renewed its lease (the worst case: a whole lease
+    still to run); return the seconds until another live process leads."""
+    current = await poll(lambda: leader_node(engine), bool, timeout=10, what="a leader")
+    victim = next(n for n in alive if n.owns(current))
+    lease = await engine.get_leader(INSTANCE)
+    assert lease is not None
+    await poll(
+        lambda: engine.get_leader(INSTANCE),
+        lambda info: info is not None and info.expires_at != lease.expires_at,
+        timeout=ttl,
+        what="a renewal",
+        every=0.005,
+    )
+    victim.process.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    await victim.process.wait()
+    alive.remove(victim)
+    successor = await poll(
+        lambda: leader_node(engine),
+        lambda n: n is not None and n != current,
+        timeout=ttl * 3,
+        what=f"a new leader\n{describe(alive)}",
+        every=0.01,
+    )
+    took = time.monotonic() - killed
+    assert any(n.owns(successor) for n in alive), (successor, describe(alive))
+    return took
+
+
+@pytest.mark.slow
+async def test_killed_leader_process_is_replaced_within_one_ttl(
+    dsn: str, prefix: str, engine: PostgresEngine, tmp_path: Path
+) -> None:
+    ttl = 2.0
+    env = {"CONVEYOR_LEADER_TTL": str(ttl), "CONVEYOR_HEARTBEAT_INTERVAL": "0.5"}
+    async with node_processes(dsn, prefix, tmp_path, 3, env) as nodes:
+        names = await poll(
+            lambda: producer_nodes(engine),
+            lambda s: len(s) == 3,
+            timeout=30,
+            what=f"three nodes\n{describe(nodes)}",
+        )
+        # Default node names are unique per process, and carry the process id.
+        for node in nodes:
+            assert sum(node.owns(name) for name in names) == 1, (names, node.pid)
+        assert len({name.rsplit("-", 2)[0] for name in names}) == 1  # same host part
+        alive = list(nodes)
+        takeovers = [await kill_leader(engine, alive, ttl), await kill_leader(engine, alive, ttl)]
+        print(f"\nSIGKILL takeovers after {', '.join(f'{t:.3f}s' for t in takeovers)} (ttl {ttl}s)")
+        for took in takeovers:
+            assert took < ttl + 0.5, (took, takeovers)
+        assert all(n.process.returncode is None for n in alive), describe(nodes)
+
+
+# -- rescue ---------------------------------------------------------------------------------------
+async def runs_of(engine: PostgresEngine, job_id: int) -> list[tuple[int, int]]:
+    """(pid, attempt) of each start of the job, in order."""
+    rows = await query(
+        engine, "SELECT pid, attempt FROM {runs} WHERE job_id = %s ORDER BY started_at", (job_id,)
+    )
+    return [(int(pid), int(attempt)) for pid, attempt in rows]
+
+
+@pytest.mark.slow
+async def test_jobs_of_a_killed_node_run_again_once_on_a_live_node(
+    dsn: str, prefix: str, engine: PostgresEngine, tmp_path: Path
+) -> None:
+    jobs.create_runs_table(dsn, prefix)
+    producer_timeout, rescue_interval, heartbeat = 2.0, 0.5, 0.5
+    inserter = Conveyor(dsn, prefix=prefix)
+    try:
+        job_id = await inserter.enqueue(jobs.record_run.new(dsn=dsn, prefix=prefix, first=30.0, later=0.2))
+    finally:
+        await inserter.close()
+    env = {
+        "CONVEYOR_LEADERSHIP": "false",
+        "CONVEYOR_HEARTBEAT_INTERVAL": str(heartbeat),
+        "CONVEYOR_PRODUCER_TIMEOUT": str(producer_timeout),
+    }
+    survivor = make_app(
+        dsn,
+        prefix,
+        node=f"survivor-{uuid.uuid4().hex[:6]}",
+        leader_ttl=2.0,
+        heartbeat_interval=heartbeat,
+        producer_timeout=producer_timeout,
+        rescue_interval=rescue_interval,
+    )
+    events = listen(survivor)
+    async with node_processes(dsn, prefix, tmp_path, 1, env) as nodes:
+        try:
+            (doomed,) = nodes
+            first = await poll(
+                lambda: runs_of(engine, job_id), bool, timeout=30, what=f"the first run\n{describe(nodes)}"
+            )
+            assert first == [(doomed.pid, 1)]
+            await survivor.start()
+            assert survivor.node is not None and survivor.node.leadership.is_leader
+            doomed_node = next(n for n in await producer_nodes(engine) if doomed.owns(n))
+            running = await engine.get_job(job_id)
+            assert running is not None and running.state is JobState.EXECUTING
+            assert running.attempted_by[0] == doomed_node
+
+            doomed.process.send_signal(signal.SIGKILL)
+            killed = time.monotonic()
+            await doomed.process.wait()
+            runs = await poll(
+                lambda: runs_of(engine, job_id),
+                lambda r: len(r) >= 2,
+                timeout=producer_timeout + rescue_interval + 10,
+                what="the rescued run",
+                every=0.01,
+            )
+            took = time.monotonic() - killed
+            print(f"\nrescued job started again {took:.3f}s after SIGKILL (timeout {producer_timeout}s)")
+            assert runs == [(doomed.pid, 1), (os.getpid(), 2)]
+            assert took < producer_timeout + rescue_interval + SLACK, took
+
+            done = await poll(
+                lambda: engine.get_job(job_id),
+                lambda j: j is not None and j.state is JobState.COMPLETED,
+                timeout=10,
+                what="the rescued job to complete",
+            )
+            assert done is not None
+            # Exactly once more: a few more rescue rounds change nothing.
+            await holds(
+                lambda: runs_of(engine, job_id),
+                lambda r: len(r) == 2,
+                during=rescue_interval * 3,
+                what="runs",
+            )
+            assert done.meta.get("rescued") == 1
+            assert done.attempt == 2
+            assert done.attempted_by[0] == survivor.settings.node
+            rescued = events.named("lifeline.rescued")
+            assert [e["available"] for e in rescued] == [(job_id,)]
+            assert rescued[0]["count"] == 1 and rescued[0]["discarded"] == ()
+            # The dead node's producer row is forgotten once it owns no executing job.
+            assert doomed_node not in await producer_nodes(engine)
+        finally:
+            await survivor.stop()
+
+
+@pytest.mark.slow
+async def test_long_job_on_a_live_node_is_not_rescued(dsn: str, prefix: str, engine: PostgresEngine) -> None:
+    """The job outlives producer_timeout eight times over while the leader checks every 0.3 s."""
+    jobs.create_runs_table(dsn, prefix)
+    producer_timeout, job_seconds = 1.0, 8.0
+    # A genuinely orphaned job in a queue nobody runs shows the lifeline is at work meanwhile.
+    orphan_id = (await engine.insert([jobs.noop.new().with_options(queue="orphans")]))[0]
+    ghost = str(uuid.uuid4())
+    (claimed,) = await engine.fetch_jobs("orphans", 1, node="ghost", producer=ghost)
+    assert claimed.id == orphan_id
+    await engine.record_producers(
+        INSTANCE, "ghost", [ProducerBeat(ghost, "orphans", {})], now=datetime.now(UTC) - timedelta(minutes=5)
+    )
+    key = uuid.uuid4().hex[:6]
+    worker_app = make_app(
+        dsn, prefix, node=f"worker-{key}", leadership=False, heartbeat_interval=0.3, queues={"default": 1}
+    )
+    leader_app = make_app(
+        dsn,
+        prefix,
+        node=f"leader-{key}",
+        queues={"other": 1},
+        leader_ttl=2.0,
+        heartbeat_interval=0.3,
+        producer_timeout=producer_timeout,
+        rescue_interval=0.3,
+    )
+    events = listen(leader_app)
+    try:
+        await worker_app.start()
+        await leader_app.start()
+        assert leader_app.node is not None and leader_app.node.leadership.is_leader
+        job_id = await leader_app.enqueue(jobs.record_run.new(dsn=dsn, prefix=prefix, first=job_seconds))
+        done = await poll(
+            lambda: engine.get_job(job_id),
+            lambda j: j is not None and j.state is JobState.COMPLETED,
+            timeout=job_seconds + 10,
+            what="the long job to complete",
+            every=0.1,
+        )
+        assert done is not None
+        assert await runs_of(engine, job_id) == [(os.getpid(), 1)]
+        assert "rescued" not in done.meta
+        assert done.attempt == 1 and done.attempted_by[0] == f"worker-{key}"
+        assert done.completed_at is not None and done.attempted_at is not None
+        assert (done.completed_at - done.attempted_at).total_seconds() >= job_seconds - 0.1
+        # Meanwhile the leader did rescue the orphan, and only the orphan.
+        rescued = [e["available"] for e in events.named("lifeline.rescued")]
+        assert rescued == [(orphan_id,)]
+        orphan = await engine.get_job(orphan_id)
+        assert orphan is not None and orphan.state is JobState.AVAILABLE and orphan.meta["rescued"] == 1
+    finally:
+        await leader_app.stop()
+        await worker_app.stop()
+
+
+async def claim(engine: PostgresEngine, queue: str, producer: str, *, at: datetime | None = None) -> int:
+    (job,) = await engine.fetch_jobs(queue, 1, node=f"node-{producer[:4]}", producer=producer, now=at)
+    return job.id
+
+
+async def test_rescue_discards_jobs_without_attempts_left(engine: PostgresEngine) -> None:
+    dead = str(uuid.uuid4())
+    ids = await engine.insert(
+        [
+            jobs.noop.new(n=1).with_options(queue="q1", max_attempts=1),
+            jobs.noop.new(n=2).with_options(queue="q2", max_attempts=3),
+        ]
+    )
+    assert [await claim(engine, "q1", dead), await claim(engine, "q2", dead)] == ids
+    await engine.record_producers(
+        INSTANCE, "gone", [ProducerBeat(dead, "q1", {})], now=datetime.now(UTC) - timedelta(seconds=30)
+    )
+    result = await engine.rescue_jobs(timeout=10, backstop=3600)
+    assert result.discarded == (ids[0],)
+    assert result.available == (ids[1],)
+    discarded, available = [await engine.get_job(i) for i in ids]
+    assert discarded is not None and available is not None
+    assert discarded.state is JobState.DISCARDED and discarded.discarded_at is not None
+    assert discarded.meta["rescued"] == 1
+    assert available.state is JobState.AVAILABLE and available.attempt == 1
+    assert available.meta["rescued"] == 1
+    # The dead producer owned nothing else: its row is gone, and a second pass finds nothing.
+    assert await engine.list_producers() == []
+    again = await engine.rescue_jobs(timeout=10, backstop=3600)
+    assert again.available == () and again.discarded == ()
+
+
+async def test_backstop_rescues_old_jobs_of_unknown_producers_only(engine: PostgresEngine) -> None:
+    now = datetime.now(UTC)
+    backstop = 3600.0
+    await engine.insert([jobs.noop.new(n=i).with_options(queue=f"q{i}") for i in range(4)])
+    live = str(uuid.uuid4())
+    await engine.record_producers(INSTANCE, "live", [ProducerBeat(live, "q2", {})])
+    old_unknown = await claim(engine, "q0", str(uuid.uuid4()), at=now - timedelta(hours=2))
+    new_unknown = await claim(engine, "q1", str(uuid.uuid4()), at=now - timedelta(minutes=10))
+    old_live = await claim(engine, "q2", live, at=now - timedelta(hours=5))
+    just_under = await claim(engine, "q3", str(uuid.uuid4()), at=now - timedelta(seconds=backstop - 60))
+
+    result = await engine.rescue_jobs(timeout=15, backstop=backstop)
+    assert result.available == (old_unknown,)
+    assert result.discarded == ()
+    states = {i: (await engine.get_job(i)) for i in (old_unknown, new_unknown, old_live, just_under)}
+    assert {i: j.state for i, j in states.items() if j is not None} == {
+        old_unknown: JobState.AVAILABLE,
+        new_unknown: JobState.EXECUTING,
+        old_live: JobState.EXECUTING,  # a fresh heartbeat protects it however long it runs
+        just_under: JobState.EXECUTING,
+    }
+    # The live producer's row survives the rescue pass.
+    assert [p.uuid for p in await engine.list_producers()] == [live]
+
+
+async def test_stale_ack_after_rescue_does_not_overwrite_the_new_attempt(engine: PostgresEngine) -> None:
+    (job_id,) = await engine.insert([jobs.noop.new(n=7)])
+    old, new = str(uuid.uuid4()), str(uuid.uuid4())
+    await engine.record_producers(
+        INSTANCE, "old", [ProducerBeat(old, "default", {})], now=datetime.now(UTC) - timedelta(minutes=1)
+    )
+    await engine.record_producers(INSTANCE, "new", [ProducerBeat(new, "default", {})])
+    assert await claim(engine, "default", old) == job_id
+    assert (await engine.rescue_jobs(timeout=10, backstop=3600)).available == (job_id,)
+    # The old node was only slow: its ack arrives while the job is available again...
+    assert await engine.ack_jobs([Ack(job_id, 1, JobState.COMPLETED)]) == []
+    assert await claim(engine, "default", new) == job_id
+    # ...or after another node claimed it.
+    for state in (JobState.COMPLETED, JobState.DISCARDED, JobState.CANCELLED):
+        assert await engine.ack_jobs([Ack(job_id, 1, state, error={"attempt": 1, "error": "late"})]) == []
+    current = await engine.get_job(job_id)
+    assert current is not None
+    assert current.state is JobState.EXECUTING and current.attempt == 2
+    assert current.attempted_by == ("node-" + new[:4], new)
+    assert current.errors == ()
+    # The current attempt's ack applies.
+    assert await engine.ack_jobs([Ack(job_id, 2, JobState.COMPLETED)]) == [job_id]
+    finished = await engine.get_job(job_id)
+    assert finished is not None and finished.state is JobState.COMPLETED and finished.meta["rescued"] == 1
+
+
+# -- pruning --------------------------------------------------------------------------------------
+OLD_JOBS = 1_000_000
+FRESH_JOBS = 5_000
+
+
+class TimedEngine(PostgresEngine):
+    """A PostgreSQL engine that times every prune batch."""
+
+    def __init__(self, dsn: str, *, prefix: str) -> None:
+        super().__init__(dsn, prefix=prefix, max_connections=2)
+        self.batches: list[tuple[float, int]] = []
+        #: When (time.monotonic) each batch finished.
+        self.finished: list[float] = []
+
+    async def prune_jobs(
+        self, *, max_age: float, limit: int, keep_per_queue: int | None = None, now: datetime | None = None
+    ) -> int:
+        started = time.perf_counter()
+        deleted = await super().prune_jobs(
+            max_age=max_age, limit=limit, keep_per_queue=keep_per_queue, now=now
+        )
+        self.batches.append((time.perf_counter() - started, deleted))
+        self.finished.append(time.monotonic())
+        return deleted
+
+
+@pytest.mark.slow
+async def test_pruning_a_million_old_jobs_in_short_batches_while_a_node_drains(
+    dsn: str, prefix: str, engine: PostgresEngine
+) -> None:
+    started = time.monotonic()
+    await query(
+        engine,
+        """
+        INSERT INTO {jobs} (state, queue, worker, attempt, attempted_by, inserted_at, scheduled_at,
+                            attempted_at, completed_at)
+        SELECT 'completed', 'old-' || (g %% 4), 'tests.cluster_jobs.noop', 1, ARRAY['gone', 'gone'],
+               t - interval '1 minute', t - interval '1 minute', t - interval '1 second', t
+        FROM generate_series(1, %s) AS g,
+             LATERAL (
+                 SELECT timezone('UTC', now()) - interval '2 days' - make_interval(secs => g %% 86400)
+             ) AS c(t)
+        """,
+        (OLD_JOBS,),
+    )
+    await query(
+        engine,
+        """
+        INSERT INTO {jobs} (state, queue, worker, attempt, completed_at)
+        SELECT 'completed', 'young', 'tests.cluster_jobs.noop', 1, timezone('UTC', now()) - interval '1 hour'
+        FROM generate_series(1, 1000)
+        """,
+    )
+    inserted = time.monotonic() - started
+
+    timed = TimedEngine(dsn, prefix=prefix)
+    await timed.open()
+    telemetry = Telemetry()
+    pruned = Events()
+    telemetry.attach(pruned, "pruner.")
+    leadership = Leadership(timed, telemetry, name=INSTANCE, node="pruner", ttl=30.0)
+    leadership.is_leader = True
+    pruner = Pruner(
+        timed, telemetry, leadership, interval=60.0, max_age=86400.0, limit=10_000, keep_per_queue=None
+    )
+    drainer = make_app(dsn, prefix, node="drainer", leadership=False, queues={"default": 20})
+    try:
+        await drainer.start()
+
+        async def completed() -> int:
+            rows = await query(
+                engine, "SELECT count(*) FROM {jobs} WHERE queue = 'default' AND state = 'completed'"
+            )
+            return int(rows[0][0])
+
+        async def drain() -> float:
+            """Feed the node in waves, so it fetches and acks throughout the pruning."""
+            begun = time.monotonic()
+            waves = 10
+            for wave in range(waves):
+                size = FRESH_JOBS // waves
+                await drainer.enqueue_many(jobs.noop.new(n=wave * size + i) for i in range(size))
+                await asyncio.sleep(0.8)  # pacing the producer side, not waiting for a condition
+            await poll(completed, lambda n: n == FRESH_JOBS, timeout=60, what="the drain", every=0.1)
+            return time.monotonic() - begun
+
+        prune_started = time.monotonic()
+        pruning = asyncio.create_task(pruner.lead())
+        drained = await drain()
+        drain_ended = time.monotonic()
+        await pruning
+        pruning_took = time.monotonic() - prune_started
+    finally:
+        await drainer.stop()
+        await timed.close()
+
+    times = [t for t, _ in timed.batches]
+    print(
+        f"\ninserted {OLD_JOBS} old jobs in {inserted:.1f}s; pruned in {pruning_took:.1f}s over "
+        f"{len(times)} batches (max {max(times):.3f}s, mean {sum(times) / len(times):.3f}s); "
+        f"drained {FRESH_JOBS} fresh jobs in {drained:.1f}s meanwhile"
+    )
+    overlapping = sum(1 for at in timed.finished if at <= drain_ended)
+    assert overlapping >= 10, f"only {overlapping} prune batches ran while the node drained"
+    assert sum(n for _, n in timed.batches) == OLD_JOBS
+    assert all(n == 10_000 for _, n in timed.batches[:-1])
+    assert pruned.named("pruner.pruned") == [{"count": OLD_JOBS}]
+    assert max(times) < 2.0, sorted(times)[-5:]
+    counts = dict(await query(engine, "SELECT queue || ':' || state::text, count(*) FROM {jobs} GROUP BY 1"))
+    assert counts == {"default:completed": FRESH_JOBS, "young:completed": 1000}, counts
+
+
+async def test_prune_keeps_the_newest_per_queue(engine: PostgresEngine) -> None:
+    await query(
+        engine,
+        """
+        INSERT INTO {jobs} (state, queue, worker, completed_at, cancelled_at, discarded_at)
+        SELECT s.state::{state}, q.queue, 'tests.cluster_jobs.noop',
+               CASE WHEN s.state = 'completed' THEN timezone('UTC', now()) END,
+               CASE WHEN s.state = 'cancelled' THEN timezone('UTC', now()) END,
+               CASE WHEN s.state = 'discarded' THEN timezone('UTC', now()) END
+        FROM (VALUES ('a', 12), ('b', 3), ('c', 7)) AS q(queue, n),
+             LATERAL generate_series(1, q.n) AS g,
+             LATERAL (SELECT (ARRAY['completed', 'cancelled', 'discarded'])[1 + g % 3]) AS s(state)
+        ORDER BY q.queue, g
+        """,
+    )
+    live = await engine.insert([jobs.noop.new().with_options(queue="a") for _ in range(4)])
+    before = {
+        q: [
+            i for (i,) in await query(engine, "SELECT id FROM {jobs} WHERE queue = %s ORDER BY id DESC", (q,))
+        ]
+        for q in "abc"
+    }
+
+    deleted = await engine.prune_jobs(max_age=86400.0, limit=100, keep_per_queue=5)
+    # Nothing is old; only the excess beyond five per queue goes (live jobs never count or go).
+    assert deleted == (12 - 5) + (7 - 5)
+    after = {
+        q: [
+            i for (i,) in await query(engine, "SELECT id FROM {jobs} WHERE queue = %s ORDER BY id DESC", (q,))
+        ]
+        for q in "abc"
+    }
+    final_a = [i for i in before["a"] if i not in live]
+    assert after["a"] == live[::-1] + final_a[:5]
+    assert after["b"] == before["b"]
+    assert after["c"] == before["c"][:5]
+
+    # A small limit deletes in bounded steps and converges to the same result.
+    await query(
+        engine,
+        "UPDATE {jobs} SET state = 'completed', completed_at = timezone('UTC', now()) WHERE queue = 'a'",
+    )
+    steps = []
+    while (n := await engine.prune_jobs(max_age=86400.0, limit=2, keep_per_queue=3)) > 0:
+        steps.append(n)
+    assert steps and all(n <= 2 * 3 for n in steps)  # at most `limit` per queue per call
+    remaining = dict(await query(engine, "SELECT queue, count(*) FROM {jobs} GROUP BY queue"))
+    assert remaining == {"a": 3, "b": 3, "c": 3}
+
+
+async def test_prune_removes_old_final_jobs_of_every_kind_and_nothing_else(engine: PostgresEngine) -> None:
+    now = datetime.now(UTC)
+    await query(
+        engine,
+        """
+        INSERT INTO {jobs} (state, queue, worker, completed_at, cancelled_at, discarded_at, scheduled_at)
+        VALUES ('completed', 'p', 'w', %(old)s, NULL, NULL, %(old)s),
+               ('cancelled', 'p', 'w', NULL, %(old)s, NULL, %(old)s),
+               ('discarded', 'p', 'w', NULL, NULL, %(old)s, %(old)s),
+               ('completed', 'p', 'w', %(young)s, NULL, NULL, %(old)s),
+               ('available', 'p', 'w', NULL, NULL, NULL, %(old)s),
+               ('scheduled', 'p', 'w', NULL, NULL, NULL, %(old)s),
+               ('retryable', 'p', 'w', NULL, NULL, NULL, %(old)s)
+        """,
+        {
+            "old": (now - timedelta(days=3)).replace(tzinfo=None),
+            "young": (now - timedelta(hours=1)).replace(tzinfo=None),
+        },
+    )
+    assert await engine.prune_jobs(max_age=86400.0, limit=1000) == 3
+    rows = await query(engine, "SELECT state::text FROM {jobs} ORDER BY id")
+    assert [r[0] for r in rows] == ["completed", "available", "scheduled", "retryable"]
+
+
+# -- telemetry of the duties ----------------------------------------------------------------------
+async def test_duties_emit_their_events(dsn: str, prefix: str, engine: PostgresEngine) -> None:
+    # Two orphans of a dead producer, three old completed jobs, one cron entry due every minute.
+    dead = str(uuid.uuid4())
+    orphans = await engine.insert([jobs.noop.new(n=i).with_options(queue="orphans") for i in range(2)])
+    claimed = await engine.fetch_jobs("orphans", 2, node="gone", producer=dead)
+    assert sorted(j.id for j in claimed) == orphans
+    await engine.record_producers(
+        INSTANCE, "gone", [ProducerBeat(dead, "orphans", {})], now=datetime.now(UTC) - timedelta(minutes=1)
+    )
+    await query(
+        engine,
+        """
+        INSERT INTO {jobs} (state, queue, worker, completed_at)
+        SELECT 'completed', 'old', 'tests.cluster_jobs.noop', timezone('UTC', now()) - interval '3 days'
+        FROM generate_series(1, 3)
+        """,
+    )
+    entry = CronEntry.build("* * * * *", jobs.cron_tick, {"label": "events"}, name="events")
+    app = make_app(
+        dsn,
+        prefix,
+        node="eventful",
+        crontab=[entry],
+        leader_ttl=2.0,
+        heartbeat_interval=0.3,
+        producer_timeout=1.0,
+        rescue_interval=0.3,
+    )
+    events = listen(app)
+    try:
+        await app.start()
+        assert events.named("leader.elected") == [{"node": "eventful", "name": INSTANCE}]
+        rescued = await events.wait("lifeline.rescued")
+        assert rescued[0]["count"] == 2
+        assert sorted(rescued[0]["available"]) == orphans and rescued[0]["discarded"] == ()
+        assert (await events.wait("pruner.pruned")) == [{"count": 3}]
+        inserted = await events.wait("cron.inserted")
+        assert inserted[0]["count"] == len(inserted[0]["job_ids"]) == 1
+        (cron_job,) = inserted[0]["job_ids"]
+        found = await engine.get_job(cron_job)
+        assert found is not None and found.meta["cron_name"] == "events"
+    finally:
+        await app.stop()
+    assert events.named("leader.resigned") == [{"node": "eventful", "name": INSTANCE}]
+    assert events.named("leader.lost") == []
+    order = [name for name, _ in events.seen if name.startswith("leader.")]
+    assert order == ["leader.elected", "leader.resigned"]
