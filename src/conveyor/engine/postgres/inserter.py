@@ -10,7 +10,10 @@ Two ways in, chosen per call by its size:
   ``insert_reserve.sql`` reserves their ids from the table's sequence (so they are returned in input
   order) and ``insert_copy.sql`` streams them. The next chunk is pulled from the caller's iterable
   and formatted while the server still ingests the current one, so the two processes overlap.
-  ``insert_notify.sql`` finally notifies the queues that gained available jobs.
+  ``insert_notify.sql`` finally notifies the queues that gained available jobs. COPY's text format
+  is used, not the binary one (which the server parses about 15% faster): text lets the server
+  convert each value to the column's own type, so a table that Elixir Oban created (``integer``
+  priority, ``varchar[]`` tags) takes the same rows.
 
 Either way all chunks run in one transaction (or a savepoint inside the caller's), so a batch is
 atomic, and memory stays bounded by a chunk on both sides.
@@ -19,7 +22,7 @@ atomic, and memory stays bounded by a chunk on both sides.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -39,8 +42,8 @@ INSERT_CHUNK = 5_000
 COPY_THRESHOLD = 200
 #: Jobs per COPY: rows are held in memory and ids reserved a chunk at a time.
 COPY_CHUNK = 5_000
-#: Rows per write into a COPY.
-COPY_WRITE_ROWS = 1_000
+#: Rows per write into a COPY (about 80 KB: psycopg splits writes over 128 KB into copies).
+COPY_WRITE_ROWS = 500
 
 
 def _copy_capable(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
@@ -63,8 +66,8 @@ class Inserter:
     def _params(self, payload: str, now: datetime | None) -> dict[str, Any]:
         return {"jobs": payload, "now": now, "channel": self._channel}
 
-    def _notify_params(self, rows: CopyRows) -> dict[str, Any]:
-        return {"channel": self._channel, "queues": sorted(rows.available_queues)}
+    def _notify_params(self, formatter: CopyRows) -> dict[str, Any]:
+        return {"channel": self._channel, "queues": sorted(formatter.available_queues)}
 
     # -- async -------------------------------------------------------------------------------
     async def insert(
@@ -76,37 +79,47 @@ class Inserter:
         clock = naive_utc(now)
         source = iter(requests)
         head = take_requests(source, COPY_THRESHOLD)
+        if not head:
+            return []
         source = itertools.chain(head, source)
-        if len(head) < COPY_THRESHOLD or not _copy_capable(conn):
-            return await self._insert_statements(conn, source, clock)
+        async with conn.cursor(row_factory=tuple_row) as cur:
+            if len(head) < COPY_THRESHOLD or not _copy_capable(conn):
+                return await self._insert_statements(conn, cur, source, clock)
+            async with foreign.atomic_async(conn):
+                return await self._insert_copy(cur, source, clock)
+
+    async def _insert_copy(
+        self, cur: psycopg.AsyncCursor[tuple[Any, ...]], source: Iterator[JobRequest], now: datetime | None
+    ) -> list[int]:
+        await cur.execute(self._clock, {"now": now})
+        formatter = CopyRows(_first(await cur.fetchone()))
         ids: list[int] = []
-        cur = conn.cursor(row_factory=tuple_row)
-        async with foreign.atomic_async(conn):
-            await cur.execute(self._clock, {"now": clock})
-            formatter = CopyRows(_first(await cur.fetchone()))
-            rows = formatter.take(source, COPY_CHUNK)
-            while rows:
-                await cur.execute(self._reserve, {"count": len(rows)}, binary=True)
-                chunk_ids: list[int] = _first(await cur.fetchone())
-                async with cur.copy(self._copy) as copy:
-                    for start in range(0, len(rows), COPY_WRITE_ROWS):
-                        end = start + COPY_WRITE_ROWS
-                        await copy.write(formatter.with_ids(rows[start:end], chunk_ids[start:end]))
-                    # Format the next chunk while the server is still ingesting this one.
-                    rows = formatter.take(source, COPY_CHUNK)
-                ids += chunk_ids
-            if formatter.available_queues:
-                await cur.execute(self._notify, self._notify_params(formatter))
+        rows = formatter.take(source, COPY_CHUNK)
+        while rows:
+            await cur.execute(self._reserve, {"count": len(rows)}, binary=True)
+            chunk_ids: list[int] = _first(await cur.fetchone())
+            async with cur.copy(self._copy) as copy:
+                for start in range(0, len(rows), COPY_WRITE_ROWS):
+                    end = start + COPY_WRITE_ROWS
+                    await copy.write(formatter.with_ids(rows[start:end], chunk_ids[start:end]))
+                # Format the next chunk while the server is still ingesting this one.
+                rows = formatter.take(source, COPY_CHUNK)
+            ids += chunk_ids
+        if formatter.available_queues:
+            await cur.execute(self._notify, self._notify_params(formatter))
         return ids
 
     async def _insert_statements(
-        self, conn: psycopg.AsyncConnection[Any], requests: Iterable[JobRequest], now: datetime | None
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        cur: psycopg.AsyncCursor[tuple[Any, ...]],
+        requests: Iterable[JobRequest],
+        now: datetime | None,
     ) -> list[int]:
         payloads = chunked_payloads(requests, INSERT_CHUNK)
         first = next(payloads, None)
         if first is None:
             return []
-        cur = conn.cursor(row_factory=tuple_row)
         second = next(payloads, None)
         if second is None:  # One statement is atomic by itself: no transaction round trips.
             await cur.execute(self._statement, self._params(first, now))
@@ -128,37 +141,41 @@ class Inserter:
         clock = naive_utc(now)
         source = iter(requests)
         head = take_requests(source, COPY_THRESHOLD)
+        if not head:
+            return []
         source = itertools.chain(head, source)
-        if len(head) < COPY_THRESHOLD or not _copy_capable(conn):
-            return self._insert_statements_sync(conn, source, clock)
+        with conn.cursor(row_factory=tuple_row) as cur, foreign.atomic_sync(conn):
+            if len(head) < COPY_THRESHOLD or not _copy_capable(conn):
+                return self._insert_statements_sync(cur, source, clock)
+            return self._insert_copy_sync(cur, source, clock)
+
+    def _insert_copy_sync(
+        self, cur: psycopg.Cursor[tuple[Any, ...]], source: Iterator[JobRequest], now: datetime | None
+    ) -> list[int]:
+        cur.execute(self._clock, {"now": now})
+        formatter = CopyRows(_first(cur.fetchone()))
         ids: list[int] = []
-        cur = conn.cursor(row_factory=tuple_row)
-        with foreign.atomic_sync(conn):
-            cur.execute(self._clock, {"now": clock})
-            formatter = CopyRows(_first(cur.fetchone()))
-            rows = formatter.take(source, COPY_CHUNK)
-            while rows:
-                cur.execute(self._reserve, {"count": len(rows)}, binary=True)
-                chunk_ids: list[int] = _first(cur.fetchone())
-                with cur.copy(self._copy) as copy:
-                    for start in range(0, len(rows), COPY_WRITE_ROWS):
-                        end = start + COPY_WRITE_ROWS
-                        copy.write(formatter.with_ids(rows[start:end], chunk_ids[start:end]))
-                    rows = formatter.take(source, COPY_CHUNK)
-                ids += chunk_ids
-            if formatter.available_queues:
-                cur.execute(self._notify, self._notify_params(formatter))
+        rows = formatter.take(source, COPY_CHUNK)
+        while rows:
+            cur.execute(self._reserve, {"count": len(rows)}, binary=True)
+            chunk_ids: list[int] = _first(cur.fetchone())
+            with cur.copy(self._copy) as copy:
+                for start in range(0, len(rows), COPY_WRITE_ROWS):
+                    end = start + COPY_WRITE_ROWS
+                    copy.write(formatter.with_ids(rows[start:end], chunk_ids[start:end]))
+                rows = formatter.take(source, COPY_CHUNK)
+            ids += chunk_ids
+        if formatter.available_queues:
+            cur.execute(self._notify, self._notify_params(formatter))
         return ids
 
     def _insert_statements_sync(
-        self, conn: psycopg.Connection[Any], requests: Iterable[JobRequest], now: datetime | None
+        self, cur: psycopg.Cursor[tuple[Any, ...]], requests: Iterable[JobRequest], now: datetime | None
     ) -> list[int]:
         ids: list[int] = []
-        cur = conn.cursor(row_factory=tuple_row)
-        with foreign.atomic_sync(conn):
-            for payload in chunked_payloads(requests, INSERT_CHUNK):
-                cur.execute(self._statement, self._params(payload, now))
-                ids += [row[0] for row in cur.fetchall()]
+        for payload in chunked_payloads(requests, INSERT_CHUNK):
+            cur.execute(self._statement, self._params(payload, now))
+            ids += [row[0] for row in cur.fetchall()]
         return ids
 
 

@@ -100,9 +100,8 @@ COPY_COLUMNS = (
     "inserted_at",
     "id",
 )
-_COPY_ROW = b"%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t"
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-#: Distinct texts (workers, queues, tag lists) remembered per insert; more are escaped each time.
+#: Distinct kinds of job (see ``CopyRows``) remembered per insert; more are formatted each time.
 _CACHE_LIMIT = 4096
 _NOT_A_REQUEST = "enqueue takes JobRequest values (from my_job.new(...))"
 
@@ -110,11 +109,6 @@ _NOT_A_REQUEST = "enqueue takes JobRequest values (from my_job.new(...))"
 def copy_text(value: str) -> bytes:
     """``value`` as a field of COPY's text format (UTF-8, with its special characters escaped)."""
     return value.translate(_COPY_ESCAPES).encode()
-
-
-def copy_json(value: bytes) -> bytes:
-    """Encoded JSON as a COPY text field. JSON has no raw control characters, only backslashes."""
-    return value.replace(b"\\", b"\\\\") if b"\\" in value else value
 
 
 def array_literal(values: Iterable[str]) -> str:
@@ -137,69 +131,52 @@ class CopyRows:
 
     The state is decided the way ``insert_jobs.sql`` does (``scheduled`` when the job runs after the
     clock, else ``available``), and the queues that gained available jobs are collected so the
-    caller can notify them. One instance serves one insert: it caches escaped workers, queues, tags.
+    caller can notify them. One instance serves one insert, caching the escaped fields that jobs of
+    one kind share (state, queue, worker, tags, priority, max_attempts).
     """
 
     def __init__(self, clock: datetime) -> None:
         self.clock = clock
         self._clock_text = timestamp_text(clock)
+        self._tail = b"\t" + self._clock_text + b"\t"
         self.available_queues: set[str] = set()
-        self._texts: dict[str, bytes] = {}
-        self._tags: dict[tuple[str, ...], bytes] = {}
+        self._shared: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
 
-    def _text(self, value: str) -> bytes:
-        found = self._texts.get(value)
-        if found is None:
-            found = copy_text(value)
-            if len(self._texts) < _CACHE_LIMIT:
-                self._texts[value] = found
-        return found
-
-    def _tag_list(self, tags: tuple[str, ...]) -> bytes:
-        found = self._tags.get(tags)
-        if found is None:
-            found = copy_text(array_literal(tags))
-            if len(self._tags) < _CACHE_LIMIT:
-                self._tags[tags] = found
-        return found
+    def _shared_fields(self, key: tuple[Any, ...], request: JobRequest) -> tuple[bytes, bytes]:
+        """The fields before args (state, queue, worker) and between meta and the times."""
+        state = key[0]
+        if state == b"available":
+            self.available_queues.add(request.queue)
+        head = b"%s\t%s\t%s\t" % (state, copy_text(request.queue), copy_text(request.worker))
+        tags = copy_text(array_literal(request.tags))
+        fields = (head, b"\t%s\t%d\t%d\t" % (tags, request.priority, request.max_attempts))
+        if len(self._shared) < _CACHE_LIMIT:
+            self._shared[key] = fields
+        return fields
 
     def take(self, source: Iterator[Any], size: int) -> list[bytes]:
         """The rows (without ids) of the next ``size`` requests at most from ``source``."""
-        clock, clock_text = self.clock, self._clock_text
-        available = self.available_queues
-        text, tag_list = self._text, self._tag_list
+        clock, clock_text, tail = self.clock, self._clock_text, self._tail
+        shared, shared_fields = self._shared, self._shared_fields
         rows: list[bytes] = []
         append = rows.append
         for request in itertools.islice(source, size):
             if not isinstance(request, JobRequest):
                 raise ValidationError("job", request, _NOT_A_REQUEST)
-            queue = request.queue
             if request.scheduled_at is None and not request.schedule_in:
                 state, run_at = b"available", clock_text
-                available.add(queue)
             else:
                 run = request.scheduled_at_utc or clock + timedelta(seconds=request.schedule_in or 0)
-                if run > clock:
-                    state = b"scheduled"
-                else:
-                    state = b"available"
-                    available.add(queue)
+                state = b"scheduled" if run > clock else b"available"
                 run_at = timestamp_text(run)
-            append(
-                _COPY_ROW
-                % (
-                    state,
-                    text(queue),
-                    text(request.worker),
-                    copy_json(request.args_json),
-                    copy_json(request.meta_json),
-                    tag_list(request.tags),
-                    request.priority,
-                    request.max_attempts,
-                    run_at,
-                    clock_text,
-                )
-            )
+            key = (state, request.queue, request.worker, request.tags, request.priority, request.max_attempts)
+            head, middle = shared.get(key) or shared_fields(key, request)
+            args, meta = request.args_json, request.meta_json
+            if b"\\" in args:  # JSON has no raw control characters: only backslashes need escaping.
+                args = args.replace(b"\\", b"\\\\")
+            if b"\\" in meta:
+                meta = meta.replace(b"\\", b"\\\\")
+            append(b"%s%s\t%s%s%s%s" % (head, args, meta, middle, run_at, tail))
         return rows
 
     @staticmethod

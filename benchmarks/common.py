@@ -1,0 +1,172 @@
+"""Shared helpers for the benchmark scenarios: settings, a fresh database per run, timing, output.
+
+A scenario is ``async def scenario(settings: Settings) -> Figures``: it opens an app with
+``fresh_app(settings)``, does its work, and returns the figures it measured (plain numbers and
+strings). ``run.py`` adds the scenario name, the engine and the job count, and prints them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from rich.console import Console
+from rich.table import Table
+
+from conveyor import Conveyor, JobRequest
+from conveyor.engine.postgres import PostgresEngine
+from conveyor.engine.sqlfiles import quote_identifier
+from conveyor.engine.sqlite import SqliteEngine
+
+DEFAULT_DSN = os.environ.get(
+    "CONVEYOR_BENCH_DSN", os.environ.get("CONVEYOR_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+)
+#: The worker name stored in benchmark jobs. Nothing imports it unless a scenario runs jobs.
+BENCH_WORKER = "benchmarks.jobs.noop"
+
+Figures = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What the command line asked for. ``jobs`` is None when the scenario's default applies."""
+
+    engine: str = "postgres"
+    dsn: str = DEFAULT_DSN
+    jobs: int | None = None
+    concurrency: int = 1
+
+    def job_count(self, default: int) -> int:
+        return self.jobs if self.jobs is not None else default
+
+
+Scenario = Callable[[Settings], Coroutine[Any, Any, Figures]]
+
+
+# -- the database ----------------------------------------------------------------------------
+@asynccontextmanager
+async def fresh_app(settings: Settings, *, pool_size: int | None = None) -> AsyncIterator[Conveyor]:
+    """A Conveyor app on a schema made for this run, installed first and dropped afterwards."""
+    if settings.engine == "sqlite":
+        async with fresh_sqlite_app() as app:
+            yield app
+        return
+    if settings.engine != "postgres":
+        raise SystemExit(f"engine {settings.engine!r} is not supported by the benchmarks yet")
+    prefix = f"conveyor_bench_{uuid.uuid4().hex[:10]}"
+    size = pool_size if pool_size is not None else max(2, settings.concurrency + 1)
+    engine = PostgresEngine(settings.dsn, prefix=prefix, min_connections=size, max_connections=size)
+    app = Conveyor(engine=engine)
+    try:
+        await engine.open()
+        await engine.install()
+        yield app
+    finally:
+        await app.close()
+        await engine.close()
+        await drop_schema(settings.dsn, prefix)
+
+
+@asynccontextmanager
+async def fresh_sqlite_app() -> AsyncIterator[Conveyor]:
+    """A Conveyor app on a SQLite file made for this run in a temporary directory."""
+    with tempfile.TemporaryDirectory(prefix="conveyor-bench-") as folder:
+        engine = SqliteEngine(os.path.join(folder, "bench.db"))
+        app = Conveyor(engine=engine)
+        try:
+            await engine.open()
+            await engine.install()
+            yield app
+        finally:
+            await app.close()
+            await engine.close()
+
+
+async def drop_schema(dsn: str, prefix: str) -> None:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute(f"DROP SCHEMA IF EXISTS {quote_identifier(prefix)} CASCADE".encode())
+
+
+def job_requests(count: int, *, queue: str = "default") -> Iterator[JobRequest]:
+    """``count`` small, typical job requests, made lazily (as an application's loop would)."""
+    for index in range(count):
+        yield JobRequest(
+            worker=BENCH_WORKER,
+            args={"index": index, "email": f"user{index}@example.com"},
+            queue=queue,
+        )
+
+
+# -- timing ----------------------------------------------------------------------------------
+class Stopwatch:
+    """``with Stopwatch() as watch: ...`` then ``watch.seconds``; monotonic, high resolution."""
+
+    def __init__(self) -> None:
+        self.started = 0.0
+        self.seconds = 0.0
+
+    def __enter__(self) -> Stopwatch:
+        self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self.started
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """The ``fraction`` (0..1) percentile of ``values``, interpolated linearly between ranks."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = fraction * (len(ordered) - 1)
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def latency_figures(seconds: Sequence[float], prefix: str = "") -> Figures:
+    """p50/p95/p99 (and max) of a list of durations in seconds, as milliseconds."""
+    return {
+        f"{prefix}p50_ms": round(percentile(seconds, 0.50) * 1000, 3),
+        f"{prefix}p95_ms": round(percentile(seconds, 0.95) * 1000, 3),
+        f"{prefix}p99_ms": round(percentile(seconds, 0.99) * 1000, 3),
+        f"{prefix}max_ms": round(max(seconds) * 1000, 3) if seconds else math.nan,
+    }
+
+
+def rate(count: int, seconds: float) -> float:
+    return round(count / seconds, 1) if seconds > 0 else math.inf
+
+
+# -- output ----------------------------------------------------------------------------------
+def print_json(figures: Figures) -> None:
+    print(json.dumps(figures), flush=True)
+
+
+def print_table(figures: Figures, console: Console | None = None) -> None:
+    console = console or Console()
+    table = Table(title=f"{figures.get('scenario', 'benchmark')} ({figures.get('engine', '?')})")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for name, value in figures.items():
+        if name in ("scenario", "engine"):
+            continue
+        table.add_row(name, _format(value))
+    console.print(table)
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.1f}"
