@@ -13,6 +13,7 @@ import time
 from conveyor import Conveyor, Record, Snooze, job
 
 DATABASE_URL = os.environ.get("CONVEYOR_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+PREFIX = os.environ.get("CONVEYOR_PREFIX", "conveyor_demo")
 
 
 @job(queue="mail", max_attempts=3)
@@ -51,7 +52,7 @@ async def wait_a_bit() -> Snooze | None:
 async def main(url: str) -> None:
     app = Conveyor(
         url,
-        prefix="conveyor_demo",
+        prefix=PREFIX,
         queues={"default": 5, "mail": 5, "reports": 2},
         poll_interval=0.2,
         stage_interval=0.2,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -291,7 +292,10 @@ def test_cli_print_sql_changes_nothing(dsn: str, prefix: str) -> None:
     assert tables_in(dsn, prefix) == set()
 
 
-def test_cli_requires_a_dsn() -> None:
+def test_cli_without_a_dsn_installs_the_default_sqlite_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     result = CliRunner(env={"CONVEYOR_DATABASE_URL": None}).invoke(main, ["install"])
-    assert result.exit_code == 2
-    assert "--dsn" in result.output
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "conveyor.db").exists()

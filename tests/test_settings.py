@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from conveyor import Conveyor, ConveyorError, ExecutorKind, QueueSettings, Settings, ValidationError
+from conveyor import Conveyor, ExecutorKind, QueueSettings, Settings, ValidationError
+from conveyor.engines import default_database_url
 from conveyor.settings import load_settings, parse_queues
 
 URL = "postgresql://someone@localhost/app"
@@ -120,8 +121,8 @@ def test_config_from_environment_variable_and_argument(
 
 
 def test_database_url_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ConveyorError, match="database_url"):
-        Conveyor()
+    # Without any URL, the default: the SQLite file conveyor.db in the working directory.
+    assert Conveyor().settings.database_url == default_database_url()
     monkeypatch.setenv("CONVEYOR_DATABASE_URL", URL)
     assert Conveyor().settings.database_url == URL
 

@@ -8,6 +8,7 @@ The blocking twins run on a private event loop thread, so they work anywhere.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
@@ -16,7 +17,7 @@ from typing import Any, TypeVar
 from conveyor.control import list_queues, send_queue_signal
 from conveyor.cron import definitions_in, entries_for
 from conveyor.engine.base import Engine
-from conveyor.engines import engine_from_url
+from conveyor.engines import default_database_url, engine_from_url
 from conveyor.errors import ConveyorError, JobNotFoundError, ValidationError
 from conveyor.filters import JobFilter
 from conveyor.fleet import QueueInfo
@@ -54,9 +55,8 @@ class Conveyor:
     ) -> None:
         self.settings = load_settings({"database_url": database_url, **settings}, config_file=config_file)
         if engine is None and self.settings.database_url is None:
-            raise ConveyorError(
-                "Conveyor needs a database_url (postgresql://...), $CONVEYOR_DATABASE_URL or an engine"
-            )
+            # Nothing configured: the default SQLite file, conveyor.db in the working directory.
+            self.settings = dataclasses.replace(self.settings, database_url=default_database_url())
         config = self.settings
         if engine is None:
             # Build one engine now (connecting nothing) so a bad URL or prefix fails here, clearly.
@@ -71,6 +71,7 @@ class Conveyor:
             else (lambda: engine)
         )
         self._engine: Engine | None = engine
+        self._owns_engine = engine is None
         self._engine_loop: asyncio.AbstractEventLoop | None = None
         self._portal = Portal()
         self._portal_engine: Engine | None = None
@@ -125,6 +126,8 @@ class Conveyor:
         if self._engine is not None and self._engine_loop is not None:
             await self._engine.close()
             self._engine_loop = None
+            if self._owns_engine:
+                self._engine = None  # a closed pool cannot reopen: build a fresh engine on next use
         self.close_sync()
 
     def close_sync(self) -> None:
@@ -192,11 +195,10 @@ class Conveyor:
         """Make producers fetch now: this node's directly, every node's through a notification."""
         if self.node is not None:
             self.node.nudge(queue)
-        if queue is not None:
-            await self._run(lambda e: e.notify("insert", {"queue": queue}))
+        await self._run(lambda e: e.notify("insert", {"queue": queue or "*"}))
 
-    def nudge_sync(self, queue: str) -> None:
-        self._run_sync(lambda e: e.notify("insert", {"queue": queue}))
+    def nudge_sync(self, queue: str | None = None) -> None:
+        self._run_sync(lambda e: e.notify("insert", {"queue": queue or "*"}))
 
     async def _run(self, operation: Operation[T]) -> T:
         return await operation(await self.engine())

@@ -21,8 +21,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import orjson
 
 from conveyor.definition import JobDefinition, definition_of
-from conveyor.errors import ValidationError
+from conveyor.errors import ValidationError, WorkerNotFoundError
 from conveyor.request import JobRequest
+from conveyor.resolver import import_definition
 
 NICKNAMES = {
     "@yearly": "0 0 1 1 *",
@@ -267,7 +268,10 @@ class CronEntry:
         if definition is not None:
             request = definition.new(**dict(args or {}))
         elif isinstance(target, str):
-            request = JobRequest(worker=target, args=dict(args or {}))
+            try:  # a Python job keeps its own defaults (queue, priority...); others get plain ones
+                request = import_definition(target).new(**dict(args or {}))
+            except WorkerNotFoundError:
+                request = JobRequest(worker=target, args=dict(args or {}))
         else:
             raise ValidationError(
                 "crontab", target, "entries take a @job function, a @worker class or a worker name"

@@ -179,7 +179,11 @@ def job(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     return decorate(fn) if fn is not None else decorate
 
 
-def worker(**options: Any) -> Callable[[C], C]:
+@overload
+def worker(cls: C, /) -> C: ...
+@overload
+def worker(**options: Any) -> Callable[[C], C]: ...
+def worker(cls: Any = None, /, **options: Any) -> Any:
     """Make a class with a ``process(self, job)`` method (async or sync) a job.
 
     The class gains ``new(**args)`` to build requests; each run gets a fresh instance.
@@ -197,7 +201,7 @@ def worker(**options: Any) -> Callable[[C], C]:
         cls.new = staticmethod(definition.new)  # type: ignore[attr-defined]
         return cls
 
-    return decorate
+    return decorate(cls) if cls is not None else decorate
 
 
 def definition_of(target: Any) -> JobDefinition | None:

@@ -9,14 +9,14 @@ import click
 from conveyor.cli.fleet import pause, queues, resume, scale, stop
 from conveyor.cli.jobs import cancel, delete, jobs, retry
 from conveyor.cli.start import start
-from conveyor.engine.postgres import schema
-from conveyor.engines import engine_from_url
+from conveyor.engines import engine_from_url, install_sql
 
 DSN_OPTION = click.option(
     "--dsn",
     envvar="CONVEYOR_DATABASE_URL",
-    required=True,
-    help="Database URL, e.g. postgresql://user@localhost/app (or $CONVEYOR_DATABASE_URL).",
+    default=None,
+    help="Database URL, e.g. postgresql://user@localhost/app or sqlite:///jobs.db "
+    "(or $CONVEYOR_DATABASE_URL; default: sqlite:///conveyor.db in the working directory).",
 )
 PREFIX_OPTION = click.option(
     "--prefix",
@@ -33,7 +33,7 @@ def main() -> None:
     """Conveyor: jobs stored in your database."""
 
 
-async def _migrate(dsn: str, prefix: str) -> tuple[int | None, int]:
+async def _migrate(dsn: str | None, prefix: str) -> tuple[int | None, int]:
     engine = engine_from_url(dsn, prefix=prefix, pool_size=1)
     await engine.open()
     try:
@@ -48,10 +48,10 @@ async def _migrate(dsn: str, prefix: str) -> tuple[int | None, int]:
 @DSN_OPTION
 @PREFIX_OPTION
 @click.option("--print-sql", is_flag=True, help="Print the SQL instead of running it.")
-def install(dsn: str, prefix: str, print_sql: bool) -> None:
+def install(dsn: str | None, prefix: str, print_sql: bool) -> None:
     """Create the schema, or bring it up to date. Safe to run again."""
     if print_sql:
-        click.echo(schema.install_sql(prefix))
+        click.echo(install_sql(dsn, prefix))
         return
     before, after = asyncio.run(_migrate(dsn, prefix))
     if before == after:
@@ -63,13 +63,13 @@ def install(dsn: str, prefix: str, print_sql: bool) -> None:
 @main.command()
 @DSN_OPTION
 @PREFIX_OPTION
-def migrate(dsn: str, prefix: str) -> None:
+def migrate(dsn: str | None, prefix: str) -> None:
     """Apply the migrations that are missing (same as install on an existing schema)."""
     before, after = asyncio.run(_migrate(dsn, prefix))
     click.echo(f"schema {prefix!r}: version {before or 'absent'} -> {after}")
 
 
-async def _uninstall(dsn: str, prefix: str) -> None:
+async def _uninstall(dsn: str | None, prefix: str) -> None:
     engine = engine_from_url(dsn, prefix=prefix, pool_size=1)
     await engine.open()
     try:
@@ -82,7 +82,7 @@ async def _uninstall(dsn: str, prefix: str) -> None:
 @DSN_OPTION
 @PREFIX_OPTION
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-def uninstall(dsn: str, prefix: str, yes: bool) -> None:
+def uninstall(dsn: str | None, prefix: str, yes: bool) -> None:
     """Drop the job tables and every job in them."""
     if not yes:
         click.confirm(f"Drop oban_jobs and every Conveyor table in {prefix!r}?", abort=True)

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from conveyor.app import Conveyor
+from conveyor.errors import ConveyorError
 
 
 async def run_node(app: Conveyor) -> None:
@@ -68,7 +69,13 @@ def start(
         "notifications": False if no_notifications else None,
         "shutdown_grace": shutdown_grace,
     }
-    app = Conveyor(dsn, config_file=config_file, **settings)
+    try:
+        app = Conveyor(dsn, config_file=config_file, **settings)
+    except ConveyorError as exc:
+        raise click.UsageError(str(exc)) from None
     if not app.settings.queues:
         raise click.UsageError("no queues to run: pass --queues default:10 (or set CONVEYOR_QUEUES)")
-    asyncio.run(run_node(app))
+    try:
+        asyncio.run(run_node(app))
+    except ConveyorError as exc:  # e.g. the schema is missing: say what to run, no traceback
+        raise click.ClickException(str(exc)) from None

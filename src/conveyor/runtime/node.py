@@ -291,7 +291,9 @@ class Node:
     def _on_notification(self, channel: str, payload: dict[str, Any]) -> None:
         if channel == "insert":
             queue = payload.get("queue")
-            if isinstance(queue, str):
+            if queue == "*":  # a nudge for every queue
+                self.nudge()
+            elif isinstance(queue, str):
                 self._wake_queue(queue)
         elif channel == "listener":
             self.nudge()

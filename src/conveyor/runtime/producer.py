@@ -110,6 +110,10 @@ class Producer(Service):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), timeout)
         leftovers = [(r.context.job.id, r.context.job.attempt) for r in self.running.values()]
+        for running in self.running.values():
+            # A thread cannot be killed: flag it, so cooperative code stops before the job, given
+            # back below, runs again elsewhere.
+            running.context.expire()
         tasks = [r.task for r in self.running.values()]
         for task in tasks:
             task.cancel()

@@ -72,7 +72,7 @@ def is_busy(exc: BaseException) -> bool:
         return False
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None:
-        return bool(code & 0xFF in BUSY_CODES)
+        return (code & 0xFF) in BUSY_CODES
     message = str(exc)
     return "database is locked" in message or "database is busy" in message
 
@@ -99,7 +99,10 @@ def connect(path: str, *, timeout: float, writer: bool) -> sqlite3.Connection:
         raise ConveyorError(f"cannot open the SQLite database {path!r}: {exc}") from exc
     try:
         if path != MEMORY:
-            mode = _retry_busy(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone(), timeout)
+            # Switching to WAL (or a last connection closing elsewhere) may hold a lock briefly.
+            mode = _retry_busy(
+                lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone(), max(timeout, READ_BUSY_TIMEOUT)
+            )
             if mode is None or str(mode[0]).lower() != "wal":
                 log.warning("SQLite database %s is not in WAL mode (%s)", path, mode)
         conn.execute("PRAGMA synchronous = NORMAL")

@@ -21,7 +21,7 @@ import os
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -32,15 +32,19 @@ from conveyor.engine.sqlite import database, foreign, inserter, schema
 from conveyor.engine.sqlite.database import MEMORY, Database, Tx
 from conveyor.engine.sqlite.listener import SqliteListener
 from conveyor.engine.sqlite.rows import (
+    InsertRows,
     check_now,
     fetch_order,
     job_from_row,
     later_text,
+    parse_optional_time,
+    parse_time,
     time_text,
     utc_clock,
 )
-from conveyor.errors import EngineClosedError, SchemaError, ValidationError
+from conveyor.errors import ConveyorError, EngineClosedError, SchemaError, ValidationError
 from conveyor.filters import JobFilter
+from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, QueueState, RescueResult
 from conveyor.job import Job
 from conveyor.request import JobRequest
 
@@ -49,6 +53,8 @@ COLUMNS = FILES["job_columns"].strip()
 #: The filter fragments, in the order they are combined with AND, by JobFilter field.
 FILTER_PARTS = ("ids", "states", "queues", "workers", "tags", "before_id")
 DEFAULT_LIST_LIMIT = 100
+#: The statements use ->> (3.38), RETURNING (3.35) and UPDATE ... FROM (3.33).
+MINIMUM_SQLITE = (3, 38, 0)
 
 
 def _filter(criteria: JobFilter) -> tuple[str, dict[str, Any]]:
@@ -96,6 +102,11 @@ class SqliteEngine:
         busy_timeout: float = database.DEFAULT_BUSY_TIMEOUT,
     ) -> None:
         self.prefix = schema.check_prefix(prefix)
+        if sqlite3.sqlite_version_info < MINIMUM_SQLITE:
+            raise ConveyorError(
+                f"the SQLite engine needs SQLite {'.'.join(map(str, MINIMUM_SQLITE))} or newer; "
+                f"this Python's sqlite3 module uses {sqlite3.sqlite_version}"
+            )
         raw = os.fspath(path)
         if not raw:
             raise ValidationError("path", raw, "must name a database file or ':memory:'")
@@ -118,7 +129,11 @@ class SqliteEngine:
     # -- lifecycle ---------------------------------------------------------------------------
     async def open(self) -> None:
         if self._db is None:
-            self._db = await asyncio.to_thread(database.acquire, self.path, busy_timeout=self.busy_timeout)
+            db = await asyncio.to_thread(database.acquire, self.path, busy_timeout=self.busy_timeout)
+            if self._db is None:
+                self._db = db
+            else:  # another task opened it meanwhile
+                database.release(db)
 
     async def close(self) -> None:
         if self._db is not None:
@@ -160,18 +175,27 @@ class SqliteEngine:
             first, rest = inserter.split(requests)
             if not first:
                 return []
+            builder = InsertRows(utc_clock(now))
+            steps = inserter.insert_steps(inserter.chunk_values(first, rest, builder), builder, None)
             async with foreign.atomic_async(driver):
-                inserted = await inserter.run_async(driver, inserter.insert_steps(first, rest, now, None))
+                inserted = await inserter.run_async(driver, steps)
             return inserted.ids
         first, rest = inserter.split(requests)
         if not first:
             return []
 
         def run(tx: Tx) -> list[int]:
-            steps = inserter.insert_steps(first, rest, now, tx.db.token, notify=tx.db.shared)
-            done = inserter.run_sync(tx.conn, steps)
+            builder = InsertRows(utc_clock(now))
+            chunks = inserter.chunk_values(first, rest, builder)
+            if len(first) == inserter.INSERT_CHUNK:  # more may follow: prepare them alongside
+                chunks = inserter.prefetched(chunks)
+            try:
+                steps = inserter.insert_steps(chunks, builder, tx.db.token, notify=tx.db.shared)
+                done = inserter.run_sync(tx.conn, steps)
+            finally:
+                chunks.close()
             for queue in done.queues:
-                tx.notify("insert", {"queue": queue}, done.created, written=True)
+                tx.notify("insert", {"queue": queue}, builder.clock_text, written=True)
             return done.ids
 
         # Not retried as a whole: it consumes the caller's iterable (taking the lock is retried).
@@ -185,8 +209,10 @@ class SqliteEngine:
         first, rest = inserter.split(requests)
         if not first:
             return []
+        builder = InsertRows(utc_clock(now))
+        steps = inserter.insert_steps(inserter.chunk_values(first, rest, builder), builder, None)
         with foreign.atomic_sync(driver):
-            inserted = inserter.run_sync(driver, inserter.insert_steps(first, rest, now, None))
+            inserted = inserter.run_sync(driver, steps)
         return inserted.ids
 
     # -- managing jobs -----------------------------------------------------------------------
@@ -346,6 +372,216 @@ class SqliteEngine:
         listener = SqliteListener(self.database.hub, names, handler)
         await listener.start()
         return listener
+
+    # -- leadership --------------------------------------------------------------------------
+    async def elect_leader(
+        self, name: str, node: str, ttl: float, *, now: datetime | None = None
+    ) -> LeaderInfo | None:
+        check_now(now)
+        statement = FILES["elect_leader"]
+
+        def run(tx: Tx) -> Any:
+            clock = utc_clock(now)
+            params = {
+                "name": name,
+                "node": node,
+                "now": time_text(clock),
+                "expires_at": later_text(clock, ttl),
+            }
+            return tx.conn.execute(statement, params).fetchone()
+
+        row = await self.database.write(run)
+        return LeaderInfo(row[0], parse_time(row[1])) if row else None
+
+    async def resign_leader(self, name: str, node: str) -> bool:
+        statement = FILES["resign_leader"]
+
+        def run(tx: Tx) -> bool:
+            rows = tx.conn.execute(statement, {"name": name, "node": node}).fetchall()
+            clock = time_text(utc_clock(None))
+            for resigned, by in rows:
+                tx.notify("leader", {"action": "resign", "node": by, "name": resigned}, clock)
+            return bool(rows)
+
+        return await self.database.write(run)
+
+    async def get_leader(self, name: str, *, now: datetime | None = None) -> LeaderInfo | None:
+        check_now(now)
+        statement = FILES["get_leader"]
+
+        def run(conn: sqlite3.Connection) -> Any:
+            return conn.execute(statement, {"name": name, "now": time_text(utc_clock(now))}).fetchone()
+
+        row = await self.database.read(run)
+        return LeaderInfo(row[0], parse_time(row[1]), parse_optional_time(row[2])) if row else None
+
+    # -- producers and rescue ----------------------------------------------------------------
+    async def record_producers(
+        self, name: str, node: str, beats: Sequence[ProducerBeat], *, now: datetime | None = None
+    ) -> None:
+        check_now(now)
+        if not beats:
+            return
+        records = orjson.dumps([{"uuid": b.uuid, "queue": b.queue, "meta": b.meta} for b in beats]).decode()
+        statement = FILES["upsert_producers"]
+
+        def run(tx: Tx) -> None:
+            clock = time_text(utc_clock(now))
+            tx.conn.execute(statement, {"name": name, "node": node, "producers": records, "now": clock})
+
+        await self.database.write(run)
+
+    async def delete_producers(self, uuids: Sequence[str]) -> None:
+        if not uuids:
+            return
+        params = {"uuids": orjson.dumps(list(uuids)).decode()}
+        statement = FILES["delete_producers"]
+        await self.database.write(lambda tx: tx.conn.execute(statement, params))
+
+    async def list_producers(self) -> list[ProducerInfo]:
+        statement = FILES["list_producers"]
+        rows = await self.database.read(lambda conn: conn.execute(statement).fetchall())
+        return [
+            ProducerInfo(r[0], r[1], r[2], r[3], orjson.loads(r[4]), parse_time(r[5]), parse_time(r[6]))
+            for r in rows
+        ]
+
+    async def rescue_jobs(
+        self, *, timeout: float, backstop: float, limit: int = 1000, now: datetime | None = None
+    ) -> RescueResult:
+        check_now(now)
+        rescue, forget = FILES["rescue_jobs"], FILES["delete_dead_producers"]
+
+        def run(tx: Tx) -> list[Any]:
+            clock = utc_clock(now)
+            stamp, dead_before = time_text(clock), _ago(clock, timeout)
+            params = {
+                "now": stamp,
+                "dead_before": dead_before,
+                "backstop_before": _ago(clock, backstop),
+                "limit": limit,
+            }
+            rows = sorted(tx.conn.execute(rescue, params).fetchall())
+            for queue in sorted({row[1] for row in rows if row[2] == "available"}):
+                tx.notify("insert", {"queue": queue}, stamp)
+            tx.conn.execute(forget, {"dead_before": dead_before})
+            return rows
+
+        rows = await self.database.write(run)
+        return RescueResult(
+            available=tuple(r[0] for r in rows if r[2] == "available"),
+            discarded=tuple(r[0] for r in rows if r[2] == "discarded"),
+        )
+
+    # -- pruning -----------------------------------------------------------------------------
+    async def prune_jobs(
+        self,
+        *,
+        max_age: float,
+        limit: int,
+        keep_per_queue: int | None = None,
+        now: datetime | None = None,
+    ) -> int:
+        """Delete one bounded batch of old final jobs (and, with ``keep_per_queue``, one batch per
+        queue beyond that many); return how many rows went."""
+        check_now(now)
+
+        def run(tx: Tx) -> int:
+            clock = utc_clock(now)
+            conn = tx.conn
+            deleted = conn.execute(
+                FILES["prune_jobs"], {"cutoff": _ago(clock, max_age), "limit": limit}
+            ).rowcount
+            if keep_per_queue is not None:
+                for (queue,) in conn.execute(FILES["final_queues"]).fetchall():
+                    params = {"queue": queue, "keep": keep_per_queue, "limit": limit}
+                    deleted += conn.execute(FILES["prune_queue_excess"], params).rowcount
+            conn.execute(FILES["prune_cron_ticks"], {"cutoff": _ago(clock, max(max_age, 86400.0))})
+            return int(deleted)
+
+        return await self.database.write(run)
+
+    # -- cron --------------------------------------------------------------------------------
+    async def insert_cron_jobs(self, ticks: Sequence[CronTick], *, now: datetime | None = None) -> list[int]:
+        """Insert the job of each tick not handled before (by anyone); return the new job ids."""
+        check_now(now)
+        if not ticks:
+            return []
+        claim, insert = FILES["claim_cron_tick"], FILES["cron_job"]
+
+        def run(tx: Tx) -> list[int]:
+            clock = time_text(utc_clock(now))
+            ids: list[int] = []
+            queues: set[str] = set()
+            for tick in ticks:
+                claimed = tx.conn.execute(
+                    claim, {"name": tick.name, "tick": time_text(tick.tick), "now": clock}
+                ).fetchall()
+                if not claimed:
+                    continue
+                request = tick.request
+                params = {
+                    "queue": request.queue,
+                    "worker": request.worker,
+                    "args": request.args_json.decode(),
+                    "meta": request.meta_json.decode(),
+                    "tags": orjson.dumps(request.tags).decode(),
+                    "priority": request.priority,
+                    "max_attempts": request.max_attempts,
+                    "now": clock,
+                }
+                ids.append(tx.conn.execute(insert, params).fetchone()[0])
+                queues.add(request.queue)
+            for queue in sorted(queues):
+                tx.notify("insert", {"queue": queue}, clock)
+            return sorted(ids)
+
+        return await self.database.write(run)
+
+    async def last_cron_ticks(self, names: Sequence[str]) -> dict[str, datetime]:
+        if not names:
+            return {}
+        params = {"names": orjson.dumps(list(names)).decode()}
+        statement = FILES["last_cron_ticks"]
+        rows = await self.database.read(lambda conn: conn.execute(statement, params).fetchall())
+        return {row[0]: parse_time(row[1]) for row in rows}
+
+    # -- queue state -------------------------------------------------------------------------
+    async def save_queue_state(
+        self, name: str, queue: str, *, paused: bool | None = None, limit: int | None = None
+    ) -> None:
+        statement = FILES["save_queue_state"]
+
+        def run(tx: Tx) -> None:
+            params = {
+                "name": name,
+                "queue": queue,
+                "paused": None if paused is None else int(bool(paused)),
+                "limit": limit,
+                "now": time_text(utc_clock(None)),
+            }
+            tx.conn.execute(statement, params)
+
+        await self.database.write(run)
+
+    async def load_queue_states(self, name: str) -> dict[str, QueueState]:
+        statement = FILES["load_queue_states"]
+        rows = await self.database.read(lambda conn: conn.execute(statement, {"name": name}).fetchall())
+        return {
+            row[0]: QueueState(paused=None if row[1] is None else bool(row[1]), limit=row[2]) for row in rows
+        }
+
+    async def still_executing(self, job_ids: Sequence[int]) -> set[int]:
+        if not job_ids:
+            return set()
+        params = {"ids": orjson.dumps(list(job_ids)).decode()}
+        statement = FILES["still_executing"]
+        rows = await self.database.read(lambda conn: conn.execute(statement, params).fetchall())
+        return {row[0] for row in rows}
+
+
+def _ago(clock: datetime, seconds: float) -> str:
+    return time_text(clock - timedelta(seconds=seconds))
 
 
 def _limit(criteria: JobFilter) -> int:

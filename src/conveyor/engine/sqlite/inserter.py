@@ -4,32 +4,45 @@ The steps are written once, as a generator that yields statements (``insert_step
 three drivers: on the engine's writer connection (inside its ``BEGIN IMMEDIATE`` transaction), on a
 caller's ``sqlite3`` connection, and on a caller's ``aiosqlite`` connection (awaiting each step).
 
-The first job is inserted alone and SQLite picks its id; from then on the transaction holds the
-write lock, so nobody else can insert and the remaining jobs take the following ids explicitly,
-written with ``executemany`` a chunk of ``INSERT_CHUNK`` at a time. Requests are pulled from the
-caller's iterable a chunk at a time too, so memory stays bounded whatever the size of the batch.
-At the end, each queue that gained available jobs is notified on the "insert" channel in the same
-transaction: a commit publishes the jobs and the notifications together, a rollback neither.
+* Requests are pulled from the caller's iterable ``INSERT_CHUNK`` at a time and turned into
+  values, so memory stays bounded whatever the size of the batch. On the engine's own connection a
+  helper thread prepares the next chunk while the writer inserts this one (``prefetched``):
+  SQLite releases the GIL while it works, so the two overlap.
+* The first job is inserted alone and SQLite picks its id. From then on the transaction holds the
+  write lock, so nobody else inserts until it ends; the other jobs are written
+  ``ROWS_PER_STATEMENT`` to a statement and take the following ids, in input order. One look at
+  ``sqlite_sequence`` at the end confirms the ids were consecutive (else they are read back).
+* Each queue that gained available jobs is notified on the "insert" channel in the same
+  transaction: a commit publishes the jobs and the notifications together, a rollback neither.
 """
 
 from __future__ import annotations
 
+import functools
+import queue
+import threading
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from conveyor.engine import payloads
-from conveyor.engine.sqlite.rows import InsertRows, take_requests, time_text, utc_clock
+from conveyor.engine.sqlite.rows import INSERT_COLUMNS, InsertRows, take_requests
 from conveyor.engine.sqlite.schema import FILES
 from conveyor.request import JobRequest
 
-#: Jobs per ``executemany`` (and per chunk pulled from the caller's iterable).
+#: Jobs per chunk pulled from the caller's iterable and prepared at once.
 INSERT_CHUNK = 5_000
+#: Jobs per INSERT statement (ten parameters each, far below SQLite's limit of 32,766).
+ROWS_PER_STATEMENT = 100
+#: Chunks the helper thread may prepare ahead of the writer.
+PREFETCH = 2
 
 INSERT_FIRST = FILES["insert_first"]
-INSERT_JOB = FILES["insert_job"]
+LAST_ID = FILES["insert_last_id"]
+IDS = FILES["insert_ids"]
 NOTIFY = FILES["notify"]
+
+T = TypeVar("T")
 
 #: ("execute", sql, params) expects the fetched rows back; ("executemany", sql, rows) expects None.
 Step = tuple[Literal["execute", "executemany"], str, Any]
@@ -41,54 +54,70 @@ class Inserted:
     ids: list[int]
     #: Queues that gained available jobs (notified on "insert").
     queues: list[str]
-    #: The insert clock as stored text (notification rows are stamped with it).
-    created: str
 
 
-def insert_steps(
-    first: list[JobRequest],
-    rest: Iterator[Any],
-    now: datetime | None,
-    source: str | None,
-    *,
-    notify: bool = True,
-) -> Steps:
-    """The statements of one insert; ``first`` is the first chunk, already taken and checked.
-
-    ``source`` is written into each notification row: the token of the process that delivers
-    the notifications itself after the commit, or None when only the listeners' watchers can.
-    ``notify=False`` leaves the rows out (an in-memory database: no other process reads them).
-    """
-    clock = utc_clock(now)
-    builder = InsertRows(clock)
-    ids: list[int] = []
-    if not first:
-        return Inserted(ids, [], builder.clock_text)
-    (head,) = builder.rows(first[:1], None)
-    returned = yield ("execute", INSERT_FIRST, head[1:])
-    next_id = int(returned[0][0])
-    ids.append(next_id)
-    batch = first[1:]
-    while True:
-        if batch:
-            next_id += 1
-            yield ("executemany", INSERT_JOB, builder.rows(batch, next_id))
-            ids.extend(range(next_id, next_id + len(batch)))
-            next_id += len(batch) - 1
-        batch = take_requests(rest, INSERT_CHUNK)
-        if not batch:
-            break
-    queues = sorted(builder.available_queues)
-    created = time_text(clock)
-    for queue in queues if notify else ():
-        yield ("execute", NOTIFY, ("insert", payloads.encode({"queue": queue}), source, created))
-    return Inserted(ids, queues, created)
+@functools.cache
+def insert_statement(rows: int) -> str:
+    """``insert_jobs.sql`` for ``rows`` jobs."""
+    group = "(" + ", ".join("?" * INSERT_COLUMNS) + ")"
+    return FILES["insert_jobs"].replace("{values}", ", ".join([group] * rows))
 
 
 def split(requests: Iterable[JobRequest]) -> tuple[list[JobRequest], Iterator[Any]]:
     """The first chunk (checked) and the rest of ``requests``, still lazy."""
     source = iter(requests)
     return take_requests(source, INSERT_CHUNK), source
+
+
+def chunk_values(
+    first: list[JobRequest], rest: Iterator[Any], builder: InsertRows
+) -> Generator[list[Any], None, None]:
+    """The values of each chunk of requests, ``first`` (already taken) and then the rest."""
+    batch = first
+    while batch:
+        yield builder.values(batch)
+        if len(batch) < INSERT_CHUNK:
+            return
+        batch = take_requests(rest, INSERT_CHUNK)
+
+
+def insert_steps(
+    chunks: Iterator[list[Any]], builder: InsertRows, source: str | None, *, notify: bool = True
+) -> Steps:
+    """The statements of one insert, fed the values of each chunk.
+
+    ``source`` is written into each notification row: the token of the process that delivers
+    the notifications itself after the commit, or None when only the listeners' watchers can.
+    ``notify=False`` leaves the rows out (an in-memory database: no other process reads them).
+    """
+    first_id: int | None = None
+    total = 0
+    width = INSERT_COLUMNS * ROWS_PER_STATEMENT
+    for values in chunks:
+        start = 0
+        if first_id is None:
+            returned = yield ("execute", INSERT_FIRST, values[:INSERT_COLUMNS])
+            first_id = int(returned[0][0])
+            start = INSERT_COLUMNS
+        full_end = start + (len(values) - start) // width * width
+        if full_end > start:
+            groups = [values[i : i + width] for i in range(start, full_end, width)]
+            yield ("executemany", insert_statement(ROWS_PER_STATEMENT), groups)
+        if full_end < len(values):
+            yield ("execute", insert_statement((len(values) - full_end) // INSERT_COLUMNS), values[full_end:])
+        total += len(values) // INSERT_COLUMNS
+    if first_id is None:
+        return Inserted([], [])
+    last = yield ("execute", LAST_ID, ())
+    if last and last[0][0] == first_id + total - 1:
+        ids = list(range(first_id, first_id + total))
+    else:  # not consecutive (a trigger inserted rows too?): read them back, in id order
+        ids = [row[0] for row in (yield ("execute", IDS, (first_id, total)))]
+    queues = sorted(builder.available_queues)
+    for queue_name in queues if notify else ():
+        payload = payloads.encode({"queue": queue_name})
+        yield ("execute", NOTIFY, ("insert", payload, source, builder.clock_text))
+    return Inserted(ids, queues)
 
 
 def run_sync(conn: Any, steps: Steps) -> Inserted:
@@ -123,3 +152,56 @@ async def run_async(conn: Any, steps: Steps) -> Inserted:
         else:
             await conn.executemany(statement, params)
             result = None
+
+
+class _Failed:
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+_DONE = object()
+
+
+def prefetched(source: Iterator[T], depth: int = PREFETCH) -> Generator[T, None, None]:
+    """``source``'s items, produced by a helper thread up to ``depth`` items ahead of the consumer.
+
+    An exception raised by ``source`` is raised here, in order; a consumer that stops early (or
+    fails) stops the helper before this generator finishes.
+    """
+    handoff: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def hand(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                handoff.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in source:
+                if not hand(item):
+                    return
+        except BaseException as exc:
+            hand(_Failed(exc))
+            return
+        hand(_DONE)
+
+    helper = threading.Thread(target=produce, name="conveyor-sqlite-insert-rows", daemon=True)
+    helper.start()
+    try:
+        while True:
+            item = handoff.get()
+            if item is _DONE:
+                return
+            if isinstance(item, _Failed):
+                raise item.error
+            yield item
+    finally:
+        stop.set()
+        helper.join()

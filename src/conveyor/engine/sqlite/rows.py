@@ -101,13 +101,13 @@ def take_requests(source: Iterator[Any], size: int) -> list[JobRequest]:
     return batch
 
 
-#: A row for insert_job.sql: id, state, queue, worker, args, meta, tags, priority, max_attempts,
-#: scheduled_at, inserted_at.
-InsertRow = tuple[int | None, str, str, str, str, str, str, int, int, str, str]
+#: Values per job in insert_first.sql and insert_jobs.sql: state, queue, worker, args, meta, tags,
+#: priority, max_attempts, scheduled_at, inserted_at.
+INSERT_COLUMNS = 10
 
 
 class InsertRows:
-    """Turns requests into ``insert_job.sql`` rows, given the clock of the insert.
+    """Turns requests into the values of ``insert_jobs.sql``, given the clock of the insert.
 
     It decides each job's state as PostgreSQL's ``insert_jobs.sql`` does (``scheduled`` when it runs
     after the clock, else ``available``) and collects the queues that gained available jobs, so the
@@ -128,14 +128,14 @@ class InsertRows:
                 self._tags[tags] = found
         return found
 
-    def rows(self, requests: Sequence[JobRequest], first_id: int | None) -> list[InsertRow]:
-        """One row per request; ids count up from ``first_id`` (all None when it is None)."""
+    def values(self, requests: Sequence[JobRequest]) -> list[Any]:
+        """``INSERT_COLUMNS`` values per request, one flat list (sliced into statements later)."""
         clock, clock_text = self.clock, self.clock_text
         available = self.available_queues
         tag_list = self._tag_list
-        rows: list[InsertRow] = []
-        append = rows.append
-        for index, request in enumerate(requests):
+        values: list[Any] = []
+        extend = values.extend
+        for request in requests:
             queue = request.queue
             if request.scheduled_at is None and not request.schedule_in:
                 state, run_at = "available", clock_text
@@ -148,9 +148,8 @@ class InsertRows:
                     state = "available"
                     available.add(queue)
                 run_at = time_text(run)
-            append(
+            extend(
                 (
-                    None if first_id is None else first_id + index,
                     state,
                     queue,
                     request.worker,
@@ -163,4 +162,4 @@ class InsertRows:
                     clock_text,
                 )
             )
-        return rows
+        return values

@@ -43,7 +43,12 @@ class Migration:
         return files[f"v{self.version:03d}_{self.name}"] + "\n" + record
 
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "oban_jobs"),)
+#: The same versions as PostgreSQL's migrations, so a version means the same features on both.
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "oban_jobs"),
+    Migration(2, "cron_ticks"),
+    Migration(3, "queue_states"),
+)
 LATEST_VERSION = MIGRATIONS[-1].version
 
 

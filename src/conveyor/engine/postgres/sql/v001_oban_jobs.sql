@@ -1,6 +1,8 @@
 -- Migration 1: the Oban job table, its enum, the leader and producer tables, exactly as oban-py 0.7
--- lays them out, so Conveyor, oban-py and Elixir Oban can share one database. Every statement is
--- conditional: on a database Oban already installed it changes nothing.
+-- lays them out, so Conveyor, oban-py and Elixir Oban can share one database. Creation is
+-- conditional, so on a database oban-py installed nothing changes. On one Elixir Oban installed,
+-- only what oban-py would add appears: missing indexes, the 'suspended' label, the producer and
+-- leader tables, and the table's autovacuum settings.
 
 CREATE SCHEMA IF NOT EXISTS {prefix};
 

@@ -29,6 +29,8 @@ SET state = a.state,
     END
 FROM acks AS a
 WHERE j.id = a.id
-  AND j.state = 'executing'
+  -- The unary + keeps the planner on the primary key (one lookup per ack) rather than the state
+  -- index (every executing job, each joined against every ack).
+  AND +j.state = 'executing'
   AND j.attempt = a.attempt
-RETURNING j.id;
+RETURNING id;

@@ -8,9 +8,8 @@ SET state = 'executing',
     attempted_by = json_array(:node, :producer)
 WHERE id IN (
     SELECT id FROM oban_jobs
-    WHERE state = 'available' AND queue = :queue
+    WHERE state = 'available' AND queue = :queue AND attempt < max_attempts
     ORDER BY priority, scheduled_at, id
     LIMIT :demand
 )
-  AND attempt < max_attempts
 RETURNING {columns};

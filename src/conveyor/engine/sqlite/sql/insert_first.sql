@@ -1,7 +1,7 @@
--- The first job of an insert: SQLite picks its id (AUTOINCREMENT: above every id ever used). The
--- insert now holds the write lock, so the following jobs take the next ids (insert_job.sql), and
--- the ids come back in input order without reading them row by row.
+-- The first job of an insert: SQLite picks its id (AUTOINCREMENT: above every id ever used). From
+-- here on the transaction holds the write lock, so nobody else inserts until it ends and the
+-- following jobs (insert_jobs.sql) take the next ids in order, without reading them row by row.
 INSERT INTO oban_jobs (
-    id, state, queue, worker, args, meta, tags, priority, max_attempts, scheduled_at, inserted_at
-) VALUES (NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    state, queue, worker, args, meta, tags, priority, max_attempts, scheduled_at, inserted_at
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING id;

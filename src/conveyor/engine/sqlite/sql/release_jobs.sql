@@ -6,5 +6,6 @@ WITH given AS (
 UPDATE oban_jobs AS j
 SET state = 'available', attempt = max(j.attempt - 1, 0)
 FROM given AS r
-WHERE j.id = r.id AND j.state = 'executing' AND j.attempt = r.attempt
-RETURNING j.id, j.queue;
+-- The unary + keeps the planner on the primary key (see ack_jobs.sql).
+WHERE j.id = r.id AND +j.state = 'executing' AND j.attempt = r.attempt
+RETURNING id, queue;

@@ -3,7 +3,7 @@
 UPDATE oban_jobs
 SET state = 'available'
 WHERE id IN (
-    SELECT id FROM oban_jobs
+    SELECT id FROM oban_jobs INDEXED BY oban_jobs_staging_index
     WHERE state IN ('scheduled', 'retryable') AND scheduled_at <= :now
     ORDER BY scheduled_at, id
     LIMIT :limit

@@ -1,3 +1,5 @@
+DROP TABLE IF EXISTS conveyor_queue_states;
+DROP TABLE IF EXISTS conveyor_cron_ticks;
 DROP TABLE IF EXISTS conveyor_migrations;
 DROP TABLE IF EXISTS conveyor_notifications;
 DROP TABLE IF EXISTS oban_producers;

@@ -1,0 +1,11 @@
+-- Take or renew the leadership lease of :name. One statement covers every case: no leader yet
+-- (insert), we lead (renew), someone else leads but their lease ran out (take over). A live lease
+-- held by another node is left alone and nothing is returned.
+INSERT INTO oban_leaders AS l (name, node, elected_at, expires_at)
+VALUES (:name, :node, :now, :expires_at)
+ON CONFLICT (name) DO UPDATE
+SET node = excluded.node,
+    elected_at = CASE WHEN l.node = excluded.node THEN l.elected_at ELSE excluded.elected_at END,
+    expires_at = excluded.expires_at
+WHERE l.node = excluded.node OR l.expires_at < excluded.elected_at
+RETURNING node, elected_at;

@@ -1,0 +1,3 @@
+SELECT node, elected_at, expires_at
+FROM oban_leaders
+WHERE name = :name AND expires_at >= :now;

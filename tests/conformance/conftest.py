@@ -1,0 +1,53 @@
+"""The engine conformance suite: every engine proves the same behaviour through the Engine API.
+
+A new engine joins by adding a factory to ENGINES; no test below may use engine-specific SQL.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from conveyor.engine.base import Engine
+from conveyor.engine.postgres import PostgresEngine
+from conveyor.engine.sqlite import SqliteEngine
+from tests.conftest import DSN
+
+
+def _postgres(tmp_path: Path, schemas: list[str]) -> Engine:
+    name = f"conveyor_conf_{uuid.uuid4().hex[:10]}"
+    schemas.append(name)
+    return PostgresEngine(DSN, prefix=name, max_connections=4)
+
+
+def _sqlite(tmp_path: Path, schemas: list[str]) -> Engine:
+    return SqliteEngine(tmp_path / "conformance.db")
+
+
+ENGINES: dict[str, Callable[[Path, list[str]], Engine]] = {"postgres": _postgres, "sqlite": _sqlite}
+
+
+@pytest.fixture(params=sorted(ENGINES))
+def engine_name(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+async def any_engine(engine_name: str, tmp_path: Path) -> AsyncIterator[Engine]:
+    """An installed, open engine of each kind, dropped afterwards."""
+    schemas: list[str] = []
+    engine = ENGINES[engine_name](tmp_path, schemas)
+    await engine.open()
+    await engine.install()
+    try:
+        yield engine
+    finally:
+        await engine.close()
+        for schema in schemas:
+            with psycopg.connect(DSN, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())

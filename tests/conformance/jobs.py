@@ -1,0 +1,41 @@
+"""Jobs the runtime conformance tests run (importable by name, also from spawned processes)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+from conveyor import Cancel, Record, Snooze, current_job, job
+
+
+@job(queue="default")
+async def async_ok(value: int) -> Record:
+    await asyncio.sleep(0)
+    return Record(value * 2)
+
+
+@job(queue="default", record=True)
+def thread_ok(value: int) -> int:
+    time.sleep(0.01)
+    return value + 1
+
+
+@job(queue="default", executor="process", record=True)
+def process_pid() -> int:
+    return os.getpid()
+
+
+@job(queue="default", max_attempts=2)
+async def always_fails() -> None:
+    raise RuntimeError("conformance failure")
+
+
+@job(queue="default")
+async def snoozes_once() -> Snooze | None:
+    return None if current_job().meta.get("snoozed") else Snooze(0)
+
+
+@job(queue="default")
+async def cancels() -> Cancel:
+    return Cancel("not needed")

@@ -1,0 +1,79 @@
+"""A node behaves the same on every engine: executors, outcomes, retries, snoozes, scheduling."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from conveyor import Conveyor, JobState
+from tests.conformance import jobs
+from tests.conftest import DSN
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+async def node_app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Conveyor]:
+    options = {"queues": {"default": 5}, "poll_interval": 0.1, "stage_interval": 0.1, "leadership": False}
+    schema = f"conveyor_conf_{uuid.uuid4().hex[:10]}"
+    if request.param == "postgres":
+        app = Conveyor(DSN, prefix=schema, **options)
+    else:
+        app = Conveyor(f"sqlite:///{tmp_path}/node.db", **options)
+    await app.install()
+    await app.start()
+    try:
+        yield app
+    finally:
+        await app.stop(grace=1)
+        if request.param == "postgres":
+            with psycopg.connect(DSN, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
+
+
+async def wait_final(app: Conveyor, ids: list[int], states: set[JobState], timeout: float = 15) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        found = [await app.get_job(i) for i in ids]
+        if all(j is not None and j.state in states for j in found):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"jobs {ids} did not reach {states}: {[await app.get_job(i) for i in ids]}")
+
+
+async def test_every_executor_completes_and_records(node_app: Conveyor) -> None:
+    ids = await node_app.enqueue_many(
+        [jobs.async_ok.new(value=21), jobs.thread_ok.new(value=1), jobs.process_pid.new()]
+    )
+    await wait_final(node_app, ids, {JobState.COMPLETED})
+    assert await node_app.get_result(ids[0]) == 42
+    assert await node_app.get_result(ids[1]) == 2
+    assert await node_app.get_result(ids[2]) != os.getpid()
+
+
+async def test_outcomes(node_app: Conveyor) -> None:
+    failing, snoozing, cancelling = await node_app.enqueue_many(
+        [jobs.always_fails.new(), jobs.snoozes_once.new(), jobs.cancels.new()]
+    )
+    await wait_final(node_app, [snoozing, cancelling], {JobState.COMPLETED, JobState.CANCELLED})
+    await wait_final(node_app, [failing], {JobState.RETRYABLE})
+    failed = await node_app.get_job(failing)
+    assert failed is not None and "conformance failure" in failed.errors[0]["error"]
+    assert failed.scheduled_at > failed.attempted_at  # type: ignore[operator]
+    snoozed = await node_app.get_job(snoozing)
+    assert snoozed is not None and snoozed.state is JobState.COMPLETED and snoozed.meta["snoozed"] == 1
+    assert snoozed.attempt == 1
+    cancelled = await node_app.get_job(cancelling)
+    assert cancelled is not None and cancelled.state is JobState.CANCELLED
+    assert "not needed" in cancelled.errors[-1]["error"]
+
+
+async def test_scheduled_jobs_run_when_due(node_app: Conveyor) -> None:
+    job_id = await node_app.enqueue(jobs.async_ok.new(value=1).with_options(schedule_in=0.5))
+    job = await node_app.get_job(job_id)
+    assert job is not None and job.state is JobState.SCHEDULED
+    await wait_final(node_app, [job_id], {JobState.COMPLETED}, timeout=10)

@@ -1,0 +1,1181 @@
+"""The SQLite engine on a temporary file: schema, inserts (own and in a caller's transaction),
+management, the hot path across OS processes, notifications, busy locks, the cluster duties'
+statements, choosing the engine from a URL, and a node running jobs end to end."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import orjson
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import create_engine, text
+from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+from sqlalchemy.orm import Session
+
+from conveyor import (
+    Conveyor,
+    JobFilter,
+    JobRequest,
+    JobState,
+    SchemaError,
+    UnsupportedConnectionError,
+    ValidationError,
+)
+from conveyor.acks import Ack
+from conveyor.cli.main import main as cli
+from conveyor.engine.base import Engine
+from conveyor.engine.sqlite import SqliteEngine, schema
+from conveyor.engine.sqlite.database import MEMORY
+from conveyor.engines import default_database_url, engine_from_url
+from conveyor.fleet import CronTick, ProducerBeat
+from tests import runtime_jobs
+from tests.sqlite_procs import fetch_all
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKER = "tests.sqlite.noop"
+CHUNK_PLUS = 5_000 + 500  # more than one insert chunk
+
+
+# -- fixtures and helpers -------------------------------------------------------------------------
+@pytest.fixture
+def db_path(tmp_path: Path) -> str:
+    return str(tmp_path / "jobs.db")
+
+
+@pytest.fixture
+async def sqlite_engine(db_path: str) -> AsyncIterator[SqliteEngine]:
+    engine = SqliteEngine(db_path)
+    await engine.open()
+    await engine.install()
+    yield engine
+    await engine.close()
+
+
+def rows(path: str, where: str = "1", params: Any = ()) -> list[dict[str, Any]]:
+    """Rows of oban_jobs read on a fresh connection (so only committed rows count), by id."""
+    with sqlite3.connect(path) as conn:
+        conn.row_factory = sqlite3.Row
+        return [dict(r) for r in conn.execute(f"SELECT * FROM oban_jobs WHERE {where} ORDER BY id", params)]
+
+
+def count(path: str) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("SELECT count(*) FROM oban_jobs").fetchone()[0])
+
+
+def execute(path: str, statement: str, params: Any = ()) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute(statement, params)
+    finally:
+        conn.close()
+
+
+def stamp(value: datetime) -> str:
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", timespec="microseconds")
+
+
+def request(n: int = 0, **options: Any) -> JobRequest:
+    return JobRequest(WORKER, args={"n": n}, **options)
+
+
+def many(total: int, then: BaseException | None = None, **options: Any) -> Iterator[JobRequest]:
+    for n in range(total):
+        yield request(n, **options)
+    if then is not None:
+        raise then
+
+
+class Heard:
+    """A notification handler that records what arrives and when."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, dict[str, Any], float]] = []
+        self.changed = asyncio.Event()
+
+    def __call__(self, channel: str, payload: dict[str, Any]) -> None:
+        self.items.append((channel, payload, time.perf_counter()))
+        self.changed.set()
+
+    def on(self, channel: str) -> list[dict[str, Any]]:
+        return [payload for name, payload, _ in self.items if name == channel]
+
+    async def wait_for(self, channel: str, n: int = 1, timeout: float = 2.0) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while len(self.on(channel)) < n and time.monotonic() < deadline:
+            self.changed.clear()
+            try:
+                await asyncio.wait_for(self.changed.wait(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                break
+        return self.on(channel)
+
+
+async def claim(engine: SqliteEngine, queue: str = "default", n: int = 1, **kw: Any) -> list[int]:
+    return [j.id for j in await engine.fetch_jobs(queue, n, node="node-1", producer="p-1", **kw)]
+
+
+# -- schema ---------------------------------------------------------------------------------------
+async def test_install_twice_then_uninstall(db_path: str) -> None:
+    engine = SqliteEngine(db_path)
+    await engine.open()
+    try:
+        assert isinstance(engine, Engine)
+        assert await engine.schema_version() is None
+        with pytest.raises(SchemaError, match="conveyor migrate"):
+            await engine.check_schema()
+        assert await engine.install() == schema.LATEST_VERSION
+        assert await engine.install() == schema.LATEST_VERSION
+        assert await engine.schema_version() == schema.LATEST_VERSION
+        await engine.check_schema()
+        with sqlite3.connect(db_path) as conn:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            versions = [r[0] for r in conn.execute("SELECT version FROM conveyor_migrations ORDER BY 1")]
+        assert {
+            "oban_jobs",
+            "oban_leaders",
+            "oban_producers",
+            "conveyor_migrations",
+            "conveyor_notifications",
+            "conveyor_cron_ticks",
+            "conveyor_queue_states",
+        } <= tables
+        assert {
+            "oban_jobs_state_queue_priority_scheduled_at_id_index",
+            "oban_jobs_staging_index",
+            "oban_jobs_completed_at_index",
+            "oban_jobs_cancelled_at_index",
+            "oban_jobs_discarded_at_index",
+        } <= indexes
+        assert mode == "wal"
+        assert versions == [1, 2, 3]
+        await engine.uninstall()
+        assert await engine.schema_version() is None
+        with sqlite3.connect(db_path) as conn:
+            left = [
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
+            ]
+        assert left == []
+        assert await engine.install() == schema.LATEST_VERSION
+    finally:
+        await engine.close()
+
+
+def test_install_sql_is_plain_sqlite_and_runs_twice(tmp_path: Path) -> None:
+    script = schema.install_sql()
+    with sqlite3.connect(tmp_path / "plain.db") as conn:
+        conn.executescript(script)
+        conn.executescript(script)
+        assert conn.execute("SELECT max(version) FROM conveyor_migrations").fetchone()[0] == 3
+        conn.executescript(schema.uninstall_sql())
+
+
+async def test_check_constraints(sqlite_engine: SqliteEngine, db_path: str) -> None:
+    bad = [
+        ("state", "'running'"),
+        ("queue", "''"),
+        ("worker", "''"),
+        ("max_attempts", "0"),
+        ("priority", "-1"),
+        ("attempt", "21"),
+    ]
+    for column, value in bad:
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+            values = {"state": "'available'", "queue": "'q'", "worker": "'w'"} | {column: value}
+            names = ", ".join(values)
+            execute(db_path, f"INSERT INTO oban_jobs ({names}) VALUES ({', '.join(values.values())})")
+    # Defaults fill in the rest, with times in the stored format.
+    execute(db_path, "INSERT INTO oban_jobs (worker) VALUES ('w')")
+    (row,) = rows(db_path)
+    assert (row["state"], row["queue"], row["args"], row["tags"], row["attempt"]) == (
+        "available",
+        "default",
+        "{}",
+        "[]",
+        0,
+    )
+    assert len(row["inserted_at"]) == len("2026-01-01 00:00:00.000000")
+    found = await sqlite_engine.get_job(row["id"])
+    assert found is not None and found.inserted_at.tzinfo is UTC
+
+
+def test_prefix_other_than_public_is_refused(db_path: str) -> None:
+    for build in (
+        lambda: SqliteEngine(db_path, prefix="tenant_a"),
+        lambda: engine_from_url(f"sqlite:///{db_path}", prefix="tenant_a"),
+        lambda: Conveyor(f"sqlite:///{db_path}", prefix="tenant_a"),
+        lambda: schema.install_sql("tenant_a"),
+    ):
+        with pytest.raises(ValidationError) as exc:
+            build()
+        assert exc.value.field == "prefix"
+        assert "SQLite has no schemas" in str(exc.value)
+
+
+# -- choosing the engine --------------------------------------------------------------------------
+def test_engine_from_url_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    relative = engine_from_url("sqlite:///data/jobs.db")
+    assert isinstance(relative, SqliteEngine) and relative.path == str(tmp_path / "data" / "jobs.db")
+    absolute = engine_from_url("sqlite:////var/tmp/abs.db")
+    assert isinstance(absolute, SqliteEngine) and absolute.path == "/var/tmp/abs.db"
+    for url in ("sqlite://:memory:", "sqlite:///:memory:", "sqlite://"):
+        memory = engine_from_url(url)
+        assert isinstance(memory, SqliteEngine) and memory.path == MEMORY
+    aliased = engine_from_url("sqlite+aiosqlite:///x.db")
+    assert isinstance(aliased, SqliteEngine) and aliased.path == str(tmp_path / "x.db")
+    default = engine_from_url(None)
+    assert isinstance(default, SqliteEngine) and default.path == str(tmp_path / "conveyor.db")
+    assert default_database_url() == f"sqlite:///{tmp_path / 'conveyor.db'}"
+    for bad in ("sqlite:relative.db", "sqlite://host/x.db", "sqlite:///x.db?mode=ro", "mysql://x/y"):
+        with pytest.raises(ValidationError) as exc:
+            engine_from_url(bad)
+        assert exc.value.field == "database_url"
+
+
+def test_conveyor_without_url_uses_the_default_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CONVEYOR_DATABASE_URL", raising=False)
+    monkeypatch.delenv("CONVEYOR_CONFIG", raising=False)
+    app = Conveyor()
+    try:
+        assert app.settings.database_url == f"sqlite:///{tmp_path / 'conveyor.db'}"
+        app.install_sync()
+        job_id = app.enqueue_sync(request(1))
+        found = app.get_job_sync(job_id)
+        assert found is not None and found.args == {"n": 1}
+    finally:
+        app.close_sync()
+    assert (tmp_path / "conveyor.db").exists()
+    # The environment variable still wins over the default.
+    monkeypatch.setenv("CONVEYOR_DATABASE_URL", "sqlite:///other.db")
+    assert Conveyor().settings.database_url == "sqlite:///other.db"
+
+
+def test_cli_install_on_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CONVEYOR_DATABASE_URL", raising=False)
+    runner = CliRunner()
+    first = runner.invoke(cli, ["install"])
+    assert first.exit_code == 0, first.output
+    assert "installed at version 3" in first.output
+    assert (tmp_path / "conveyor.db").exists()
+    again = runner.invoke(cli, ["install", "--dsn", "sqlite:///conveyor.db"])
+    assert again.exit_code == 0 and "already at version 3" in again.output
+    printed = runner.invoke(cli, ["install", "--print-sql", "--dsn", "sqlite:///x.db"])
+    assert printed.exit_code == 0
+    assert "AUTOINCREMENT" in printed.output and "CREATE SCHEMA" not in printed.output
+    assert not (tmp_path / "x.db").exists()
+    postgres = runner.invoke(cli, ["install", "--print-sql", "--dsn", "postgresql://localhost/app"])
+    assert postgres.exit_code == 0 and "CREATE SCHEMA" in postgres.output
+    gone = runner.invoke(cli, ["uninstall", "--yes"])
+    assert gone.exit_code == 0
+    with sqlite3.connect(tmp_path / "conveyor.db") as conn:
+        assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'oban_jobs'").fetchone()[0] == 0
+
+
+async def test_memory_database_is_shared_by_the_engines_of_a_process() -> None:
+    first, second = SqliteEngine(MEMORY), SqliteEngine(MEMORY)
+    await first.open()
+    await second.open()
+    try:
+        await first.install()
+        heard = Heard()
+        listener = await second.listen(["insert"], heard)
+        (job_id,) = await first.insert([request(1)])
+        assert await heard.wait_for("insert") == [{"queue": "default"}]
+        assert await claim(second) == [job_id]
+        await listener.stop()
+    finally:
+        await first.close()
+        await second.close()
+
+
+# -- inserting ------------------------------------------------------------------------------------
+async def test_insert_100k_jobs_in_order(sqlite_engine: SqliteEngine, db_path: str) -> None:
+    total = 100_000
+    (before,) = await sqlite_engine.insert([request(-1)])
+    started = time.perf_counter()
+    ids = await sqlite_engine.insert(many(total))
+    elapsed = time.perf_counter() - started
+    assert len(ids) == total
+    assert ids == list(range(before + 1, before + 1 + total))
+    assert count(db_path) == total + 1
+    with sqlite3.connect(db_path) as conn:
+        args = conn.execute("SELECT args FROM oban_jobs WHERE id IN (?, ?)", (ids[0], ids[-1])).fetchall()
+    assert [orjson.loads(a[0]) for a in args] == [{"n": 0}, {"n": total - 1}]
+    print(f"inserted {total} jobs in {elapsed:.2f}s ({total / elapsed:,.0f} jobs/s)")
+
+
+async def test_insert_is_atomic(sqlite_engine: SqliteEngine, db_path: str) -> None:
+    with pytest.raises(RuntimeError, match="source failed"):
+        await sqlite_engine.insert(many(2 * 5_000 + 10, RuntimeError("source failed")))
+    with pytest.raises(ValidationError):
+        await sqlite_engine.insert([request(1), "not a request"])  # type: ignore[list-item]
+    assert count(db_path) == 0
+    assert await sqlite_engine.insert([]) == []
+    # Ids are never reused, even after the newest job is deleted (AUTOINCREMENT, like an identity).
+    (first,) = await sqlite_engine.insert([request(1)])
+    await sqlite_engine.delete_jobs(JobFilter(ids=(first,)))
+    assert await sqlite_engine.insert([request(2)]) == [first + 1]
+
+
+async def test_scheduling(sqlite_engine: SqliteEngine) -> None:
+    now = datetime(2031, 5, 1, 12, 0, 0, 250_000, tzinfo=UTC)
+    ids = await sqlite_engine.insert(
+        [
+            request(0),
+            request(1, scheduled_at=now + timedelta(minutes=5)),
+            request(2, scheduled_at=now - timedelta(minutes=5)),
+            request(3, schedule_in=90),
+            request(4, schedule_in=0),
+            request(5, scheduled_at=now),
+        ],
+        now=now,
+    )
+    jobs = [await sqlite_engine.get_job(i) for i in ids]
+    assert all(j is not None for j in jobs)
+    found = {j.args["n"]: j for j in jobs if j is not None}
+    expected = {
+        0: (JobState.AVAILABLE, now),
+        1: (JobState.SCHEDULED, now + timedelta(minutes=5)),
+        2: (JobState.AVAILABLE, now - timedelta(minutes=5)),
+        3: (JobState.SCHEDULED, now + timedelta(seconds=90)),
+        4: (JobState.AVAILABLE, now),
+        5: (JobState.AVAILABLE, now),
+    }
+    assert {n: (j.state, j.scheduled_at) for n, j in found.items()} == expected
+    assert {j.inserted_at for j in found.values()} == {now}
+    # Scheduling on the machine's clock (now=None).
+    (later,) = await sqlite_engine.insert([request(6, schedule_in=3600)])
+    job = await sqlite_engine.get_job(later)
+    assert job is not None and job.state is JobState.SCHEDULED
+    assert abs(job.scheduled_at - (datetime.now(UTC) + timedelta(hours=1))) < timedelta(seconds=30)
+    with pytest.raises(ValidationError):
+        await sqlite_engine.insert([request(7)], now=datetime(2031, 1, 1))  # naive
+
+
+async def test_insert_notifies_queues_that_gained_available_jobs(sqlite_engine: SqliteEngine) -> None:
+    heard = Heard()
+    listener = await sqlite_engine.listen(["insert"], heard)
+    try:
+        assert heard.items[0][:2] == ("listener", {"event": "connected"})
+        await sqlite_engine.insert([request(1, queue="later", schedule_in=60)])
+        await sqlite_engine.insert([request(1, queue="a"), request(2, queue="b"), request(3, queue="a")])
+        assert await heard.wait_for("insert", 2) == [{"queue": "a"}, {"queue": "b"}]
+        await asyncio.sleep(0.1)
+        assert heard.on("insert") == [{"queue": "a"}, {"queue": "b"}]
+    finally:
+        await listener.stop()
+
+
+# -- inserting in the caller's transaction --------------------------------------------------------
+def notes_table(path: str) -> None:
+    execute(path, "CREATE TABLE notes (note TEXT NOT NULL)")
+
+
+def notes(path: str) -> list[str]:
+    with sqlite3.connect(path) as conn:
+        return [r[0] for r in conn.execute("SELECT note FROM notes ORDER BY note")]
+
+
+async def test_sqlite3_connection_commit_and_rollback(sqlite_engine: SqliteEngine, db_path: str) -> None:
+    notes_table(db_path)
+    heard = Heard()
+    listener = await sqlite_engine.listen(["insert"], heard)
+    try:
+        conn = sqlite3.connect(db_path)  # the default: transactions open implicitly
+        conn.execute("INSERT INTO notes VALUES ('rolled back')")
+        sqlite_engine.insert_sync([request(1, queue="txn")], conn=conn)
+        conn.rollback()
+        await asyncio.sleep(0.2)
+        assert heard.on("insert") == [] and count(db_path) == 0 and notes(db_path) == []
+
+        conn.execute("INSERT INTO notes VALUES ('committed')")
+        ids = sqlite_engine.insert_sync(many(CHUNK_PLUS, queue="txn"), conn=conn)
+        assert len(ids) == CHUNK_PLUS and count(db_path) == 0  # not visible before the commit
+        await asyncio.sleep(0.1)
+        assert heard.on("insert") == []
+        conn.commit()
+        assert await heard.wait_for("insert") == [{"queue": "txn"}]
+        assert count(db_path) == CHUNK_PLUS and notes(db_path) == ["committed"]
+
+        # No transaction open and nothing written yet: the insert opens one; the caller commits.
+        (job_id,) = sqlite_engine.insert_sync([request(2)], conn=conn)
+        assert conn.in_transaction and count(db_path) == CHUNK_PLUS
+        conn.commit()
+        assert await sqlite_engine.get_job(job_id) is not None
+        conn.close()
+
+        # An autocommit connection outside a transaction: committed at once, as each statement is.
+        auto = sqlite3.connect(db_path, isolation_level=None)
+        sqlite_engine.insert_sync(many(CHUNK_PLUS), conn=auto)
+        assert not auto.in_transaction and count(db_path) == 2 * CHUNK_PLUS + 1
+        auto.close()
+    finally:
+        await listener.stop()
+
+
+async def test_failed_insert_keeps_the_callers_transaction_usable(
+    sqlite_engine: SqliteEngine, db_path: str
+) -> None:
+    notes_table(db_path)
+    conn = sqlite3.connect(db_path)
+    conn.execute("INSERT INTO notes VALUES ('before')")
+    kept = sqlite_engine.insert_sync([request(-1)], conn=conn)
+    with pytest.raises(RuntimeError, match="source failed"):
+        sqlite_engine.insert_sync(many(2 * 5_000 + 10, RuntimeError("source failed")), conn=conn)
+    assert conn.in_transaction
+    conn.execute("INSERT INTO notes VALUES ('after')")
+    conn.commit()
+    conn.close()
+    assert notes(db_path) == ["after", "before"]
+    assert [r["id"] for r in rows(db_path)] == kept
+
+    auto = sqlite3.connect(db_path, isolation_level=None)
+    with pytest.raises(RuntimeError, match="source failed"):
+        sqlite_engine.insert_sync(many(5_000 + 10, RuntimeError("source failed")), conn=auto)
+    assert not auto.in_transaction
+    auto.close()
+    assert count(db_path) == 1
+
+
+@pytest.mark.parametrize("kind", ["session", "connection"])
+async def test_sqlalchemy_sync_commit_and_rollback(
+    sqlite_engine: SqliteEngine, db_path: str, kind: str
+) -> None:
+    notes_table(db_path)
+    alchemy = create_engine(f"sqlite:///{db_path}")
+    heard = Heard()
+    listener = await sqlite_engine.listen(["insert"], heard)
+    try:
+        with Session(alchemy) if kind == "session" else alchemy.connect() as conn:
+            conn.execute(text("INSERT INTO notes VALUES ('rolled back')"))
+            sqlite_engine.insert_sync([request(1, queue="txn")], conn=conn)
+            conn.rollback()
+        await asyncio.sleep(0.2)
+        assert count(db_path) == 0 and heard.on("insert") == []
+
+        with Session(alchemy) if kind == "session" else alchemy.connect() as conn:
+            conn.execute(text("INSERT INTO notes VALUES ('committed')"))
+            ids = sqlite_engine.insert_sync([request(2, queue="txn"), request(3, queue="txn")], conn=conn)
+            assert count(db_path) == 0
+            conn.commit()
+        assert await heard.wait_for("insert") == [{"queue": "txn"}]
+        assert [r["id"] for r in rows(db_path)] == ids and notes(db_path) == ["committed"]
+    finally:
+        await listener.stop()
+        alchemy.dispose()
+
+
+async def test_aiosqlite_commit_and_rollback(sqlite_engine: SqliteEngine, db_path: str) -> None:
+    notes_table(db_path)
+    async with aiosqlite.connect(db_path) as conn:
+        await conn.execute("INSERT INTO notes VALUES ('rolled back')")
+        await sqlite_engine.insert([request(1)], conn=conn)
+        await conn.rollback()
+        assert count(db_path) == 0
+        await conn.execute("INSERT INTO notes VALUES ('committed')")
+        ids = await sqlite_engine.insert(many(CHUNK_PLUS), conn=conn)
+        assert count(db_path) == 0
+        await conn.commit()
+    assert count(db_path) == CHUNK_PLUS and [r["id"] for r in rows(db_path)] == ids
+    assert notes(db_path) == ["committed"]
+
+
+@pytest.mark.parametrize("kind", ["session", "connection"])
+async def test_sqlalchemy_async_commit_and_rollback(
+    sqlite_engine: SqliteEngine, db_path: str, kind: str
+) -> None:
+    notes_table(db_path)
+    alchemy = create_async_engine(f"sqlite+aiosqlite:///{db_path}")
+
+    async def open_conn() -> Any:
+        return AsyncSession(alchemy) if kind == "session" else alchemy.connect()
+
+    try:
+        async with await open_conn() as conn:
+            await conn.execute(text("INSERT INTO notes VALUES ('rolled back')"))
+            await sqlite_engine.insert([request(1)], conn=conn)
+            await conn.rollback()
+        assert count(db_path) == 0
+        async with await open_conn() as conn:
+            await conn.execute(text("INSERT INTO notes VALUES ('committed')"))
+            ids = await sqlite_engine.insert([request(2), request(3)], conn=conn)
+            assert count(db_path) == 0
+            await conn.commit()
+        assert [r["id"] for r in rows(db_path)] == ids and notes(db_path) == ["committed"]
+    finally:
+        await alchemy.dispose()
+
+
+async def test_unsupported_connections_are_refused(sqlite_engine: SqliteEngine, db_path: str) -> None:
+    for bad in (object(), f"sqlite:///{db_path}", 42):
+        with pytest.raises(UnsupportedConnectionError) as exc:
+            await sqlite_engine.insert([request(1)], conn=bad)
+        assert exc.value.connection is bad
+        with pytest.raises(UnsupportedConnectionError):
+            sqlite_engine.insert_sync([request(1)], conn=bad)
+    blocking = sqlite3.connect(db_path)
+    with pytest.raises(UnsupportedConnectionError, match="aiosqlite"):
+        await sqlite_engine.insert([request(1)], conn=blocking)
+    blocking.close()
+    async with aiosqlite.connect(db_path) as nonblocking:
+        with pytest.raises(UnsupportedConnectionError, match=r"sqlite3\.Connection"):
+            sqlite_engine.insert_sync([request(1)], conn=nonblocking)
+    alchemy = create_engine(f"sqlite:///{db_path}")
+    with Session(alchemy) as session, pytest.raises(UnsupportedConnectionError):
+        await sqlite_engine.insert([request(1)], conn=session)
+    alchemy.dispose()
+    assert count(db_path) == 0
+
+
+# -- managing jobs --------------------------------------------------------------------------------
+async def seed(engine: SqliteEngine) -> dict[str, int]:
+    ids = await engine.insert(
+        [
+            JobRequest("mail.Send", {"to": "a"}, queue="mail", tags=("email", "vip")),
+            JobRequest("mail.Send", {"to": "b"}, queue="mail", tags=("email",)),
+            JobRequest("reports.Build", {"month": "jan"}, queue="reports", tags=("vip",)),
+            JobRequest("reports.Build", {"month": "feb"}, queue="reports", schedule_in=3600),
+            JobRequest("mail.Send", {"to": "c"}, queue="bulk-mail", tags=("email", "vip", "eu")),
+        ]
+    )
+    return dict(zip(["mail_vip", "mail", "report_vip", "report_later", "bulk_vip"], ids, strict=True))
+
+
+def make_executing(path: str, job_id: int) -> None:
+    execute(
+        path,
+        "UPDATE oban_jobs SET state = 'executing', attempt = 1, attempted_at = ?, "
+        'attempted_by = \'["node-1","producer-1"]\' WHERE id = ?',
+        (stamp(datetime.now(UTC)), job_id),
+    )
+
+
+def ids_of(jobs: list[Any]) -> list[int]:
+    return [j.id for j in jobs]
+
+
+async def test_get_and_list_jobs(sqlite_engine: SqliteEngine) -> None:
+    ids = await seed(sqlite_engine)
+    every = sorted(ids.values(), reverse=True)
+    found = await sqlite_engine.get_job(ids["report_later"])
+    assert found is not None
+    assert (found.worker, found.state, found.args, found.tags) == (
+        "reports.Build",
+        JobState.SCHEDULED,
+        {"month": "feb"},
+        (),
+    )
+    assert await sqlite_engine.get_job(10**9) is None
+
+    async def listed(**criteria: Any) -> list[int]:
+        return ids_of(await sqlite_engine.list_jobs(JobFilter.build(**criteria)))
+
+    assert await listed() == every
+    assert await listed(states="scheduled") == [ids["report_later"]]
+    assert await listed(states=["scheduled", "available"]) == every
+    assert await listed(queues=["mail", "bulk-mail"]) == [ids["bulk_vip"], ids["mail"], ids["mail_vip"]]
+    assert await listed(workers="reports.Build") == [ids["report_later"], ids["report_vip"]]
+    assert await listed(tags="vip") == [ids["bulk_vip"], ids["report_vip"], ids["mail_vip"]]
+    assert await listed(tags=["email", "vip"]) == [ids["bulk_vip"], ids["mail_vip"]]
+    assert await listed(tags=["missing"]) == []
+    assert await listed(workers="mail.Send", tags="vip", queues="mail") == [ids["mail_vip"]]
+    assert await listed(ids=[ids["mail"], ids["report_vip"], 10**9]) == [ids["report_vip"], ids["mail"]]
+    assert await listed(limit=2, before_id=ids["report_later"]) == [ids["report_vip"], ids["mail"]]
+
+    paged = await sqlite_engine.insert(JobRequest("tests.page", {"n": n}) for n in range(130))
+    assert await listed(workers="tests.page") == sorted(paged, reverse=True)[:100]
+    assert len(await listed(workers="tests.page", limit=130)) == 130
+
+
+async def test_cancel_jobs(sqlite_engine: SqliteEngine, db_path: str) -> None:
+    ids = await seed(sqlite_engine)
+    execute(
+        db_path,
+        "UPDATE oban_jobs SET state = 'completed', completed_at = ? WHERE id = ?",
+        (stamp(datetime(2030, 1, 1, tzinfo=UTC)), ids["mail"]),
+    )
+    make_executing(db_path, ids["report_vip"])
+    heard = Heard()
+    listener = await sqlite_engine.listen(["signal"], heard)
+    try:
+        cancelled = await sqlite_engine.cancel_jobs(JobFilter(queues=("mail", "reports")))
+        assert cancelled == sorted([ids["mail_vip"], ids["report_vip"], ids["report_later"]])
+        assert await heard.wait_for("signal") == [{"action": "pkill", "job_id": ids["report_vip"]}]
+    finally:
+        await listener.stop()
+    for job_id in cancelled:
+        job = await sqlite_engine.get_job(job_id)
+        assert job is not None and job.state is JobState.CANCELLED and job.cancelled_at is not None
+    assert [r["state"] for r in rows(db_path, "id = ?", (ids["mail"],))] == ["completed"]
+    assert await sqlite_engine.cancel_jobs(JobFilter(queues=("mail", "reports"))) == []
+    more = await sqlite_engine.insert(JobRequest("tests.limit") for _ in range(5))
+    assert await sqlite_engine.cancel_jobs(JobFilter(workers=("tests.limit",), limit=2)) == more[:2]
+
+
+async def test_retry_jobs(sqlite_engine: SqliteEngine, db_path: str) -> None:
+    ids = await seed(sqlite_engine)
+    execute(
+        db_path,
+        "UPDATE oban_jobs SET state = 'discarded', attempt = 20, discarded_at = '2030-01-01 00:00:00.000000'"
+        " WHERE id = ?",
+        (ids["mail"],),
+    )
+    make_executing(db_path, ids["bulk_vip"])
+    heard = Heard()
+    listener = await sqlite_engine.listen(["insert"], heard)
+    try:
+        now = datetime(2031, 1, 1, tzinfo=UTC)
+        retried = await sqlite_engine.retry_jobs(JobFilter(), now=now)
+        assert retried == sorted([ids["mail"], ids["report_later"]])
+        assert sorted(p["queue"] for p in await heard.wait_for("insert", 2)) == ["mail", "reports"]
+    finally:
+        await listener.stop()
+    discarded = await sqlite_engine.get_job(ids["mail"])
+    assert discarded is not None
+    assert (discarded.state, discarded.attempt, discarded.max_attempts, discarded.discarded_at) == (
+        JobState.AVAILABLE,
+        20,
+        21,
+        None,
+    )
+    assert discarded.scheduled_at == now
+    assert await sqlite_engine.retry_jobs(JobFilter(ids=(ids["bulk_vip"], ids["mail_vip"]))) == []
+
+
+async def test_delete_jobs_spares_executing(sqlite_engine: SqliteEngine, db_path: str) -> None:
+    ids = await seed(sqlite_engine)
+    make_executing(db_path, ids["mail_vip"])
+    deleted = await sqlite_engine.delete_jobs(JobFilter(queues=("mail", "reports")))
+    assert deleted == sorted([ids["mail"], ids["report_vip"], ids["report_later"]])
+    assert [r["id"] for r in rows(db_path)] == sorted([ids["mail_vip"], ids["bulk_vip"]])
+    assert await sqlite_engine.delete_jobs(JobFilter(states=(JobState.AVAILABLE,), tags=("eu",))) == [
+        ids["bulk_vip"]
+    ]
+
+
+# -- the hot path ---------------------------------------------------------------------------------
+async def test_fetch_claims_in_priority_time_id_order(sqlite_engine: SqliteEngine, db_path: str) -> None:
+    now = datetime(2031, 1, 1, tzinfo=UTC)
+    ids = await sqlite_engine.insert(
+        [
+            request(0, priority=1),
+            request(1, priority=0, scheduled_at=now - timedelta(seconds=1)),
+            request(2, priority=0),
+            request(3, priority=0, scheduled_at=now - timedelta(seconds=2)),
+            request(4, queue="other"),
+            request(5, schedule_in=60),
+        ],
+        now=now,
+    )
+    jobs = await sqlite_engine.fetch_jobs("default", 3, node="node-1", producer="p-1", now=now)
+    assert [j.id for j in jobs] == [ids[3], ids[1], ids[2]]
+    assert {(j.state, j.attempt, j.attempted_by, j.attempted_at) for j in jobs} == {
+        (JobState.EXECUTING, 1, ("node-1", "p-1"), now)
+    }
+    assert await claim(sqlite_engine, n=10) == [ids[0]]
+    assert await claim(sqlite_engine, n=10) == []
+    assert await sqlite_engine.fetch_jobs("default", 0, node="n", producer="p") == []
+    # A job whose attempts are used up is never claimed.
+    (spent,) = await sqlite_engine.insert([request(9, queue="spent", max_attempts=1)])
+    execute(db_path, "UPDATE oban_jobs SET attempt = 1 WHERE id = ?", (spent,))
+    assert await claim(sqlite_engine, "spent") == []
+
+
+async def test_two_processes_never_claim_the_same_job(sqlite_engine: SqliteEngine, db_path: str) -> None:
+    total = 5_000
+    await sqlite_engine.insert(many(total, queue="race"))
+    context = multiprocessing.get_context("spawn")
+    go = context.Event()
+    results = context.Queue()
+    workers = [
+        context.Process(target=fetch_all, args=(db_path, "race", 7, go, results), daemon=True)
+        for _ in range(2)
+    ]
+    for worker in workers:
+        worker.start()
+    await asyncio.sleep(0.5)  # let both import and open before the race starts
+    go.set()
+    claimed_here = []
+    while True:  # this process races too
+        batch = await claim(sqlite_engine, "race", 5)
+        if not batch:
+            break
+        claimed_here += batch
+    per_process = [await asyncio.to_thread(results.get, True, 60) for _ in workers]
+    for worker in workers:
+        worker.join(10)
+    claimed = claimed_here + [i for ids in per_process for i in ids]
+    assert len(claimed) == total
+    assert len(set(claimed)) == total
+    assert all(per_process), [len(p) for p in per_process]  # both processes took part
+    assert {r["state"] for r in rows(db_path)} == {"executing"}
+    assert {r["attempt"] for r in rows(db_path)} == {1}
+
+
+async def test_ack_applies_only_to_the_same_executing_attempt(sqlite_engine: SqliteEngine) -> None:
+    now = datetime(2031, 1, 1, tzinfo=UTC)
+    ids = await sqlite_engine.insert([request(n, meta={"keep": 1, "nested": {"a": 1}}) for n in range(6)])
+    assert await claim(sqlite_engine, n=6, now=now) == ids
+    error = {"attempt": 1, "at": "2031-01-01T00:00:00Z", "error": "boom"}
+    acks = [
+        Ack(ids[0], 1, JobState.COMPLETED, meta={"recorded": True, "return": "g2gD", "nested": {"b": None}}),
+        Ack(ids[1], 1, JobState.RETRYABLE, schedule_in=30, error=error),
+        Ack(ids[2], 1, JobState.SCHEDULED, schedule_in=5, snoozed=True),
+        Ack(ids[3], 1, JobState.DISCARDED, error=error),
+        Ack(ids[4], 1, JobState.CANCELLED, error=error),
+        Ack(ids[5], 2, JobState.COMPLETED),  # a stale or future attempt: skipped
+        Ack(10**9, 1, JobState.COMPLETED),  # no such job
+    ]
+    assert sorted(await sqlite_engine.ack_jobs(acks, now=now)) == ids[:5]
+    jobs = [await sqlite_engine.get_job(i) for i in ids]
+    assert all(j is not None for j in jobs)
+    done, retry, snoozed, discarded, cancelled, untouched = (j for j in jobs if j is not None)
+    assert (done.state, done.completed_at) == (JobState.COMPLETED, now)
+    # meta merges top-level keys as jsonb || does: a nested object is replaced, a null kept.
+    assert done.meta == {"keep": 1, "nested": {"b": None}, "recorded": True, "return": "g2gD"}
+    assert (retry.state, retry.scheduled_at, retry.errors, retry.attempt) == (
+        JobState.RETRYABLE,
+        now + timedelta(seconds=30),
+        (error,),
+        1,
+    )
+    assert (snoozed.state, snoozed.attempt, snoozed.meta["snoozed"], snoozed.scheduled_at) == (
+        JobState.SCHEDULED,
+        0,
+        1,
+        now + timedelta(seconds=5),
+    )
+    assert (discarded.state, discarded.discarded_at, discarded.errors) == (JobState.DISCARDED, now, (error,))
+    assert (cancelled.state, cancelled.cancelled_at) == (JobState.CANCELLED, now)
+    assert (untouched.state, untouched.attempt) == (JobState.EXECUTING, 1)
+    # A late ack for a job that moved on does nothing, even a duplicate of an applied one.
+    assert await sqlite_engine.ack_jobs([Ack(ids[0], 1, JobState.DISCARDED)]) == []
+    assert await sqlite_engine.ack_jobs([]) == []
+    # Snoozing again counts on.
+    assert await claim(sqlite_engine, n=1, now=now + timedelta(seconds=10)) == []
+    await sqlite_engine.stage_jobs(10, now=now + timedelta(seconds=10))
+    assert await claim(sqlite_engine, n=1) == [ids[2]]
+    assert await sqlite_engine.ack_jobs([Ack(ids[2], 1, JobState.SCHEDULED, schedule_in=1, snoozed=True)])
+    again = await sqlite_engine.get_job(ids[2])
+    assert again is not None and again.meta["snoozed"] == 2 and again.attempt == 0
+
+
+async def test_stage_due_jobs_in_batches_and_notify(sqlite_engine: SqliteEngine, db_path: str) -> None:
+    now = datetime(2031, 1, 1, tzinfo=UTC)
+    await sqlite_engine.insert(
+        [request(n, queue="a", schedule_in=10) for n in range(3)]
+        + [request(n, queue="b", schedule_in=20) for n in range(2)]
+        + [request(9, queue="c", schedule_in=3600)],
+        now=now,
+    )
+    execute(db_path, "UPDATE oban_jobs SET state = 'retryable' WHERE queue = 'b'")
+    heard = Heard()
+    listener = await sqlite_engine.listen(["insert"], heard)
+    try:
+        assert await sqlite_engine.stage_jobs(10, now=now + timedelta(seconds=5)) == {}
+        assert await sqlite_engine.stage_jobs(2, now=now + timedelta(seconds=30)) == {"a": 2}
+        assert await sqlite_engine.stage_jobs(10, now=now + timedelta(seconds=30)) == {"a": 1, "b": 2}
+        assert sorted(p["queue"] for p in await heard.wait_for("insert", 3)) == ["a", "a", "b"]
+    finally:
+        await listener.stop()
+    states = {(r["queue"], r["state"]) for r in rows(db_path)}
+    assert states == {("a", "available"), ("b", "available"), ("c", "scheduled")}
+
+
+async def test_release_gives_jobs_back_without_spending_the_attempt(
+    sqlite_engine: SqliteEngine, db_path: str
+) -> None:
+    ids = await sqlite_engine.insert([request(n, queue="rel") for n in range(3)])
+    jobs = await sqlite_engine.fetch_jobs("rel", 3, node="n", producer="p")
+    heard = Heard()
+    listener = await sqlite_engine.listen(["insert"], heard)
+    try:
+        given = [(jobs[0].id, 1), (jobs[1].id, 1), (jobs[2].id, 5)]
+        assert await sqlite_engine.release_jobs(given) == ids[:2]
+        assert await heard.wait_for("insert") == [{"queue": "rel"}]
+    finally:
+        await listener.stop()
+    assert [(r["state"], r["attempt"]) for r in rows(db_path)] == [
+        ("available", 0),
+        ("available", 0),
+        ("executing", 1),
+    ]
+    assert await sqlite_engine.release_jobs([]) == []
+
+
+# -- notifications --------------------------------------------------------------------------------
+async def test_notifications_in_process_are_immediate(sqlite_engine: SqliteEngine, db_path: str) -> None:
+    other = SqliteEngine(db_path)  # another engine of this process on the same file
+    await other.open()
+    heard = Heard()
+    listener = await other.listen(["signal", "insert"], heard)
+    try:
+        for n in range(20):
+            await sqlite_engine.notify("signal", {"n": n})
+            # Handed over on this loop before notify() even returns: no polling in between.
+            assert heard.on("signal")[-1:] == [{"n": n}]
+        assert [p["n"] for p in heard.on("signal")] == list(range(20))
+        await sqlite_engine.notify("leader", {"ignored": True})  # not a channel we listen on
+        await asyncio.sleep(0.05)
+        assert {name for name, *_ in heard.items} == {"listener", "signal"}
+    finally:
+        await listener.stop()
+        await other.close()
+    await sqlite_engine.notify("signal", {"after": "stop"})
+    await asyncio.sleep(0.05)
+    assert {"after": "stop"} not in heard.on("signal")
+
+
+async def test_notifications_across_processes(sqlite_engine: SqliteEngine, db_path: str) -> None:
+    heard = Heard()
+    listener = await sqlite_engine.listen(["signal"], heard)
+    child = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child we talk to through pipes
+        [sys.executable, "-m", "tests.sqlite_procs", db_path, "signal"],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdin is not None and child.stdout is not None
+        assert await asyncio.to_thread(child.stdout.readline) == "ready\n"
+        delays = []
+        for n in range(5):
+            child.stdin.write(f"hello-{n}\n")
+            child.stdin.flush()
+            line = await asyncio.to_thread(child.stdout.readline)
+            sent = float(line.split()[1])
+            got = await heard.wait_for("signal", n + 1, timeout=2.0)
+            assert got[-1]["text"] == f"hello-{n}"
+            delays.append(time.time() - sent)
+        assert max(delays) < 0.2, delays
+        child.stdin.write("\n")
+        child.stdin.flush()
+        assert child.wait(10) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+        await listener.stop()
+
+
+async def test_caller_transaction_notifications_reach_this_process(
+    sqlite_engine: SqliteEngine, db_path: str
+) -> None:
+    heard = Heard()
+    listener = await sqlite_engine.listen(["insert"], heard)
+    try:
+        with sqlite3.connect(db_path) as conn:  # commits on leaving the block
+            sqlite_engine.insert_sync([request(1, queue="callers")], conn=conn)
+        assert await heard.wait_for("insert", timeout=1.0) == [{"queue": "callers"}]
+    finally:
+        await listener.stop()
+
+
+async def test_old_notification_rows_are_pruned(
+    sqlite_engine: SqliteEngine, db_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conveyor.engine.sqlite import database
+
+    monkeypatch.setattr(database, "PRUNE_INTERVAL", 0.0)
+    monkeypatch.setattr(database, "NOTIFICATION_RETENTION", 0.05)
+    for n in range(5):
+        await sqlite_engine.notify("signal", {"n": n})
+    await asyncio.sleep(0.1)
+    await sqlite_engine.notify("signal", {"n": 5})
+    await asyncio.sleep(0.1)
+    await sqlite_engine.notify("signal", {"n": 6})
+    with sqlite3.connect(db_path) as conn:
+        left = [orjson.loads(r[0])["n"] for r in conn.execute("SELECT payload FROM conveyor_notifications")]
+    assert left and 0 not in left and 6 in left
+
+
+# -- busy locks -----------------------------------------------------------------------------------
+async def test_a_write_lock_held_elsewhere_makes_fetch_wait_not_fail(
+    sqlite_engine: SqliteEngine, db_path: str
+) -> None:
+    ids = await sqlite_engine.insert([request(n) for n in range(3)])
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_lock() -> None:
+        conn = sqlite3.connect(db_path, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("UPDATE oban_jobs SET priority = 0")
+        locked.set()
+        release.wait(5)
+        time.sleep(0.5)
+        conn.execute("COMMIT")
+        conn.close()
+
+    holder = threading.Thread(target=hold_lock)
+    holder.start()
+    try:
+        assert locked.wait(5)
+        release.set()
+        started = time.monotonic()
+        claimed = await claim(sqlite_engine, n=3)
+        waited = time.monotonic() - started
+        assert claimed == ids
+        assert waited > 0.3, waited
+        assert await sqlite_engine.ack_jobs([Ack(i, 1, JobState.COMPLETED) for i in ids]) == ids
+    finally:
+        release.set()
+        holder.join()
+
+
+async def test_busy_timeout_bounds_the_wait(db_path: str) -> None:
+    engine = SqliteEngine(db_path, busy_timeout=0.2)
+    await engine.open()
+    await engine.install()
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            await engine.fetch_jobs("default", 1, node="n", producer="p")
+    finally:
+        conn.execute("ROLLBACK")
+        conn.close()
+        await engine.close()
+
+
+# -- leadership, producers, rescue, pruning, cron, queue state ------------------------------------
+INSTANCE = "conveyor"
+
+
+async def test_lease_is_taken_renewed_and_taken_over_only_after_expiry(sqlite_engine: SqliteEngine) -> None:
+    t0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+    first = await sqlite_engine.elect_leader(INSTANCE, "a", 10, now=t0)
+    assert first is not None and first.node == "a"
+    assert await sqlite_engine.elect_leader(INSTANCE, "b", 10, now=t0 + timedelta(seconds=5)) is None
+    renewed = await sqlite_engine.elect_leader(INSTANCE, "a", 10, now=t0 + timedelta(seconds=8))
+    assert renewed is not None and renewed.elected_at == first.elected_at
+    assert await sqlite_engine.elect_leader(INSTANCE, "b", 10, now=t0 + timedelta(seconds=17)) is None
+    moment = t0 + timedelta(seconds=18, microseconds=1)
+    taken = await sqlite_engine.elect_leader(INSTANCE, "b", 10, now=moment)
+    assert taken is not None and taken.node == "b" and taken.elected_at == moment
+    held = await sqlite_engine.get_leader(INSTANCE, now=t0 + timedelta(seconds=19))
+    assert held is not None and held.node == "b"
+    assert held.expires_at == t0 + timedelta(seconds=28, microseconds=1)
+    assert await sqlite_engine.get_leader(INSTANCE, now=t0 + timedelta(seconds=29)) is None
+    other = await sqlite_engine.elect_leader("other", "a", 10, now=t0 + timedelta(seconds=19))
+    assert other is not None and other.node == "a"
+    heard = Heard()
+    listener = await sqlite_engine.listen(["leader"], heard)
+    try:
+        assert not await sqlite_engine.resign_leader("other", "b")
+        assert await sqlite_engine.resign_leader("other", "a")
+        assert await heard.wait_for("leader") == [{"action": "resign", "node": "a", "name": "other"}]
+    finally:
+        await listener.stop()
+
+
+async def test_producers_and_rescue(sqlite_engine: SqliteEngine) -> None:
+    now = datetime.now(UTC)
+    dead, live = str(uuid.uuid4()), str(uuid.uuid4())
+    ids = await sqlite_engine.insert(
+        [
+            request(1, queue="q1", max_attempts=1),
+            request(2, queue="q2", max_attempts=3),
+            request(3, queue="q3"),
+            request(4, queue="q4"),
+            request(5, queue="q5"),
+        ]
+    )
+    for queue, producer in (("q1", dead), ("q2", dead), ("q3", live)):
+        await sqlite_engine.fetch_jobs(queue, 1, node="n", producer=producer, now=now - timedelta(hours=5))
+    unknown_old = await sqlite_engine.fetch_jobs(
+        "q4", 1, node="x", producer="ghost", now=now - timedelta(hours=2)
+    )
+    unknown_new = await sqlite_engine.fetch_jobs(
+        "q5", 1, node="x", producer="ghost", now=now - timedelta(minutes=5)
+    )
+    await sqlite_engine.record_producers(
+        INSTANCE, "gone", [ProducerBeat(dead, "q1", {"local_limit": 1})], now=now - timedelta(seconds=30)
+    )
+    await sqlite_engine.record_producers(INSTANCE, "alive", [ProducerBeat(live, "q3", {"local_limit": 2})])
+    await sqlite_engine.record_producers(INSTANCE, "alive", [ProducerBeat(live, "q3", {"local_limit": 3})])
+    producers = await sqlite_engine.list_producers()
+    assert [(p.node, p.queue, p.meta) for p in producers] == [
+        ("alive", "q3", {"local_limit": 3}),
+        ("gone", "q1", {"local_limit": 1}),
+    ]
+    heard = Heard()
+    listener = await sqlite_engine.listen(["insert"], heard)
+    try:
+        result = await sqlite_engine.rescue_jobs(timeout=10, backstop=3600)
+        assert result.discarded == (ids[0],)
+        assert result.available == (ids[1], unknown_old[0].id)
+        assert sorted(p["queue"] for p in await heard.wait_for("insert", 2)) == ["q2", "q4"]
+    finally:
+        await listener.stop()
+    states = {i: j.state for i in ids if (j := await sqlite_engine.get_job(i)) is not None}
+    assert states == {
+        ids[0]: JobState.DISCARDED,
+        ids[1]: JobState.AVAILABLE,
+        ids[2]: JobState.EXECUTING,  # its producer is alive, however long it runs
+        ids[3]: JobState.AVAILABLE,
+        unknown_new[0].id: JobState.EXECUTING,
+    }
+    rescued = await sqlite_engine.get_job(ids[1])
+    assert rescued is not None and rescued.meta["rescued"] == 1 and rescued.attempt == 1
+    assert [p.uuid for p in await sqlite_engine.list_producers()] == [live]  # the dead one is forgotten
+    assert await sqlite_engine.still_executing([ids[0], ids[2], unknown_new[0].id, 10**9]) == {
+        ids[2],
+        unknown_new[0].id,
+    }
+    await sqlite_engine.delete_producers([live])
+    assert await sqlite_engine.list_producers() == []
+
+
+async def test_prune_jobs(sqlite_engine: SqliteEngine, db_path: str) -> None:
+    now = datetime.now(UTC)
+    old, young = stamp(now - timedelta(days=3)), stamp(now - timedelta(hours=1))
+    for state, column, when in (
+        ("completed", "completed_at", old),
+        ("cancelled", "cancelled_at", old),
+        ("discarded", "discarded_at", old),
+        ("completed", "completed_at", young),
+    ):
+        execute(
+            db_path,
+            f"INSERT INTO oban_jobs (state, queue, worker, {column}) VALUES (?, 'p', 'w', ?)",
+            (state, when),
+        )
+    for state in ("available", "scheduled", "retryable"):
+        execute(db_path, "INSERT INTO oban_jobs (state, queue, worker) VALUES (?, 'p', 'w')", (state,))
+    assert await sqlite_engine.prune_jobs(max_age=86400.0, limit=2) == 2
+    assert await sqlite_engine.prune_jobs(max_age=86400.0, limit=1000) == 1
+    assert [r["state"] for r in rows(db_path)] == ["completed", "available", "scheduled", "retryable"]
+    # Keeping the newest final jobs per queue.
+    for queue, n in (("a", 12), ("b", 3)):
+        for _ in range(n):
+            execute(
+                db_path,
+                "INSERT INTO oban_jobs (state, queue, worker, completed_at) VALUES ('completed', ?, 'w', ?)",
+                (queue, young),
+            )
+    newest_a = [r["id"] for r in rows(db_path, "queue = 'a'")][-5:]
+    assert await sqlite_engine.prune_jobs(max_age=86400.0, limit=100, keep_per_queue=5) == 7
+    assert [r["id"] for r in rows(db_path, "queue = 'a'")] == newest_a
+    assert len(rows(db_path, "queue = 'b'")) == 3
+
+
+async def test_cron_ticks_insert_once(sqlite_engine: SqliteEngine, db_path: str) -> None:
+    tick = datetime(2031, 1, 1, 12, 0)
+    now = datetime(2031, 1, 1, 12, 0, 1, tzinfo=UTC)
+    job = JobRequest("tests.cron", {"x": 1}, queue="cron", meta={"cron_name": "every"}, tags=("cron",))
+    heard = Heard()
+    listener = await sqlite_engine.listen(["insert"], heard)
+    try:
+        ticks = [CronTick("every", tick, job), CronTick("every", tick + timedelta(minutes=1), job)]
+        first = await sqlite_engine.insert_cron_jobs(ticks, now=now)
+        assert len(first) == 2
+        assert await sqlite_engine.insert_cron_jobs(ticks, now=now) == []
+        assert await heard.wait_for("insert") == [{"queue": "cron"}]
+    finally:
+        await listener.stop()
+    inserted = await sqlite_engine.get_job(first[0])
+    assert inserted is not None
+    assert (inserted.state, inserted.scheduled_at, inserted.meta, inserted.tags) == (
+        JobState.AVAILABLE,
+        now,
+        {"cron_name": "every"},
+        ("cron",),
+    )
+    assert await sqlite_engine.last_cron_ticks(["every", "never"]) == {
+        "every": (tick + timedelta(minutes=1)).replace(tzinfo=UTC)
+    }
+    # Pruning keeps each entry's latest tick.
+    await sqlite_engine.prune_jobs(max_age=1.0, limit=10, now=now + timedelta(days=3))
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM conveyor_cron_ticks").fetchone()[0] == 1
+
+
+async def test_queue_states(sqlite_engine: SqliteEngine) -> None:
+    assert await sqlite_engine.load_queue_states(INSTANCE) == {}
+    await sqlite_engine.save_queue_state(INSTANCE, "mail", paused=True)
+    await sqlite_engine.save_queue_state(INSTANCE, "mail", limit=4)
+    await sqlite_engine.save_queue_state(INSTANCE, "bulk", limit=2)
+    await sqlite_engine.save_queue_state("other", "mail", paused=False)
+    states = await sqlite_engine.load_queue_states(INSTANCE)
+    assert {q: (s.paused, s.limit) for q, s in states.items()} == {"mail": (True, 4), "bulk": (None, 2)}
+    await sqlite_engine.save_queue_state(INSTANCE, "mail", paused=False)
+    assert (await sqlite_engine.load_queue_states(INSTANCE))["mail"].paused is False
+
+
+# -- end to end -----------------------------------------------------------------------------------
+async def test_a_node_runs_async_thread_and_process_jobs(tmp_path: Path) -> None:
+    app = Conveyor(
+        database_url=f"sqlite:///{tmp_path}/jobs.db",
+        queues={"default": 10, "cpu": {"limit": 2, "executor": "process"}},
+        poll_interval=0.5,
+        stage_interval=0.1,
+        processes=1,
+        shutdown_grace=5.0,
+    )
+    await app.install()
+    async with app:
+        ids = await app.enqueue_many(
+            [
+                runtime_jobs.add.new(a=1, b=2),
+                runtime_jobs.multiply_in_thread.new(a=3, b=4),
+                runtime_jobs.context_process.new().with_options(queue="cpu"),
+                runtime_jobs.add.new(a=5, b=6).with_options(schedule_in=0.3),
+                runtime_jobs.fail.new(message="nope"),
+            ]
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            jobs = [await app.get_job(i) for i in ids]
+            if all(j is not None and j.state in (JobState.COMPLETED, JobState.RETRYABLE) for j in jobs):
+                break
+            await asyncio.sleep(0.05)
+        assert [j.state if j is not None else None for j in jobs] == [
+            JobState.COMPLETED,
+            JobState.COMPLETED,
+            JobState.COMPLETED,
+            JobState.COMPLETED,
+            JobState.RETRYABLE,
+        ]
+        assert await app.get_result(ids[0]) == 3
+        assert (await app.get_result(ids[1]))["product"] == 12
+        assert (await app.get_result(ids[2]))["pid"] != os.getpid()
+        assert await app.get_result(ids[3]) == 11
+        failed = await app.get_job(ids[4])
+        assert failed is not None and "nope" in failed.errors[0]["error"]
+
+
+async def test_insert_to_start_latency_through_a_node(tmp_path: Path) -> None:
+    key = uuid.uuid4().hex
+    app = Conveyor(database_url=f"sqlite:///{tmp_path}/jobs.db", queues={"default": 10}, poll_interval=5.0)
+    await app.install()
+    async with app:
+        await asyncio.sleep(0.1)
+        latencies = []
+        for _ in range(20):
+            started = time.monotonic()
+            await app.enqueue(runtime_jobs.mark_started.new(key=key))
+            deadline = time.monotonic() + 5
+            while runtime_jobs.EVENTS.get(key, 0.0) < started and time.monotonic() < deadline:  # noqa: ASYNC110
+                await asyncio.sleep(0.0005)
+            latencies.append(runtime_jobs.EVENTS[key] - started)
+        # Woken by the in-process notification, not by the 5 s poll.
+        assert sorted(latencies)[10] < 0.05, latencies
