@@ -1,6 +1,8 @@
 """The Conveyor demo: define jobs, enqueue them, run a node, print what happened.
 
-Run it with `bash scripts/demo.sh`, or directly: `python examples/demo.py [DATABASE_URL]`.
+Run it with `bash scripts/demo.sh`, or directly: `python examples/demo.py [DATABASE_URL]`. With no URL
+it uses a SQLite file (conveyor-demo.db in the working directory): no server needed. Pass a
+postgresql:// URL (or set CONVEYOR_DATABASE_URL) to run the same demo on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ import time
 
 from conveyor import Conveyor, Record, Snooze, job
 
-DATABASE_URL = os.environ.get("CONVEYOR_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
-PREFIX = os.environ.get("CONVEYOR_PREFIX", "conveyor_demo")
+DATABASE_URL = os.environ.get("CONVEYOR_DATABASE_URL", "sqlite:///conveyor-demo.db")
+PREFIX = os.environ.get("CONVEYOR_PREFIX", "conveyor_demo")  # PostgreSQL only: the schema to use
 
 
 @job(queue="mail", max_attempts=3)
@@ -52,7 +54,7 @@ async def wait_a_bit() -> Snooze | None:
 async def main(url: str) -> None:
     app = Conveyor(
         url,
-        prefix=PREFIX,
+        prefix=PREFIX if url.startswith("postgres") else "public",
         queues={"default": 5, "mail": 5, "reports": 2},
         poll_interval=0.2,
         stage_interval=0.2,

@@ -35,6 +35,24 @@ def test_every_example_has_a_test() -> None:
     assert {f"test_{name}" for name in scripts} <= set(globals())
 
 
+def test_demo_runs_on_the_default_sqlite_file(tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("CONVEYOR_")}
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "demo.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "conveyor-demo.db").exists()
+    assert re.search(
+        r"build_report\s+completed\s+attempts=1 result=\{'rows': 1000, 'total': 499500\}", done.stdout
+    )
+    assert re.search(r"flaky\s+completed\s+attempts=2 result='succeeded on attempt 2' errors=1", done.stdout)
+
+
 def test_demo(prefix: str, tmp_path: Path) -> None:
     out = run_example("demo.py", prefix, tmp_path)
     assert "[mail] welcome email sent to ada@example.com" in out
