@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
+from conveyor.engine import sqlalchemy_bridge
 from conveyor.errors import UnsupportedConnectionError
 
 ASYNC_EXPECTED = (
@@ -21,32 +22,21 @@ ASYNC_EXPECTED = (
 SYNC_EXPECTED = "a psycopg.Connection, or a SQLAlchemy Session/Connection on postgresql+psycopg"
 
 
-def _is_sqlalchemy(obj: Any, *names: str) -> bool:
-    return type(obj).__module__.startswith("sqlalchemy") and type(obj).__name__ in names
-
-
 async def async_driver_connection(conn: Any) -> psycopg.AsyncConnection[Any]:
     if isinstance(conn, psycopg.AsyncConnection):
         return conn
-    if _is_sqlalchemy(conn, "AsyncSession"):
-        conn = await conn.connection()
-    if _is_sqlalchemy(conn, "AsyncConnection"):
-        raw = await conn.get_raw_connection()
-        driver = raw.driver_connection
-        if isinstance(driver, psycopg.AsyncConnection):
-            return driver
+    driver = await sqlalchemy_bridge.async_driver(conn)
+    if isinstance(driver, psycopg.AsyncConnection):
+        return driver
     raise UnsupportedConnectionError(conn, ASYNC_EXPECTED)
 
 
 def sync_driver_connection(conn: Any) -> psycopg.Connection[Any]:
     if isinstance(conn, psycopg.Connection):
         return conn
-    if _is_sqlalchemy(conn, "Session"):
-        conn = conn.connection()
-    if _is_sqlalchemy(conn, "Connection"):
-        driver = conn.connection.driver_connection
-        if isinstance(driver, psycopg.Connection):
-            return driver
+    driver = sqlalchemy_bridge.sync_driver(conn)
+    if isinstance(driver, psycopg.Connection):
+        return driver
     raise UnsupportedConnectionError(conn, SYNC_EXPECTED)
 
 

@@ -7,34 +7,20 @@ starting at once cannot race.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
-from conveyor.engine.sqlfiles import SqlFiles, quote_identifier, quote_literal
+from conveyor.engine.migrations import LATEST_VERSION as _LATEST
+from conveyor.engine.migrations import MIGRATIONS
+from conveyor.engine.sqlfiles import SqlFiles, quote_identifier
+
+#: The schema version this Conveyor installs (the same on every engine).
+LATEST_VERSION = _LATEST
 
 SQL_PACKAGE = "conveyor.engine.postgres.sql"
 # An arbitrary constant that names "Conveyor is migrating" among advisory locks.
 MIGRATION_LOCK_KEY = 0x636F6E76
-
-
-@dataclass(frozen=True, slots=True)
-class Migration:
-    version: int
-    name: str
-
-    def sql(self, files: SqlFiles) -> str:
-        record = files["record_migration"].format(version=self.version, name=quote_literal(self.name))
-        return files[f"v{self.version:03d}_{self.name}"] + "\n" + record
-
-
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "oban_jobs"),
-    Migration(2, "cron_ticks"),
-    Migration(3, "queue_states"),
-)
-LATEST_VERSION = MIGRATIONS[-1].version
 
 
 def install_sql(prefix: str = "public", *, from_version: int = 0) -> str:

@@ -31,6 +31,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
+from conveyor.engine import sqlalchemy_bridge
 from conveyor.engine.sqlite.database import FIRST_BUSY_PAUSE, MAX_BUSY_PAUSE, is_busy
 from conveyor.errors import UnsupportedConnectionError
 
@@ -41,10 +42,6 @@ SAVEPOINT = "conveyor_insert"
 BEGIN_TIMEOUT = 30.0
 
 
-def _is_sqlalchemy(obj: Any, *names: str) -> bool:
-    return type(obj).__module__.startswith("sqlalchemy") and type(obj).__name__ in names
-
-
 def _is_aiosqlite(obj: Any) -> bool:
     return type(obj).__module__.startswith("aiosqlite") and type(obj).__name__ == "Connection"
 
@@ -53,13 +50,9 @@ async def async_driver_connection(conn: Any) -> Any:
     """The ``aiosqlite.Connection`` to insert through, or UnsupportedConnectionError."""
     if _is_aiosqlite(conn):
         return conn
-    if _is_sqlalchemy(conn, "AsyncSession"):
-        conn = await conn.connection()
-    if _is_sqlalchemy(conn, "AsyncConnection"):
-        raw = await conn.get_raw_connection()
-        driver = raw.driver_connection
-        if _is_aiosqlite(driver):
-            return driver
+    driver = await sqlalchemy_bridge.async_driver(conn)
+    if _is_aiosqlite(driver):
+        return driver
     raise UnsupportedConnectionError(conn, ASYNC_EXPECTED)
 
 
@@ -67,12 +60,9 @@ def sync_driver_connection(conn: Any) -> sqlite3.Connection:
     """The ``sqlite3.Connection`` to insert through, or UnsupportedConnectionError."""
     if isinstance(conn, sqlite3.Connection):
         return conn
-    if _is_sqlalchemy(conn, "Session"):
-        conn = conn.connection()
-    if _is_sqlalchemy(conn, "Connection"):
-        driver = conn.connection.driver_connection
-        if isinstance(driver, sqlite3.Connection):
-            return driver
+    driver = sqlalchemy_bridge.sync_driver(conn)
+    if isinstance(driver, sqlite3.Connection):
+        return driver
     raise UnsupportedConnectionError(conn, SYNC_EXPECTED)
 
 

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import dataclass
 
-from conveyor.engine.sqlfiles import SqlFiles, quote_literal
+from conveyor.engine.migrations import LATEST_VERSION as _LATEST
+from conveyor.engine.migrations import MIGRATIONS
+from conveyor.engine.sqlfiles import SqlFiles
 from conveyor.errors import ValidationError
+
+#: The schema version this Conveyor installs (the same on every engine).
+LATEST_VERSION = _LATEST
 
 SQL_PACKAGE = "conveyor.engine.sqlite.sql"
 DEFAULT_PREFIX = "public"
@@ -31,25 +35,6 @@ def check_prefix(prefix: str) -> str:
             f"prefix {DEFAULT_PREFIX!r} (prefixes are a PostgreSQL feature)",
         )
     return prefix
-
-
-@dataclass(frozen=True, slots=True)
-class Migration:
-    version: int
-    name: str
-
-    def sql(self, files: SqlFiles) -> str:
-        record = files["record_migration"].format(version=self.version, name=quote_literal(self.name))
-        return files[f"v{self.version:03d}_{self.name}"] + "\n" + record
-
-
-#: The same versions as PostgreSQL's migrations, so a version means the same features on both.
-MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "oban_jobs"),
-    Migration(2, "cron_ticks"),
-    Migration(3, "queue_states"),
-)
-LATEST_VERSION = MIGRATIONS[-1].version
 
 
 def install_sql(prefix: str = DEFAULT_PREFIX, *, from_version: int = 0) -> str:
