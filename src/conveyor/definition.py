@@ -68,10 +68,16 @@ class JobDefinition:
     #: Insert this job on every tick of this cron expression (with the default args).
     cron: str | None = None
     timezone: str = "UTC"
+    #: A request with the defaults and no args (set at construction).
+    template: JobRequest = field(init=False, repr=False, compare=False)
 
     def new(self, **args: Any) -> JobRequest:
         """A request for one job of this kind, with the definition's default options."""
-        return JobRequest(worker=self.name, args=args, **self.defaults)
+        return self.template.with_args(args)
+
+    def __post_init__(self) -> None:
+        # Validated once here; ``new`` copies it and only checks the args.
+        object.__setattr__(self, "template", JobRequest(worker=self.name, **self.defaults))
 
 
 def _build_definition(target: Any, *, is_class: bool, is_async: bool, **options: Any) -> JobDefinition:
@@ -104,8 +110,6 @@ def _build_definition(target: Any, *, is_class: bool, is_async: bool, **options:
 
         CronExpression.parse(cron)  # fail at import time, pointing at the bad field
         load_zone(timezone)
-    # Validate the remaining defaults once, now, by building a request with them.
-    JobRequest(worker=name, **options)
     return JobDefinition(
         name=name,
         target=target,

@@ -83,9 +83,9 @@ def check_tags(value: Any) -> tuple[str, ...]:
 
 def encode_mapping(field: str, value: Any) -> bytes:
     """Check that ``value`` is a JSON-serialisable mapping with string keys; return its JSON."""
-    if not isinstance(value, Mapping):
-        raise ValidationError(field, value, "must be a mapping (dict) of JSON-serialisable values")
-    if not isinstance(value, dict):
+    if type(value) is not dict:  # the common case skips the (slow) abstract-class check
+        if not isinstance(value, Mapping):
+            raise ValidationError(field, value, "must be a mapping (dict) of JSON-serialisable values")
         value = dict(value)
     try:
         encoded = orjson.dumps(value)

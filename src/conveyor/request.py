@@ -64,6 +64,16 @@ class JobRequest:
             delay = opt.check_delay("schedule_in", self.schedule_in)
             object.__setattr__(self, "schedule_in", delay)
 
+    def with_args(self, args: Mapping[str, Any]) -> JobRequest:
+        """A copy with other args. Only the args are checked: everything else was validated when
+        this request was built, so making many jobs of one kind stays cheap."""
+        copy = object.__new__(JobRequest)
+        for name in _COPIED_FIELDS:
+            object.__setattr__(copy, name, getattr(self, name))
+        object.__setattr__(copy, "args", args)
+        object.__setattr__(copy, "args_json", opt.encode_mapping("args", args))
+        return copy
+
     def with_options(self, **options: Any) -> JobRequest:
         """Return a copy with some options changed (queue, priority, scheduled_at, ...)."""
         check_option_names(options)
@@ -81,3 +91,6 @@ def check_option_names(options: Mapping[str, Any], allowed: tuple[str, ...] = EN
     for name, value in options.items():
         if name not in allowed:
             raise UnknownOptionError(name, value, allowed)
+
+
+_COPIED_FIELDS = tuple(f.name for f in dataclasses.fields(JobRequest) if f.name not in ("args", "args_json"))
