@@ -43,13 +43,19 @@ class Settings:
     engine: str = "postgres"
     dsn: str = DEFAULT_DSN
     jobs: int | None = None
-    concurrency: int = 1
+    #: None when not given: each scenario has its own default (``drain`` runs several levels).
+    concurrency: int | None = None
+    #: ``cpu``: milliseconds of work per job (None: its default).
+    job_ms: float | None = None
+    #: ``drain-history``: completed jobs in the table before the drain (None: its default).
+    history: int | None = None
 
     def job_count(self, default: int) -> int:
         return self.jobs if self.jobs is not None else default
 
 
-Scenario = Callable[[Settings], Coroutine[Any, Any, Figures]]
+#: A scenario returns its figures, or one set of figures per variant it ran (e.g. per concurrency).
+Scenario = Callable[[Settings], Coroutine[Any, Any, Figures | list[Figures]]]
 
 
 # -- the database ----------------------------------------------------------------------------
@@ -63,7 +69,7 @@ async def fresh_app(settings: Settings, *, pool_size: int | None = None) -> Asyn
     if settings.engine != "postgres":
         raise SystemExit(f"engine {settings.engine!r} is not supported by the benchmarks yet")
     prefix = f"conveyor_bench_{uuid.uuid4().hex[:10]}"
-    size = pool_size if pool_size is not None else max(2, settings.concurrency + 1)
+    size = pool_size if pool_size is not None else max(2, (settings.concurrency or 1) + 1)
     engine = PostgresEngine(settings.dsn, prefix=prefix, min_connections=size, max_connections=size)
     app = Conveyor(engine=engine)
     try:

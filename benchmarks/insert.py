@@ -39,7 +39,7 @@ async def insert_bulk(settings: Settings) -> Figures:
 
 async def insert_single(settings: Settings) -> Figures:
     jobs = settings.job_count(SINGLE_JOBS)
-    workers = max(1, settings.concurrency)
+    workers = max(1, settings.concurrency or 1)
     latencies: list[float] = []
 
     async def insert_share(share: int) -> None:

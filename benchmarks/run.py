@@ -4,7 +4,8 @@ Each scenario runs on a schema of its own, installed first and dropped afterward
 table (or, with ``--json``, exactly one JSON object per line). ``all`` runs every scenario.
 
 To add a scenario write ``async def my_scenario(settings: Settings) -> Figures`` (in a module of
-this folder; ``common.py`` has the helpers) and add it to ``SCENARIOS`` below.
+this folder; ``common.py`` has the helpers) and add it to ``SCENARIOS`` below. A scenario that runs
+several variants (``drain`` at two concurrencies) returns a list: one table or JSON line each.
 """
 
 from __future__ import annotations
@@ -17,11 +18,16 @@ from collections.abc import Sequence
 
 from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_table
 from insert import insert_bulk, insert_single
+from runtime import cpu, drain, drain_history, latency
 
 #: Every scenario, by the name the command line uses. Order is the order ``all`` runs them in.
 SCENARIOS: dict[str, Scenario] = {
     "insert-bulk": insert_bulk,
     "insert-single": insert_single,
+    "drain": drain,
+    "latency": latency,
+    "cpu": cpu,
+    "drain-history": drain_history,
 }
 #: Engines the scenarios can run on (``common.fresh_app`` opens them).
 ENGINES = ("postgres", "sqlite")
@@ -35,7 +41,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--engine", choices=ENGINES, default="postgres")
     parser.add_argument("--dsn", default=DEFAULT_DSN, help="PostgreSQL URL (default: %(default)s)")
     parser.add_argument("--jobs", type=int, default=None, help="jobs per scenario (default: its own)")
-    parser.add_argument("--concurrency", type=int, default=1, help="concurrent tasks where it applies")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="concurrent tasks, or a node's queue limit (default: the scenario's own)",
+    )
+    parser.add_argument("--job-ms", type=float, default=None, help="cpu: milliseconds of work per job")
+    parser.add_argument("--history", type=int, default=None, help="drain-history: completed jobs beforehand")
     parser.add_argument("--json", action="store_true", help="one JSON object per scenario per line")
     args = parser.parse_args(argv)
     names: list[str] = []
@@ -49,32 +62,45 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.scenarios = names
     if args.jobs is not None and args.jobs < 1:
         parser.error("--jobs must be at least 1")
-    if args.concurrency < 1:
+    if args.concurrency is not None and args.concurrency < 1:
         parser.error("--concurrency must be at least 1")
+    if args.job_ms is not None and args.job_ms <= 0:
+        parser.error("--job-ms must be positive")
+    if args.history is not None and args.history < 0:
+        parser.error("--history must be at least 0")
     return args
 
 
-def run_scenario(name: str, settings: Settings) -> Figures:
-    figures = asyncio.run(SCENARIOS[name](settings))
-    return {"scenario": name, "engine": settings.engine, **figures}
+def run_scenario(name: str, settings: Settings) -> list[Figures]:
+    result = asyncio.run(SCENARIOS[name](settings))
+    variants = result if isinstance(result, list) else [result]
+    return [{"scenario": name, "engine": settings.engine, **figures} for figures in variants]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    settings = Settings(engine=args.engine, dsn=args.dsn, jobs=args.jobs, concurrency=args.concurrency)
+    settings = Settings(
+        engine=args.engine,
+        dsn=args.dsn,
+        jobs=args.jobs,
+        concurrency=args.concurrency,
+        job_ms=args.job_ms,
+        history=args.history,
+    )
     failed = 0
     for name in args.scenarios:
         try:
-            figures = run_scenario(name, settings)
+            variants = run_scenario(name, settings)
         except Exception:
             failed += 1
             print(f"scenario {name} failed:", file=sys.stderr)
             traceback.print_exc()
             continue
-        if args.json:
-            print_json(figures)
-        else:
-            print_table(figures)
+        for figures in variants:
+            if args.json:
+                print_json(figures)
+            else:
+                print_table(figures)
     return 1 if failed else 0
 
 

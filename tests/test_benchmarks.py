@@ -26,3 +26,33 @@ def test_benchmarks_print_one_json_object_per_scenario(dsn: str) -> None:
         assert figures["jobs_per_s"] > 0
     single = json.loads(lines[1])
     assert 0 < single["p50_ms"] <= single["p95_ms"] <= single["p99_ms"]
+
+
+RUNTIME_SCENARIOS = ("drain", "latency", "cpu", "drain-history")
+
+
+def test_runtime_benchmarks_run_at_tiny_sizes_and_print_json(dsn: str) -> None:
+    """Each runtime scenario at a size that takes seconds, not minutes: the figures are meaningless,
+    but every scenario runs its node, measures, and reports."""
+    tiny = ["--jobs", "20", "--job-ms", "5", "--history", "2000"]
+    command = [sys.executable, "benchmarks/run.py", *RUNTIME_SCENARIOS, *tiny, "--json", "--dsn", dsn]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    # drain runs at two concurrencies when none is given: one object each.
+    assert [(r["scenario"], r.get("concurrency")) for r in results] == [
+        ("drain", 20),
+        ("drain", 100),
+        ("latency", 10),
+        ("cpu", 4),
+        ("drain-history", 100),
+    ]
+    for figures in results:
+        assert figures["engine"] == "postgres"
+        assert figures["jobs"] == 20
+        assert figures["leadership"] is False
+    drain_20, drain_100, latency, cpu, history = results
+    assert drain_20["jobs_per_s"] > 0 and drain_100["jobs_per_s"] > 0
+    assert 0 < latency["p50_ms"] <= latency["p95_ms"] <= latency["p99_ms"]
+    assert cpu["processes"] == 2 and cpu["speedup"] > 0 and cpu["sequential_s"] > 0
+    assert history["history"] == 2000 and history["jobs_per_s"] > 0 and history["ratio"] > 0

@@ -4,7 +4,6 @@ while the database can be reached."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from conveyor.acks import Ack
@@ -23,17 +22,24 @@ class Acker:
         self.batch_size = batch_size
         self.delay = delay
         self._pending: list[Ack] = []
-        self._has_work = asyncio.Event()
-        self._full = asyncio.Event()
+        # What the loop waits for, resolved by push() or stop(): any ack while idle, a full batch
+        # while gathering one. A bare future (not Events awaited through wait_for, which makes a task
+        # per wait) since the loop waits once or twice per batch, hundreds of times a second.
+        self._waiter: asyncio.Future[None] | None = None
+        self._gathering = False
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.written = 0
 
     def push(self, ack: Ack) -> None:
         self._pending.append(ack)
-        self._has_work.set()
-        if len(self._pending) >= self.batch_size:
-            self._full.set()
+        waiter = self._waiter
+        if (
+            waiter is not None
+            and not waiter.done()
+            and (not self._gathering or len(self._pending) >= self.batch_size)
+        ):
+            waiter.set_result(None)
 
     @property
     def backlog(self) -> int:
@@ -45,8 +51,8 @@ class Acker:
     async def stop(self, timeout: float = 30.0) -> None:
         """Write every pending ack (retrying while the database is unreachable, up to ``timeout``)."""
         self._stopping = True
-        self._has_work.set()
-        self._full.set()
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
         if self._task is not None:
             try:
                 await asyncio.wait_for(self._task, timeout)
@@ -60,20 +66,29 @@ class Acker:
 
     async def _loop(self) -> None:
         while True:
-            await self._has_work.wait()
             if not self._pending:
-                self._has_work.clear()
                 if self._stopping:
                     return
+                await self._wait(None, gathering=False)
                 continue
             # Give a burst a moment to gather into one statement, unless a batch is already full.
             if len(self._pending) < self.batch_size and not self._stopping:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._full.wait(), self.delay)
+                await self._wait(self.delay, gathering=True)
             batch, self._pending = self._pending[: self.batch_size], self._pending[self.batch_size :]
-            if len(self._pending) < self.batch_size:
-                self._full.clear()
             await self._write(batch)
+
+    async def _wait(self, timeout: float | None, *, gathering: bool) -> None:
+        """Until push() or stop() resolves the waiter (see ``push``), or ``timeout`` passes."""
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        self._gathering = gathering
+        timer = None if timeout is None else loop.call_later(timeout, _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
 
     async def _write(self, batch: list[Ack]) -> None:
         failures = 0
@@ -87,3 +102,8 @@ class Acker:
                 failures += 1
                 log.warning("writing %d acks failed (%s); retrying in %.2fs", len(batch), exc, delay)
                 await asyncio.sleep(delay)
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

@@ -22,7 +22,12 @@ class Service(ABC):
 
     def __init__(self, interval: float | None) -> None:
         self.interval = interval
-        self._wake = asyncio.Event()
+        # A flag and a bare future rather than an asyncio.Event awaited through wait_for: wait_for
+        # makes a task per sleep and needs three loop turns from wake() to the loop running again,
+        # where a future resolved by wake() (or by a timer) needs one. A busy producer sleeps and
+        # wakes hundreds of times a second.
+        self._woken = False
+        self._waiter: asyncio.Future[None] | None = None
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
 
@@ -39,12 +44,15 @@ class Service(ABC):
         self._task = asyncio.create_task(self._loop(), name=f"conveyor-{self.name}")
 
     def wake(self) -> None:
-        self._wake.set()
+        self._woken = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def stop(self) -> None:
         """Stop after the current tick (which is allowed to finish)."""
         self._stopping = True
-        self._wake.set()
+        self.wake()
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
@@ -53,7 +61,7 @@ class Service(ABC):
     async def _loop(self) -> None:
         failures = 0
         while not self._stopping:
-            self._wake.clear()
+            self._woken = False
             try:
                 await self.tick()
                 failures = 0
@@ -63,9 +71,24 @@ class Service(ABC):
                 log.exception("%s failed; retrying in %.1fs", self.name, delay)
                 await self._sleep(delay)
                 continue
-            if not self._stopping and not self._wake.is_set():
+            if not self._stopping and not self._woken:
                 await self._sleep(self.interval)
 
     async def _sleep(self, seconds: float | None) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
+        """Wait until woken (at once if woken since the last tick began) or ``seconds`` pass."""
+        if self._woken:
+            return
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = None if seconds is None else loop.call_later(seconds, _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

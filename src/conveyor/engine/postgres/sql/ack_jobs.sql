@@ -1,5 +1,11 @@
 -- Write the end of many attempts in one statement. An ack applies only while its row is still
 -- executing the same attempt: a rescued and re-claimed job is never overwritten by a stale ack.
+--
+-- Each row must be found through the primary key, whatever the estimates (the engine runs this with
+-- a generic plan): the ids reach the UPDATE as an array, and the state is compared as text so the
+-- (state, queue, ...) index is no candidate. A bitmap scan of that index for 'executing' visits every
+-- executing entry the table ever had until a vacuum (bitmap scans never mark dead entries), so an
+-- ack of 20 jobs took over 5 ms after 50,000 jobs instead of half a millisecond.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
@@ -27,7 +33,8 @@ SET state = a.state::{prefix}.oban_job_state,
         ELSE j.meta || a.meta
     END
 FROM acks AS a, clock
-WHERE j.id = a.id
-  AND j.state = 'executing'
+WHERE j.id = ANY(ARRAY(SELECT id FROM acks))
+  AND j.id = a.id
+  AND j.state::text = 'executing'
   AND j.attempt = a.attempt
 RETURNING j.id;

@@ -1,23 +1,33 @@
 -- Claim up to %(demand)s available jobs of one queue, in priority, scheduled_at, id order.
 -- SKIP LOCKED lets every producer of the fleet fetch at once without waiting on each other.
 -- attempted_by records [node, producer uuid] so rescue can tell whose jobs are orphaned.
+--
+-- The engine runs this as a prepared statement with a generic plan (one plan for every demand), so
+-- its shape must be right whatever the estimates: the claimed ids reach the UPDATE as an array,
+-- which can only be looked up through the primary key. Joined to the CTE instead, a generic plan
+-- expects a tenth of the queue to be claimed and hashes the whole table (tens of ms per fetch), and
+-- even a custom plan spends most of a millisecond planning the join.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
 claimed AS (
-    SELECT id AS claimed_id
+    SELECT id
     FROM {prefix}.oban_jobs
     WHERE state = 'available' AND queue = %(queue)s AND attempt < max_attempts
     ORDER BY priority, scheduled_at, id
     LIMIT %(demand)s
     FOR UPDATE SKIP LOCKED
+),
+updated AS (
+    UPDATE {prefix}.oban_jobs AS j
+    SET state = 'executing',
+        attempt = j.attempt + 1,
+        attempted_at = clock.now,
+        attempted_by = ARRAY[%(node)s::text, %(producer)s::text]
+    FROM clock
+    WHERE j.id = ANY(ARRAY(SELECT id FROM claimed))
+      AND j.attempt < j.max_attempts
+    RETURNING {job_columns}
 )
-UPDATE {prefix}.oban_jobs AS j
-SET state = 'executing',
-    attempt = j.attempt + 1,
-    attempted_at = clock.now,
-    attempted_by = ARRAY[%(node)s::text, %(producer)s::text]
-FROM claimed, clock
-WHERE j.id = claimed.claimed_id
-  AND j.attempt < j.max_attempts
-RETURNING {job_columns};
+-- The primary key hands the rows back in id order: give them in claim order again.
+SELECT * FROM updated ORDER BY priority, scheduled_at, id;

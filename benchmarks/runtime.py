@@ -1,0 +1,283 @@
+"""Runtime scenarios: how fast a node runs jobs, how quickly it starts one, how well it uses cores.
+
+``drain``: ``jobs`` no-op async jobs (default 50,000) are inserted first; then one node with
+``queues={"default": C}`` is started and timed until the acker has written the last ack. Run for
+C = 20 and C = 100 unless ``--concurrency`` names one; one result per concurrency.
+``latency``: an idle node; ``jobs`` (default 200) jobs are enqueued one at a time 50 ms apart and
+each is timed from the moment its insert has committed (``enqueue`` returned) to its first line.
+``cpu``: ``jobs`` (default 40) pure-Python jobs of ``--job-ms`` (default 100 ms) each, run by a node
+with ``processes=2`` and ``executor="process"`` (queue limit 4 unless ``--concurrency``), against the
+same work run one job after another in this process (the sequential baseline) and by a plain
+``multiprocessing`` pool of 2 (what the machine allows), in alternating rounds of one run.
+``drain-history``: ``drain`` at C = 100 on a table that already holds ``--history`` (default
+2,000,000) completed jobs, against a plain ``drain`` measured in the same run (before and after).
+
+The nodes run with ``leadership=False``: rescue, pruning and cron are leader duties with nothing to
+do here, and a pruner deleting the history in the middle of a measurement would only add noise.
+Everything else (listener, heartbeat, stager, acker) runs as in production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import statistics
+import time
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import bench_jobs
+import psycopg
+from common import Figures, Settings, fresh_app, latency_figures, rate
+
+from conveyor import Conveyor, JobRequest
+from conveyor.engine.postgres import PostgresEngine
+from conveyor.engine.sqlfiles import quote_identifier
+
+DRAIN_JOBS = 50_000
+DRAIN_CONCURRENCY = (20, 100)
+HISTORY_CONCURRENCY = 100
+HISTORY_ROWS = 2_000_000
+LATENCY_JOBS = 200
+LATENCY_GAP = 0.050
+#: Jobs enqueued (and not counted) before the latency clock starts: statements get prepared.
+LATENCY_WARMUP = 20
+CPU_JOBS = 40
+CPU_JOB_MS = 100.0
+CPU_PROCESSES = 2
+#: Rounds of (sequential, Conveyor, plain multiprocessing), the second in reverse order, so a drift
+#: of the shared machine's load weighs on every variant alike.
+CPU_ROUNDS = 2
+#: Every wake-up of this process takes CPU from the two busy workers: look for the last ack rarely.
+CPU_POLL = 0.01
+#: Connections of the engine a node runs on (producer, acker, heartbeat, stager, inserts).
+NODE_POOL = 10
+#: How often a scenario looks at the acker's count while it waits for the last ack.
+POLL = 0.002
+NOT_DONE = ("available", "scheduled", "executing", "retryable", "discarded", "cancelled")
+
+
+@asynccontextmanager
+async def running_node(base: Conveyor, queues: dict[str, Any], **options: Any) -> AsyncIterator[Conveyor]:
+    """A node on ``base``'s engine (its schema), stopped afterwards without closing the engine."""
+    app = Conveyor(engine=await base.engine(), queues=queues, leadership=False, **options)
+    await app.start()
+    try:
+        yield app
+    finally:
+        if app.node is not None:
+            await app.node.stop()
+            app.node = None
+
+
+async def written(app: Conveyor, count: int, timeout: float, poll: float = POLL) -> None:
+    """Wait until the node's acker has written ``count`` acks (looking every ``poll`` seconds)."""
+    assert app.node is not None
+    acker = app.node.acker
+    deadline = time.perf_counter() + timeout
+    while acker.written < count:
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"only {acker.written} of {count} jobs were acked within {timeout:g}s")
+        await asyncio.sleep(poll)
+
+
+async def check_all_completed(app: Conveyor) -> None:
+    left = await app.list_jobs(states=NOT_DONE, limit=5)
+    if left:
+        raise AssertionError(f"jobs not completed: {[(j.id, j.state.value) for j in left]}")
+
+
+async def enqueue_all(app: Conveyor, requests: Iterable[JobRequest]) -> int:
+    return len(await app.enqueue_many(requests))
+
+
+# -- drain ---------------------------------------------------------------------------------------
+async def drain_once(settings: Settings, jobs: int, concurrency: int, history: int = 0) -> Figures:
+    async with fresh_app(settings, pool_size=NODE_POOL) as base:
+        if history:
+            await load_history(base, history)
+        await enqueue_all(base, (bench_jobs.noop.new(n=n) for n in range(jobs)))
+        started = time.perf_counter()
+        async with running_node(base, {"default": concurrency}) as app:
+            await written(app, jobs, timeout=max(60.0, jobs / 500))
+            seconds = time.perf_counter() - started
+        await check_all_completed(base)
+    return {
+        "jobs": jobs,
+        "concurrency": concurrency,
+        "seconds": round(seconds, 4),
+        "jobs_per_s": rate(jobs, seconds),
+        "leadership": False,
+    }
+
+
+async def drain(settings: Settings) -> list[Figures]:
+    jobs = settings.job_count(DRAIN_JOBS)
+    levels = (settings.concurrency,) if settings.concurrency is not None else DRAIN_CONCURRENCY
+    return [await drain_once(settings, jobs, level) for level in levels]
+
+
+# -- drain with a big history ---------------------------------------------------------------
+async def load_history(base: Conveyor, rows: int) -> None:
+    """``rows`` completed jobs spread over the last day, written by one INSERT ... SELECT, then
+    vacuumed and analyzed (as autovacuum would have done long ago on a live table; doing it now
+    also keeps an autovacuum of the fresh rows out of the measurement)."""
+    engine = await base.engine()
+    assert isinstance(engine, PostgresEngine)  # drain_history checked the engine
+    table = f"{quote_identifier(engine.prefix)}.oban_jobs"
+    statement = f"""
+        INSERT INTO {table} (state, queue, worker, args, attempt, max_attempts, attempted_by,
+                             inserted_at, scheduled_at, attempted_at, completed_at)
+        SELECT 'completed', 'default', 'bench_jobs.noop', jsonb_build_object('n', g), 1, 20,
+               ARRAY['bench-history-node', 'bench-history-producer'], t, t, t, t + interval '1 ms'
+        FROM generate_series(1, %(rows)s) AS g,
+             LATERAL (SELECT timezone('UTC', now()) - make_interval(secs => 86000.0 * g / %(rows)s)) AS c(t)
+    """
+    async with await psycopg.AsyncConnection.connect(engine.dsn, autocommit=True) as conn:
+        await conn.execute(statement.encode(), {"rows": rows})
+        await conn.execute(f"VACUUM (ANALYZE) {table}".encode())
+
+
+async def drain_history(settings: Settings) -> Figures:
+    if settings.engine != "postgres":
+        raise RuntimeError("drain-history runs on PostgreSQL only (it writes the history in SQL)")
+    jobs = settings.job_count(DRAIN_JOBS)
+    history = settings.history if settings.history is not None else HISTORY_ROWS
+    concurrency = settings.concurrency or HISTORY_CONCURRENCY
+    # A plain drain before and after the history drain, so a drift of the shared machine's load
+    # shows in both sides of the ratio.
+    before = await drain_once(settings, jobs, concurrency)
+    loaded = time.perf_counter()
+    measured = await drain_once(settings, jobs, concurrency, history=history)
+    total = time.perf_counter() - loaded
+    after = await drain_once(settings, jobs, concurrency)
+    plain = statistics.mean([before["jobs_per_s"], after["jobs_per_s"]])
+    return {
+        "jobs": jobs,
+        "history": history,
+        "concurrency": concurrency,
+        "seconds": measured["seconds"],
+        "jobs_per_s": measured["jobs_per_s"],
+        "plain_jobs_per_s": round(plain, 1),
+        "plain_runs_jobs_per_s": [before["jobs_per_s"], after["jobs_per_s"]],
+        "ratio": round(measured["jobs_per_s"] / plain, 3),
+        "history_setup_s": round(total - measured["seconds"], 1),
+        "leadership": False,
+    }
+
+
+# -- latency -------------------------------------------------------------------------------------
+async def latency(settings: Settings) -> Figures:
+    jobs = settings.job_count(LATENCY_JOBS)
+    concurrency = settings.concurrency or 10
+    committed: dict[int, float] = {}
+    bench_jobs.STARTED.clear()
+    async with (
+        fresh_app(settings, pool_size=NODE_POOL) as base,
+        running_node(base, {"default": concurrency}) as app,
+    ):
+        warmup = min(LATENCY_WARMUP, jobs)
+        for n in range(-warmup, jobs):
+            await app.enqueue(bench_jobs.mark.new(n=n))
+            committed[n] = time.perf_counter()
+            await asyncio.sleep(LATENCY_GAP)
+        await written(app, warmup + jobs, timeout=30.0)
+    seconds = [bench_jobs.STARTED[n] - committed[n] for n in range(jobs)]
+    return {
+        "jobs": jobs,
+        "concurrency": concurrency,
+        "gap_ms": LATENCY_GAP * 1000,
+        **latency_figures(seconds),
+        "leadership": False,
+    }
+
+
+# -- cpu -----------------------------------------------------------------------------------------
+def calibrate(job_ms: float) -> int:
+    """The loop count that makes ``bench_jobs.spin`` take about ``job_ms`` on this machine."""
+    loops = 100_000
+    while True:
+        started = time.perf_counter()
+        bench_jobs.spin(loops)
+        took = time.perf_counter() - started
+        if took > 0.05 or took * 1000 > job_ms:
+            return max(1, round(loops * job_ms / 1000 / took))
+        loops *= 4
+
+
+def run_sequential(loops: int, jobs: int) -> float:
+    """Seconds to run the jobs' work one after another in this process (one core)."""
+    started = time.perf_counter()
+    for _ in range(jobs):
+        bench_jobs.spin(loops)
+    return time.perf_counter() - started
+
+
+def run_multiprocessing(pool: Any, loops: int, jobs: int) -> float:
+    """Seconds for a plain ``multiprocessing`` pool to run the same work, one job per task: what the
+    machine allows, to read Conveyor's figure against."""
+    started = time.perf_counter()
+    pool.map(bench_jobs.spin, [loops] * jobs, chunksize=1)
+    return time.perf_counter() - started
+
+
+async def run_conveyor(app: Conveyor, loops: int, jobs: int, job_ms: float) -> float:
+    """Seconds from enqueueing the jobs to the last ack written."""
+    assert app.node is not None
+    target = app.node.acker.written + jobs
+    started = time.perf_counter()
+    await enqueue_all(app, (bench_jobs.burn.new(loops=loops) for _ in range(jobs)))
+    await written(app, target, timeout=60.0 + jobs * job_ms / 1000, poll=CPU_POLL)
+    return time.perf_counter() - started
+
+
+async def cpu(settings: Settings) -> Figures:
+    jobs = settings.job_count(CPU_JOBS)
+    job_ms = settings.job_ms if settings.job_ms is not None else CPU_JOB_MS
+    processes = CPU_PROCESSES
+    # Twice as many slots as processes: a freed process takes the next claimed job at once instead of
+    # waiting for an ack and a fetch; the process pool still runs one job per process at a time.
+    limit = settings.concurrency or 2 * processes
+    loops = calibrate(job_ms)
+    sequential: list[float] = []
+    pooled: list[float] = []
+    plain: list[float] = []
+    queue = {"cpu": {"limit": limit, "executor": "process"}}
+    with multiprocessing.get_context("spawn").Pool(processes) as mp_pool:
+        mp_pool.map(bench_jobs.spin, [1] * processes * 2, chunksize=1)  # spawned and imported
+        async with (
+            fresh_app(settings, pool_size=NODE_POOL) as base,
+            running_node(base, queue, processes=processes) as app,
+        ):
+            # A process executor on the queue spawns the pool at node start; one short job per
+            # process (all at once, each sleeping) also gets every process past its imports and
+            # first job before the clock starts.
+            await enqueue_all(app, (bench_jobs.pause.new(seconds=0.2) for _ in range(processes)))
+            await written(app, processes, timeout=60.0)
+            for round_ in range(CPU_ROUNDS):
+                # The sequential runs block this loop (and the idle node) for their duration: harmless.
+                variants = [
+                    lambda: sequential.append(run_sequential(loops, jobs)),
+                    lambda: plain.append(run_multiprocessing(mp_pool, loops, jobs)),
+                ]
+                if round_ % 2:
+                    variants.reverse()
+                variants[0]()
+                pooled.append(await run_conveyor(app, loops, jobs, job_ms))
+                variants[1]()
+            await check_all_completed(app)
+    return {
+        "jobs": jobs,
+        "job_ms": job_ms,
+        "processes": processes,
+        "concurrency": limit,
+        "rounds": CPU_ROUNDS,
+        "sequential_s": round(statistics.mean(sequential), 4),
+        "process_pool_s": round(statistics.mean(pooled), 4),
+        "speedup": round(sum(sequential) / sum(pooled), 3),
+        "multiprocessing_s": round(statistics.mean(plain), 4),
+        "multiprocessing_speedup": round(sum(sequential) / sum(plain), 3),
+        "warmup": "pool spawned at node start (queue executor=process), then one job per process",
+        "leadership": False,
+    }

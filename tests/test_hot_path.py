@@ -1,0 +1,81 @@
+"""The PostgreSQL hot path: fetch_jobs.sql and ack_jobs.sql run on sessions of their own with one
+generic plan each (see PostgresEngine), so their plans must read through the indexes whatever the
+table held when the plan was made, and what they return must be ready to use."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC
+
+from psycopg import sql
+
+from conveyor import JobRequest
+from conveyor.acks import Ack
+from conveyor.engine.postgres import PostgresEngine
+from conveyor.job import JobState
+
+NODE, PRODUCER = "node-1", "producer-1"
+
+
+def positional(statement: str, names: list[str]) -> str:
+    """A statement with psycopg's %(name)s placeholders as PREPARE's $1, $2, ..."""
+    for index, name in enumerate(names, start=1):
+        statement = statement.replace(f"%({name})s", f"${index}")
+    return statement
+
+
+async def generic_plan(engine: PostgresEngine, statement: str, types: str, args: list[object]) -> str:
+    """EXPLAIN of ``statement`` prepared on a hot-path session, as that session plans it."""
+    async with engine.hot_pool.connection() as conn:
+        await conn.execute(f"PREPARE conveyor_plan_test ({types}) AS {statement}".encode(), prepare=False)
+        try:
+            literals = sql.SQL(", ").join(sql.Literal(arg) for arg in args)
+            query = sql.SQL("EXPLAIN EXECUTE conveyor_plan_test ({})").format(literals)
+            cur = await conn.execute(query, prepare=False)
+            return "\n".join(row[0] for row in await cur.fetchall())
+        finally:
+            await conn.execute(b"DEALLOCATE conveyor_plan_test", prepare=False)
+
+
+async def test_fetch_and_ack_plans_use_the_indexes_even_when_planned_on_a_tiny_table(
+    engine: PostgresEngine,
+) -> None:
+    # Three rows: on a default session the planner reads them with sequential scans, and a generic
+    # plan made now would keep doing so after the table has grown to millions of rows.
+    ids = await engine.insert([JobRequest(worker="tests.noop", args={"n": n}) for n in range(3)])
+    fetch = positional(
+        engine.sql.compose("fetch_jobs", job_columns="job_columns"),
+        ["queue", "demand", "node", "producer", "now"],
+    )
+    plan = await generic_plan(
+        engine, fetch, "text, int, text, text, timestamp", ["default", 2, NODE, PRODUCER, None]
+    )
+    assert "Seq Scan" not in plan and "Bitmap" not in plan, plan
+    assert "Index Scan using oban_jobs_state_queue_priority_scheduled_at_id_index" in plan, plan
+    assert "Index Scan using oban_jobs_pkey" in plan, plan
+
+    ack = positional(engine.sql["ack_jobs"], ["acks", "now"])
+    records = json.dumps([{"id": ids[0], "attempt": 1, "state": "completed"}])
+    plan = await generic_plan(engine, ack, "jsonb, timestamp", [records, None])
+    assert "Seq Scan" not in plan and "Bitmap" not in plan, plan
+    assert "Index Scan using oban_jobs_pkey" in plan, plan
+    # Never through the (state, queue, ...) index: its 'executing' entries include every dead one.
+    assert "oban_jobs_state_queue_priority_scheduled_at_id_index" not in plan, plan
+
+
+async def test_fetched_jobs_come_in_claim_order_with_utc_times(engine: PostgresEngine) -> None:
+    ids = await engine.insert(
+        [JobRequest(worker="tests.noop", args={"n": n}, priority=3 - n % 4) for n in range(12)]
+    )
+    jobs = await engine.fetch_jobs("default", 12, node=NODE, producer=PRODUCER)
+    assert [j.id for j in jobs] == sorted(ids, key=lambda i: (3 - (i - ids[0]) % 4, i))
+    job = jobs[0]
+    assert job.state is JobState.EXECUTING and job.attempted_by == (NODE, PRODUCER)
+    assert job.inserted_at.tzinfo is UTC and job.scheduled_at.tzinfo is UTC
+    assert job.attempted_at is not None and job.attempted_at.tzinfo is UTC
+    assert job.completed_at is None and job.errors == () and job.meta == {}
+    written = await engine.ack_jobs([Ack(j.id, j.attempt, JobState.COMPLETED) for j in jobs])
+    assert sorted(written) == sorted(ids)
+    done = await engine.get_job(ids[0])
+    assert done is not None and done.state is JobState.COMPLETED
+    assert done.completed_at is not None and done.completed_at.tzinfo is UTC
