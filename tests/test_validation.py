@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import tracemalloc
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -125,6 +126,22 @@ def test_any_mapping_is_accepted_and_encoded() -> None:
     request = JobRequest("tests.w", args=MappingProxyType({"a": 1}), meta={"m": [1, "x", None]})
     assert request.args_json == b'{"a":1}'
     assert request.meta_json == b'{"m":[1,"x",null]}'
+
+
+def test_requests_keep_their_json_compact() -> None:
+    # A bulk insert holds its requests (chunk by chunk) until they are written: each must cost a
+    # few hundred bytes, not the 4 KiB buffer orjson encodes into.
+    template = JobRequest("tests.w", args={"n": 0})
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [JobRequest("tests.w", args={"n": n}) for n in range(1_000)]
+        kept += [template.with_args({"n": n}) for n in range(1_000)]
+        per_request = (tracemalloc.get_traced_memory()[0] - before) / len(kept)
+    finally:
+        tracemalloc.stop()
+    assert [request.args_json for request in kept[999:1001]] == [b'{"n":999}', b'{"n":0}']
+    assert per_request < 1_000, f"{per_request:.0f} bytes per request"
 
 
 # -- worker ----------------------------------------------------------------------------------
