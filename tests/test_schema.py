@@ -285,6 +285,31 @@ def test_cli_reads_dsn_and_prefix_from_the_environment(dsn: str, prefix: str) ->
     assert tables_in(dsn, prefix) >= TABLES
 
 
+def test_cli_schema_commands_read_the_config_file(
+    dsn: str, prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner(env={"CONVEYOR_DATABASE_URL": None, "CONVEYOR_PREFIX": None})
+    # Found in the working directory, like every other command finds it.
+    (tmp_path / "conveyor.toml").write_text(f'database_url = "{dsn}"\nprefix = "{prefix}"\n')
+    result = runner.invoke(main, ["install"])
+    assert result.exit_code == 0, result.output
+    assert f"schema {prefix!r} installed" in result.output
+    assert tables_in(dsn, prefix) >= TABLES
+    assert not (tmp_path / "conveyor.db").exists()
+    # An explicit --config, and a --prefix that wins over it.
+    other = tmp_path / "elsewhere.toml"
+    other.write_text(f'database_url = "{dsn}"\nprefix = "not_this_one"\n')
+    result = runner.invoke(main, ["uninstall", "--yes", "--config", str(other), "--prefix", prefix])
+    assert result.exit_code == 0, result.output
+    assert tables_in(dsn, prefix) == set()
+    # A bad file is a usage error that names the problem, not a traceback.
+    other.write_text('prefix = "no spaces allowed"\n')
+    result = runner.invoke(main, ["migrate", "--config", str(other)])
+    assert result.exit_code == 2
+    assert "prefix" in result.output and "no spaces allowed" in result.output
+
+
 def test_cli_print_sql_changes_nothing(dsn: str, prefix: str) -> None:
     result = CliRunner().invoke(main, ["install", "--print-sql", "--dsn", dsn, "--prefix", prefix])
     assert result.exit_code == 0, result.output

@@ -10,6 +10,8 @@ from conveyor.cli.fleet import pause, queues, resume, scale, stop
 from conveyor.cli.jobs import cancel, delete, jobs, retry
 from conveyor.cli.start import start
 from conveyor.engines import engine_from_url, install_sql
+from conveyor.errors import ConveyorError
+from conveyor.settings import load_settings
 
 DSN_OPTION = click.option(
     "--dsn",
@@ -20,11 +22,25 @@ DSN_OPTION = click.option(
 )
 PREFIX_OPTION = click.option(
     "--prefix",
-    envvar="CONVEYOR_PREFIX",
-    default="public",
-    show_default=True,
-    help="PostgreSQL schema that holds the Oban tables.",
+    default=None,
+    help="PostgreSQL schema that holds the Oban tables (or $CONVEYOR_PREFIX; default: public).",
 )
+CONFIG_OPTION = click.option(
+    "--config",
+    "config_file",
+    default=None,
+    help="Config file (TOML); default: conveyor.toml, else [tool.conveyor] in pyproject.toml.",
+)
+
+
+def schema_target(dsn: str | None, prefix: str | None, config_file: str | None) -> tuple[str | None, str]:
+    """The database URL and prefix the schema commands act on: options, then $CONVEYOR_*, then the
+    config file, as for every other command (None: the default SQLite file)."""
+    try:
+        settings = load_settings({"database_url": dsn, "prefix": prefix}, config_file=config_file)
+    except ConveyorError as exc:
+        raise click.UsageError(str(exc)) from None
+    return settings.database_url, settings.prefix
 
 
 @click.group()
@@ -47,9 +63,11 @@ async def _migrate(dsn: str | None, prefix: str) -> tuple[int | None, int]:
 @main.command()
 @DSN_OPTION
 @PREFIX_OPTION
+@CONFIG_OPTION
 @click.option("--print-sql", is_flag=True, help="Print the SQL instead of running it.")
-def install(dsn: str | None, prefix: str, print_sql: bool) -> None:
+def install(dsn: str | None, prefix: str | None, config_file: str | None, print_sql: bool) -> None:
     """Create the schema, or bring it up to date. Safe to run again."""
+    dsn, prefix = schema_target(dsn, prefix, config_file)
     if print_sql:
         click.echo(install_sql(dsn, prefix))
         return
@@ -63,8 +81,10 @@ def install(dsn: str | None, prefix: str, print_sql: bool) -> None:
 @main.command()
 @DSN_OPTION
 @PREFIX_OPTION
-def migrate(dsn: str | None, prefix: str) -> None:
+@CONFIG_OPTION
+def migrate(dsn: str | None, prefix: str | None, config_file: str | None) -> None:
     """Apply the migrations that are missing (same as install on an existing schema)."""
+    dsn, prefix = schema_target(dsn, prefix, config_file)
     before, after = asyncio.run(_migrate(dsn, prefix))
     click.echo(f"schema {prefix!r}: version {before or 'absent'} -> {after}")
 
@@ -81,9 +101,11 @@ async def _uninstall(dsn: str | None, prefix: str) -> None:
 @main.command()
 @DSN_OPTION
 @PREFIX_OPTION
+@CONFIG_OPTION
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-def uninstall(dsn: str | None, prefix: str, yes: bool) -> None:
+def uninstall(dsn: str | None, prefix: str | None, config_file: str | None, yes: bool) -> None:
     """Drop the job tables and every job in them."""
+    dsn, prefix = schema_target(dsn, prefix, config_file)
     if not yes:
         click.confirm(f"Drop oban_jobs and every Conveyor table in {prefix!r}?", abort=True)
     asyncio.run(_uninstall(dsn, prefix))
