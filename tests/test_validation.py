@@ -128,6 +128,25 @@ def test_any_mapping_is_accepted_and_encoded() -> None:
     assert request.meta_json == b'{"m":[1,"x",null]}'
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "where"),
+    [
+        ("args", {"x": math.nan}, "args['x']"),
+        ("args", {"a": [1, None, {"b": math.inf}]}, "args['a'][2]['b']"),
+        ("meta", {"m": None, "n": (1.5, -math.inf)}, "meta['n'][1]"),
+    ],
+)
+def test_nan_and_infinity_are_refused_not_turned_into_null(field: str, value: Any, where: str) -> None:
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", **{field: value})
+    assert exc.value.field == field
+    assert f"at {where}" in str(exc.value)
+    # The same through a definition's template, and a real null stays a null.
+    with pytest.raises(ValidationError):
+        JobRequest("tests.w").with_args(value)
+    assert JobRequest("tests.w", args={"a": None, "b": 1.5}).args_json == b'{"a":null,"b":1.5}'
+
+
 def test_requests_keep_their_json_compact() -> None:
     # A bulk insert holds its requests (chunk by chunk) until they are written: each must cost a
     # few hundred bytes, not the 4 KiB buffer orjson encodes into.
