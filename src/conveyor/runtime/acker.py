@@ -8,6 +8,7 @@ import logging
 
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
+from conveyor.runtime.alarm import Alarm
 
 log = logging.getLogger("conveyor.acker")
 
@@ -22,10 +23,8 @@ class Acker:
         self.batch_size = batch_size
         self.delay = delay
         self._pending: list[Ack] = []
-        # What the loop waits for, resolved by push() or stop(): any ack while idle, a full batch
-        # while gathering one. A bare future (not Events awaited through wait_for, which makes a task
-        # per wait) since the loop waits once or twice per batch, hundreds of times a second.
-        self._waiter: asyncio.Future[None] | None = None
+        # Rung by push() or stop(): on any ack while idle, on a full batch while gathering one.
+        self._alarm = Alarm()
         self._gathering = False
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -33,13 +32,8 @@ class Acker:
 
     def push(self, ack: Ack) -> None:
         self._pending.append(ack)
-        waiter = self._waiter
-        if (
-            waiter is not None
-            and not waiter.done()
-            and (not self._gathering or len(self._pending) >= self.batch_size)
-        ):
-            waiter.set_result(None)
+        if self._alarm.sleeping and (not self._gathering or len(self._pending) >= self.batch_size):
+            self._alarm.ring()
 
     @property
     def backlog(self) -> int:
@@ -51,8 +45,7 @@ class Acker:
     async def stop(self, timeout: float = 30.0) -> None:
         """Write every pending ack (retrying while the database is unreachable, up to ``timeout``)."""
         self._stopping = True
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+        self._alarm.ring()
         if self._task is not None:
             try:
                 await asyncio.wait_for(self._task, timeout)
@@ -78,17 +71,9 @@ class Acker:
             await self._write(batch)
 
     async def _wait(self, timeout: float | None, *, gathering: bool) -> None:
-        """Until push() or stop() resolves the waiter (see ``push``), or ``timeout`` passes."""
-        loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
+        """Until push() or stop() rings (see ``push``), or ``timeout`` passes."""
         self._gathering = gathering
-        timer = None if timeout is None else loop.call_later(timeout, _resolve, waiter)
-        try:
-            await waiter
-        finally:
-            self._waiter = None
-            if timer is not None:
-                timer.cancel()
+        await self._alarm.sleep(timeout)
 
     async def _write(self, batch: list[Ack]) -> None:
         failures = 0
@@ -102,8 +87,3 @@ class Acker:
                 failures += 1
                 log.warning("writing %d acks failed (%s); retrying in %.2fs", len(batch), exc, delay)
                 await asyncio.sleep(delay)
-
-
-def _resolve(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)

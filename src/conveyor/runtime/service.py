@@ -9,6 +9,8 @@ import contextlib
 import logging
 from abc import ABC, abstractmethod
 
+from conveyor.runtime.alarm import Alarm
+
 log = logging.getLogger("conveyor.service")
 
 #: Seconds to wait after a failed tick before trying again, growing with consecutive failures.
@@ -22,12 +24,9 @@ class Service(ABC):
 
     def __init__(self, interval: float | None) -> None:
         self.interval = interval
-        # A flag and a bare future rather than an asyncio.Event awaited through wait_for: wait_for
-        # makes a task per sleep and needs three loop turns from wake() to the loop running again,
-        # where a future resolved by wake() (or by a timer) needs one. A busy producer sleeps and
-        # wakes hundreds of times a second.
+        # A wake during a tick is remembered by the flag; one during a sleep rings the alarm.
         self._woken = False
-        self._waiter: asyncio.Future[None] | None = None
+        self._alarm = Alarm()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
 
@@ -45,9 +44,7 @@ class Service(ABC):
 
     def wake(self) -> None:
         self._woken = True
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self._alarm.ring()
 
     async def stop(self) -> None:
         """Stop after the current tick (which is allowed to finish)."""
@@ -76,19 +73,5 @@ class Service(ABC):
 
     async def _sleep(self, seconds: float | None) -> None:
         """Wait until woken (at once if woken since the last tick began) or ``seconds`` pass."""
-        if self._woken:
-            return
-        loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
-        timer = None if seconds is None else loop.call_later(seconds, _resolve, waiter)
-        try:
-            await waiter
-        finally:
-            self._waiter = None
-            if timer is not None:
-                timer.cancel()
-
-
-def _resolve(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
+        if not self._woken:
+            await self._alarm.sleep(seconds)

@@ -1,0 +1,45 @@
+"""A sleep that another task can cut short, for the loops of the hot path (producers, acker)."""
+
+from __future__ import annotations
+
+import asyncio
+
+
+class Alarm:
+    """``await alarm.sleep(seconds)`` until ``alarm.ring()`` or the time passes.
+
+    A bare future resolved by ``ring`` or by a timer, rather than an ``asyncio.Event`` awaited
+    through ``wait_for``: wait_for makes a task per sleep and needs three loop turns from the wake-up
+    to the sleeper running again, where this needs one. A busy node sleeps and wakes hundreds of
+    times a second. One task sleeps on an alarm at a time.
+    """
+
+    __slots__ = ("_waiter",)
+
+    def __init__(self) -> None:
+        self._waiter: asyncio.Future[None] | None = None
+
+    @property
+    def sleeping(self) -> bool:
+        return self._waiter is not None
+
+    def ring(self) -> None:
+        """End the current sleep, if any (a ring with nobody asleep is not remembered)."""
+        _resolve(self._waiter)
+
+    async def sleep(self, seconds: float | None) -> None:
+        """Until ``ring()`` or ``seconds`` pass (None: until rung)."""
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = None if seconds is None else loop.call_later(seconds, _resolve, waiter)
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+            if timer is not None:
+                timer.cancel()
+
+
+def _resolve(waiter: asyncio.Future[None] | None) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
