@@ -54,7 +54,7 @@ async def test_fetch_and_ack_plans_use_the_indexes_even_when_planned_on_a_tiny_t
     assert "Index Scan using oban_jobs_state_queue_priority_scheduled_at_id_index" in plan, plan
     assert "Index Scan using oban_jobs_pkey" in plan, plan
 
-    ack = positional(engine.sql["ack_jobs"], ["acks", "now"])
+    ack = positional(engine.sql.compose("ack_jobs", append_error="append_error_jsonb"), ["acks", "now"])
     records = json.dumps([{"id": ids[0], "attempt": 1, "state": "completed"}])
     plan = await generic_plan(engine, ack, "jsonb, timestamp", [records, None])
     assert "Seq Scan" not in plan and "Bitmap" not in plan, plan

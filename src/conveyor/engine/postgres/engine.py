@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -74,6 +75,11 @@ class PostgresEngine:
     pool of their own (``max_connections`` at most, opened on demand: a node uses one per producer
     fetching at that moment plus one for the acker, usually two). Its sessions are set up for those
     two statements only, prepare them on first use, and never wait behind other work.
+
+    The ``errors`` column is a JSON array where oban-py or Conveyor created ``oban_jobs`` and a
+    ``jsonb[]`` where Elixir Oban did. The engine reads its type from the catalog once (on ``open``,
+    ``install`` and ``check_schema``, or at the first ack if the table appeared later) and composes
+    ``ack_jobs`` with the matching append; reading works for both unchanged.
     """
 
     name = "postgres"
@@ -113,7 +119,9 @@ class PostgresEngine:
         )
         # Encoded once: psycopg would encode the text (and hash the bytes) on every call.
         self._fetch_statement = self.sql.compose("fetch_jobs", job_columns="job_columns").encode()
-        self._ack_statement = self.sql["ack_jobs"].encode()
+        # Composed once the type of the errors column is known (see _detect_errors_type).
+        self._ack_statement: bytes | None = None
+        self._errors_type: str | None = None
         self._inserter = Inserter(self.sql, self.insert_channel)
         self._opened = False
 
@@ -125,6 +133,14 @@ class PostgresEngine:
             await self._pool.open(wait=True)
             await self._hot_pool.open()
             self._opened = True
+            try:
+                # An unusable errors column is reported by check_schema and the first ack; opening
+                # still succeeds, so that `conveyor uninstall` and the like keep working.
+                with contextlib.suppress(SchemaError):
+                    await self._detect_errors_type()
+            except BaseException:
+                await self.close()
+                raise
 
     async def close(self) -> None:
         if self._opened:
@@ -148,11 +164,33 @@ class PostgresEngine:
     # -- schema ------------------------------------------------------------------------------
     async def install(self) -> int:
         async with self.pool.connection() as conn:
-            return await schema.migrate(conn, self.prefix)
+            version = await schema.migrate(conn, self.prefix)
+        await self._detect_errors_type()
+        return version
 
     async def uninstall(self) -> None:
         async with self.pool.connection() as conn:
             await schema.uninstall(conn, self.prefix)
+        self._errors_type = self._ack_statement = None
+
+    @property
+    def errors_type(self) -> str | None:
+        """The type of ``oban_jobs.errors`` as last read: ``jsonb`` (oban-py, Conveyor), ``jsonb[]``
+        (Elixir Oban), or None while the table is missing."""
+        return self._errors_type
+
+    async def _detect_errors_type(self) -> bytes:
+        """Read the type of the errors column and compose ``ack_jobs`` to match; return that statement.
+
+        Without the table the statement is composed for ``jsonb`` but not kept, so the next call
+        looks again; run before the table exists, it fails as any statement would.
+        """
+        async with self.pool.connection() as conn:
+            found = await schema.errors_type(conn, self.prefix)
+        statement = self.sql.compose("ack_jobs", append_error=schema.ERRORS_APPEND[found or "jsonb"]).encode()
+        self._errors_type = found
+        self._ack_statement = statement if found is not None else None
+        return statement
 
     async def schema_version(self) -> int | None:
         async with self.pool.connection() as conn:
@@ -234,6 +272,7 @@ class PostgresEngine:
                 f"the Conveyor schema in {self.prefix!r} is at version {version}, "
                 f"this Conveyor needs {schema.LATEST_VERSION}: run `conveyor migrate`"
             )
+        await self._detect_errors_type()
 
     # -- the hot path: fetch and ack ---------------------------------------------------------
     async def fetch_jobs(
@@ -257,8 +296,9 @@ class PostgresEngine:
             "acks": orjson.dumps([ack.record() for ack in acks]).decode(),
             "now": naive_utc(now),
         }
+        statement = self._ack_statement or await self._detect_errors_type()
         async with self.hot_pool.connection() as conn:
-            cur = await conn.execute(self._ack_statement, params)
+            cur = await conn.execute(statement, params)
             return [row[0] for row in await cur.fetchall()]
 
     async def release_jobs(self, attempts: Sequence[tuple[int, int]]) -> list[int]:

@@ -38,6 +38,11 @@ def job_from_row(row: Sequence[Any]) -> Job:
     This runs for every fetched job, so it does as little as it can: ``job_columns.sql`` returns the
     times as ``timestamptz`` (UTC sessions get them from psycopg's C loader already aware, far cheaper
     than a ``replace(tzinfo=...)`` each), and the fields go positionally, in ``Job``'s field order.
+
+    ``errors`` arrives as a list of dicts either way: psycopg loads a JSON array (oban-py's ``jsonb``
+    column) and a ``jsonb[]`` (Elixir Oban's) alike. In a table Elixir Oban created, ``tags``,
+    ``attempted_by`` and ``meta`` are nullable (rows it inserted have no ``attempted_by`` until a
+    fetch), so NULL reads as empty.
     """
     (
         job_id,
@@ -65,13 +70,13 @@ def job_from_row(row: Sequence[Any]) -> Job:
         queue,
         worker,
         args,
-        meta,
-        tuple(tags),
+        meta if meta is not None else {},
+        tuple(tags) if tags is not None else (),
         tuple(errors),
         attempt,
         max_attempts,
         priority,
-        tuple(attempted_by),
+        tuple(attempted_by) if attempted_by is not None else (),
         inserted_at,
         scheduled_at,
         attempted_at,

@@ -14,6 +14,7 @@ import psycopg
 from conveyor.engine.migrations import LATEST_VERSION as _LATEST
 from conveyor.engine.migrations import MIGRATIONS
 from conveyor.engine.sqlfiles import SqlFiles, quote_identifier
+from conveyor.errors import SchemaError
 
 #: The schema version this Conveyor installs (the same on every engine).
 LATEST_VERSION = _LATEST
@@ -52,13 +53,55 @@ async def installed_version(conn: psycopg.AsyncConnection[Any], prefix: str) -> 
     return int(row[0]) if row and row[0] is not None else None
 
 
+#: How ``oban_jobs.errors`` stores its entries, by the column's type: the SQL fragment (a file under
+#: ``sql/``) that appends one entry in ``ack_jobs.sql``.
+ERRORS_APPEND = {
+    # oban-py and Conveyor: one jsonb value holding a JSON array.
+    "jsonb": "append_error_jsonb",
+    # Elixir Oban (Ecto's {:array, :map}): a PostgreSQL array of jsonb values.
+    "jsonb[]": "append_error_array",
+}
+
+
+async def errors_type(conn: psycopg.AsyncConnection[Any], prefix: str) -> str | None:
+    """The type of ``<prefix>.oban_jobs.errors`` (``jsonb`` or ``jsonb[]``); None without the table.
+
+    Raises ``SchemaError`` for any other type: Conveyor would not know how to append to it.
+    """
+    cur = await conn.execute(
+        """
+        SELECT format_type(a.atttypid, a.atttypmod)
+        FROM pg_attribute AS a
+        WHERE a.attrelid = to_regclass(%s) AND a.attname = 'errors' AND NOT a.attisdropped
+        """,
+        (f"{quote_identifier(prefix)}.oban_jobs",),
+    )
+    row = await cur.fetchone()
+    if row is None:
+        return None
+    found = str(row[0])
+    if found not in ERRORS_APPEND:
+        raise SchemaError(
+            f"{prefix}.oban_jobs.errors is {found}; Conveyor reads jsonb (oban-py) or jsonb[] (Elixir Oban)"
+        )
+    return found
+
+
 async def migrate(conn: psycopg.AsyncConnection[Any], prefix: str) -> int:
-    """Apply every missing migration in one transaction; return the version now installed."""
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
-        current = await installed_version(conn, prefix) or 0
-        if current < LATEST_VERSION:
-            await conn.execute(install_sql(prefix, from_version=current).encode())
+    """Apply every missing migration in one transaction; return the version now installed.
+
+    A migration that finds an ``oban_jobs`` it cannot work with (say, from an Elixir Oban older than
+    its migration V9) raises ``SchemaError``, and the transaction leaves everything as it was.
+    """
+    try:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
+            current = await installed_version(conn, prefix) or 0
+            if current < LATEST_VERSION:
+                await conn.execute(install_sql(prefix, from_version=current).encode())
+    except psycopg.errors.RaiseException as exc:  # only the migrations' own checks RAISE
+        hint = f" ({exc.diag.message_hint})" if exc.diag.message_hint else ""
+        raise SchemaError(f"{exc.diag.message_primary}{hint}") from exc
     return LATEST_VERSION
 
 

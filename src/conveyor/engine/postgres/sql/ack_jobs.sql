@@ -6,6 +6,12 @@
 -- (state, queue, ...) index is no candidate. A bitmap scan of that index for 'executing' visits every
 -- executing entry the table ever had until a vacuum (bitmap scans never mark dead entries), so an
 -- ack of 20 jobs took over 5 ms after 50,000 jobs instead of half a millisecond.
+--
+-- Appending a.error to j.errors depends on the column's type: a JSON array where oban-py or Conveyor
+-- created the table (append_error_jsonb.sql), a jsonb[] array where Elixir Oban did
+-- (append_error_array.sql). The engine reads the type from the catalog and composes the matching
+-- fragment. Each fragment fails on the other type rather than write a wrong value: on jsonb[],
+-- `errors || jsonb_build_array(...)` would quietly append a nested array.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
@@ -26,11 +32,12 @@ SET state = a.state::{prefix}.oban_job_state,
         ELSE clock.now + make_interval(secs => a.schedule_in)
     END,
     attempt = CASE WHEN a.snoozed THEN j.attempt - 1 ELSE j.attempt END,
-    errors = CASE WHEN a.error IS NULL THEN j.errors ELSE j.errors || jsonb_build_array(a.error) END,
+    errors = CASE WHEN a.error IS NULL THEN j.errors ELSE {append_error} END,
+    -- meta is nullable in a table Elixir Oban created: NULL || x would drop the update.
     meta = CASE
-        WHEN a.snoozed THEN j.meta || jsonb_build_object('snoozed', coalesce((j.meta ->> 'snoozed')::int, 0) + 1)
+        WHEN a.snoozed THEN coalesce(j.meta, '{}') || jsonb_build_object('snoozed', coalesce((j.meta ->> 'snoozed')::int, 0) + 1)
         WHEN a.meta IS NULL THEN j.meta
-        ELSE j.meta || a.meta
+        ELSE coalesce(j.meta, '{}') || a.meta
     END
 FROM acks AS a, clock
 WHERE j.id = ANY(ARRAY(SELECT id FROM acks))

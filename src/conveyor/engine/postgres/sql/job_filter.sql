@@ -2,5 +2,5 @@
 AND (%(states)s::text[] IS NULL OR state::text = ANY(%(states)s::text[]))
 AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
 AND (%(workers)s::text[] IS NULL OR worker = ANY(%(workers)s::text[]))
-AND (%(tags)s::text[] IS NULL OR tags @> %(tags)s::text[])
+AND (%(tags)s::text[] IS NULL OR tags::text[] @> %(tags)s::text[])
 AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)

@@ -31,7 +31,7 @@ rescued AS (
     UPDATE {prefix}.oban_jobs AS j
     SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'discarded' ELSE 'available' END::{prefix}.oban_job_state,
         discarded_at = CASE WHEN j.attempt >= j.max_attempts THEN clock.now ELSE j.discarded_at END,
-        meta = j.meta || jsonb_build_object('rescued', coalesce((j.meta ->> 'rescued')::int, 0) + 1)
+        meta = coalesce(j.meta, '{}') || jsonb_build_object('rescued', coalesce((j.meta ->> 'rescued')::int, 0) + 1)
     FROM orphans, clock
     WHERE j.id = orphans.id
     RETURNING j.id, j.queue, j.state

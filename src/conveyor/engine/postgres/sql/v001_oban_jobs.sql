@@ -2,7 +2,8 @@
 -- lays them out, so Conveyor, oban-py and Elixir Oban can share one database. Creation is
 -- conditional, so on a database oban-py installed nothing changes. On one Elixir Oban installed,
 -- only what oban-py would add appears: missing indexes, the 'suspended' label, the producer and
--- leader tables, and the table's autovacuum settings.
+-- leader tables, and the table's autovacuum settings. Elixir's own column types (errors jsonb[],
+-- integer attempts, bigserial id, nullable tags and meta) are kept: the engine adapts to them.
 
 CREATE SCHEMA IF NOT EXISTS {prefix};
 
@@ -62,6 +63,40 @@ CREATE TABLE IF NOT EXISTS {prefix}.oban_jobs (
     CONSTRAINT non_negative_priority CHECK (priority >= 0)
 );
 
+-- A table that an Elixir Oban older than its migration V9 created lacks columns Conveyor reads and
+-- writes; a hand-made one may store errors in another type. Stop here with a clear message instead
+-- of failing on the first fetch or ack.
+DO $$
+DECLARE
+    missing text;
+    errors_type text;
+BEGIN
+    SELECT string_agg(needed, ', ' ORDER BY needed) INTO missing
+    FROM unnest(ARRAY[
+        'id', 'state', 'queue', 'worker', 'attempt', 'max_attempts', 'priority', 'args', 'meta',
+        'tags', 'errors', 'attempted_by', 'inserted_at', 'scheduled_at', 'attempted_at',
+        'cancelled_at', 'completed_at', 'discarded_at'
+    ]) AS needed
+    WHERE NOT EXISTS (
+        SELECT 1 FROM pg_attribute AS a
+        WHERE a.attrelid = format('%I.oban_jobs', {prefix_literal})::regclass
+          AND a.attname = needed AND a.attnum > 0 AND NOT a.attisdropped
+    );
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION '%.oban_jobs lacks the columns %', {prefix_literal}, missing
+            USING HINT = 'On a table Elixir Oban created, run its migrations to version 9 or '
+                         'later (Oban.Migrations.up/1) first.';
+    END IF;
+    SELECT format_type(a.atttypid, a.atttypmod) INTO errors_type
+    FROM pg_attribute AS a
+    WHERE a.attrelid = format('%I.oban_jobs', {prefix_literal})::regclass AND a.attname = 'errors';
+    IF errors_type NOT IN ('jsonb', 'jsonb[]') THEN
+        RAISE EXCEPTION '%.oban_jobs.errors is %, Conveyor reads jsonb (oban-py) or jsonb[] (Elixir Oban)',
+            {prefix_literal}, errors_type;
+    END IF;
+END
+$$;
+
 CREATE UNLOGGED TABLE IF NOT EXISTS {prefix}.oban_leaders (
     name text PRIMARY KEY DEFAULT 'oban',
     node text NOT NULL,
@@ -83,10 +118,17 @@ CREATE UNLOGGED TABLE IF NOT EXISTS {prefix}.oban_producers (
 CREATE INDEX IF NOT EXISTS oban_jobs_state_queue_priority_scheduled_at_id_index
     ON {prefix}.oban_jobs (state, queue, priority, scheduled_at, id) WITH (fillfactor = 90);
 
--- The stager reads due scheduled and retryable jobs.
-CREATE INDEX IF NOT EXISTS oban_jobs_staging_index
-    ON {prefix}.oban_jobs (scheduled_at, id) INCLUDE (queue)
-    WHERE state IN ('scheduled', 'retryable');
+-- The stager reads due scheduled and retryable jobs. Elixir Oban's migration V15 creates the same
+-- index as oban_jobs_staging_idx: where that exists, a second one would only slow every write.
+DO $$
+BEGIN
+    IF to_regclass(format('%I.oban_jobs_staging_idx', {prefix_literal})) IS NULL THEN
+        CREATE INDEX IF NOT EXISTS oban_jobs_staging_index
+            ON {prefix}.oban_jobs (scheduled_at, id) INCLUDE (queue)
+            WHERE state IN ('scheduled', 'retryable');
+    END IF;
+END
+$$;
 
 -- The pruner deletes old final jobs by the time they became final.
 CREATE INDEX IF NOT EXISTS oban_jobs_completed_at_index

@@ -1,0 +1,1 @@
+array_append(j.errors, a.error)

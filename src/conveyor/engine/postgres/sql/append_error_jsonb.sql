@@ -1,0 +1,1 @@
+j.errors::jsonb || jsonb_build_array(a.error)
