@@ -187,13 +187,8 @@ class SqliteEngine:
         def run(tx: Tx) -> list[int]:
             builder = InsertRows(utc_clock(now))
             chunks = inserter.chunk_values(first, rest, builder)
-            if len(first) == inserter.INSERT_CHUNK:  # more may follow: prepare them alongside
-                chunks = inserter.prefetched(chunks)
-            try:
-                steps = inserter.insert_steps(chunks, builder, tx.db.token, notify=tx.db.shared)
-                done = inserter.run_sync(tx.conn, steps)
-            finally:
-                chunks.close()
+            steps = inserter.insert_steps(chunks, builder, tx.db.token, notify=tx.db.shared)
+            done = inserter.run_sync(tx.conn, steps)
             for queue in done.queues:
                 tx.notify("insert", {"queue": queue}, builder.clock_text, written=True)
             return done.ids
