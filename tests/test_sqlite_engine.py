@@ -323,6 +323,38 @@ async def test_insert_100k_jobs_in_order(sqlite_engine: SqliteEngine, db_path: s
     print(f"inserted {total} jobs in {elapsed:.2f}s ({total / elapsed:,.0f} jobs/s)")
 
 
+def checkpointed_size(db_path: str, at_least: int, timeout: float = 5.0) -> int:
+    """The database file's size once the engine has copied the log into it (``at_least`` bytes),
+    or whatever it is after ``timeout``; then the log must hold nothing left to copy. Only the
+    size is watched until then: a checkpoint of our own would do the engine's work for it."""
+    deadline = time.monotonic() + timeout
+    while (size := os.path.getsize(db_path)) < at_least and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with sqlite3.connect(db_path) as conn:
+        # A checkpoint of the engine's may still be running: "busy", ask again.
+        while True:
+            busy, log_frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if (busy == 0 and copied == log_frames) or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+    assert (busy, copied) == (0, log_frames)
+    return size
+
+
+async def test_the_log_is_copied_into_the_database_file_off_the_writer(
+    sqlite_engine: SqliteEngine, db_path: str
+) -> None:
+    # The writer never checkpoints inside its commits; the checkpointer's thread does it after them.
+    autocheckpoint = await sqlite_engine.database.write(
+        lambda tx: tx.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+    )
+    assert autocheckpoint == 0
+    before = await asyncio.to_thread(os.path.getsize, db_path)
+    await sqlite_engine.insert(many(20_000))
+    expected = before + 2_000_000
+    assert await asyncio.to_thread(checkpointed_size, db_path, expected) >= expected
+
+
 async def test_insert_is_atomic(sqlite_engine: SqliteEngine, db_path: str) -> None:
     with pytest.raises(RuntimeError, match="source failed"):
         await sqlite_engine.insert(many(2 * 5_000 + 10, RuntimeError("source failed")))

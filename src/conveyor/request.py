@@ -77,10 +77,13 @@ class JobRequest:
             meta, meta_json = {}, b"{}"
         else:
             meta_json = opt.encode_mapping("meta", meta)
+        # The defaults themselves (the very objects) are known to be valid: most requests use them.
         if queue is not opt.DEFAULT_QUEUE:
             opt.check_queue(queue)
-        opt.check_priority(priority)
-        opt.check_max_attempts(max_attempts)
+        if priority is not opt.DEFAULT_PRIORITY:
+            opt.check_priority(priority)
+        if max_attempts is not opt.DEFAULT_MAX_ATTEMPTS:
+            opt.check_max_attempts(max_attempts)
         tags = () if tags == () else opt.check_tags(tags)
         if scheduled_at is not None:
             opt.check_aware("scheduled_at", scheduled_at)

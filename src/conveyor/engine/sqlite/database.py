@@ -11,6 +11,8 @@ per file and its own statements never wait on each other through file locks.
   jittered pause, until ``busy_timeout`` seconds have passed; only then is the error raised.
 * **Reader**: one thread with one connection for reads (``get_job``, ``list_jobs``, schema
   checks). In WAL mode readers never block the writer nor wait for it.
+* **Checkpoints**: the writer does not copy the log into the database file itself; a thread of
+  its own does, after commits (``checkpointer.Checkpointer``).
 * **Notifications**: after each commit, the notifications the transaction wrote are handed to
   this process's listeners at once (``listener.Hub``); other processes read them from
   ``conveyor_notifications`` (see ``listener.Watcher``).
@@ -38,6 +40,7 @@ import orjson
 
 from conveyor.engine import payloads
 from conveyor.engine.sqlfiles import SqlFiles
+from conveyor.engine.sqlite.checkpointer import Checkpointer
 from conveyor.engine.sqlite.listener import Hub
 from conveyor.errors import ConveyorError
 
@@ -108,6 +111,8 @@ def connect(path: str, *, timeout: float, writer: bool) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute(f"PRAGMA cache_size = -{CACHE_KIB if writer else CACHE_KIB // 4}")
         conn.execute("PRAGMA temp_store = MEMORY")
+        if writer and path != MEMORY:
+            conn.execute("PRAGMA wal_autocheckpoint = 0")  # the Checkpointer's thread does it
         conn.create_function("conveyor_json_merge", 2, json_merge, deterministic=True)
     except BaseException:
         conn.close()
@@ -169,6 +174,11 @@ class Database:
             self._reader = connect(path, timeout=READ_BUSY_TIMEOUT, writer=False)
             self._reader_thread = ThreadPoolExecutor(1, thread_name_prefix="conveyor-sqlite-reader")
         self.hub = Hub(path, self.token, watch=self.shared)
+        self._checkpointer = (
+            Checkpointer(lambda: connect(path, timeout=READ_BUSY_TIMEOUT, writer=False))
+            if self.shared
+            else None
+        )
         self._pruned_at = time.monotonic()
         #: (monotonic time, highest notification id then): rows up to an id older than the
         #: retention period are deleted.
@@ -212,6 +222,8 @@ class Database:
                 if self.shared:
                     self._maybe_prune(conn)
                 conn.execute("COMMIT")
+                if self._checkpointer is not None:
+                    self._checkpointer.written()
             except BaseException as exc:
                 if conn.in_transaction:
                     with contextlib.suppress(sqlite3.Error):
@@ -249,6 +261,8 @@ class Database:
             return
         self.closed = True
         self.hub.close()
+        if self._checkpointer is not None:
+            self._checkpointer.close()
         if not self.memory:
             self._reader_thread.submit(self._reader.close)
             self._reader_thread.shutdown(wait=False)
