@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from conveyor.errors import ConveyorError
+
 log = logging.getLogger("conveyor.sqlite")
 
 #: At most one checkpoint per this many seconds; writes in between are copied by the next one.
@@ -51,7 +53,7 @@ class Checkpointer:
                 self._conn = self._connect()
             self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
             self.runs += 1
-        except sqlite3.Error as exc:  # busy, or the file went away: the next write tries again
+        except (sqlite3.Error, ConveyorError) as exc:  # busy, or the file is gone: the next write retries
             log.debug("checkpoint of the SQLite log failed: %s", exc)
 
     def close(self) -> None:
