@@ -1,4 +1,4 @@
-"""Helpers shared by the behaviour tests: counting rows and listening for notifications."""
+"""Helpers shared by the behaviour tests: test apps, counting rows, listening for notifications."""
 
 from __future__ import annotations
 
@@ -9,11 +9,27 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from conveyor import Conveyor
 from conveyor.engine.postgres import inserter
 
 #: The most jobs one insert step writes (the statement and COPY paths chunk differently): a batch of
 #: more than this is written in several steps, so tests of atomicity use more than this.
 CHUNK = max(inserter.INSERT_CHUNK, getattr(inserter, "COPY_CHUNK", 0))
+
+
+#: A node that reacts fast and stops soon: tests wait on it, not on production intervals.
+FAST_NODE: dict[str, Any] = {
+    "queues": {"default": 5},
+    "poll_interval": 0.2,
+    "stage_interval": 0.2,
+    "shutdown_grace": 1.0,
+    "processes": 1,
+}
+
+
+def make_app(dsn: str, prefix: str, **settings: Any) -> Conveyor:
+    """An app on the test's schema with ``FAST_NODE``'s settings; ``settings`` override them."""
+    return Conveyor(dsn, **{"prefix": prefix, **FAST_NODE, **settings})
 
 
 def table(prefix: str, name: str = "oban_jobs") -> sql.Composed:

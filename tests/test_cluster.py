@@ -34,6 +34,7 @@ from conveyor.runtime.duties import CronScheduler, Pruner
 from conveyor.runtime.leadership import Leadership
 from conveyor.telemetry import Telemetry
 from tests import cluster_jobs as jobs
+from tests.helpers import make_app
 
 T = TypeVar("T")
 
@@ -45,17 +46,6 @@ SLACK = 1.0
 
 
 # -- helpers --------------------------------------------------------------------------------------
-def make_app(dsn: str, prefix: str, **settings: Any) -> Conveyor:
-    options: dict[str, Any] = {
-        "prefix": prefix,
-        "queues": {"default": 5},
-        "poll_interval": 0.2,
-        "stage_interval": 0.2,
-        "shutdown_grace": 1.0,
-        "processes": 1,
-    }
-    options.update(settings)
-    return Conveyor(dsn, **options)
 
 
 async def query(engine: PostgresEngine, text: str, params: Any = None) -> list[tuple[Any, ...]]:

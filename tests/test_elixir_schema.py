@@ -31,6 +31,7 @@ from conveyor.engine.postgres import PostgresEngine, schema
 from conveyor.errors import SchemaError
 from conveyor.filters import JobFilter
 from conveyor.fleet import ProducerBeat
+from tests import helpers
 from tests.helpers import count_jobs, execute
 
 #: What the jobs below saw, per test key.
@@ -300,16 +301,8 @@ def insert_as_elixir(dsn: str, prefix: str, worker: str, args: dict[str, Any], *
 
 
 def make_app(dsn: str, prefix: str, **settings: Any) -> Conveyor:
-    options: dict[str, Any] = {
-        "prefix": prefix,
-        "queues": {"default": 5},
-        "poll_interval": 0.1,
-        "stage_interval": 0.1,
-        "shutdown_grace": 1.0,
-        "processes": 1,
-    }
-    options.update(settings)
-    app = Conveyor(dsn, **options)
+    """``helpers.make_app`` polling faster, with the Elixir-named workers registered."""
+    app = helpers.make_app(dsn, prefix, **{"poll_interval": 0.1, "stage_interval": 0.1, **settings})
     app.resolver.register(Echo, name=ELIXIR_WORKER)
     app.resolver.register(fail, name=ELIXIR_FAILING_WORKER)
     return app

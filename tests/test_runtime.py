@@ -22,6 +22,7 @@ from psycopg import sql
 from conveyor import Conveyor, Job, JobState
 from conveyor.acks import Ack
 from conveyor.engine.postgres import PostgresEngine
+from tests import helpers
 from tests import runtime_jobs as jobs
 from tests.helpers import table
 
@@ -32,17 +33,9 @@ SLACK = 0.5
 
 # -- helpers --------------------------------------------------------------------------------------
 def make_app(dsn: str, prefix: str, **settings: Any) -> Conveyor:
-    """An app on the test's schema with fast polling and staging, and a short shutdown grace."""
-    options: dict[str, Any] = {
-        "prefix": prefix,
-        "queues": {"default": 10},
-        "poll_interval": 0.2,
-        "stage_interval": 0.1,
-        "shutdown_grace": 2.0,
-        "processes": 1,
-    }
-    options.update(settings)
-    return Conveyor(dsn, **options)
+    """``helpers.make_app`` with room for ten jobs, faster staging and a longer shutdown grace."""
+    runtime = {"queues": {"default": 10}, "stage_interval": 0.1, "shutdown_grace": 2.0}
+    return helpers.make_app(dsn, prefix, **{**runtime, **settings})
 
 
 @asynccontextmanager
