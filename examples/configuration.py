@@ -1,5 +1,7 @@
 """Where settings come from: arguments beat CONVEYOR_* environment variables, which beat the config
-file, which beats the defaults. Needs no database: building a Conveyor does not connect."""
+file, which beats the defaults. The file's queues make a node only where one is asked for
+(``Conveyor.from_config``, ``conveyor start``); a plain ``Conveyor()``, as a web app builds, only
+enqueues. Needs no database: building a Conveyor does not connect."""
 
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ def main() -> None:
         path.write_text(CONFIG)
         os.environ["CONVEYOR_POLL_INTERVAL"] = "2"  # normally set by your deployment
         os.environ["CONVEYOR_NOTIFICATIONS"] = "off"
-        app = Conveyor(DATABASE_URL, config_file=str(path), shutdown_grace=3, prefix="jobs")
+        # A worker process: the node the file describes (conveyor start builds the same).
+        app = Conveyor.from_config(DATABASE_URL, config_file=str(path), shutdown_grace=3, prefix="jobs")
         settings = app.settings
         queues = ", ".join(f"{q.name}:{q.limit}:{q.executor.value}" for q in settings.queues)
         print(f"queues         = {queues}  (file)")
@@ -43,6 +46,8 @@ def main() -> None:
         print(f"prefix         = {settings.prefix}  (argument)")
         print(f"stage_interval = {settings.stage_interval}  (default)")
         print(f"threads        = {settings.thread_count}  (default: the sum of queue limits, 4 to 100)")
+        web = Conveyor(DATABASE_URL, config_file=str(path), prefix="jobs")
+        print(f"web app queues = {web.settings.queues or 'none'}  (plain Conveyor(): runs no node)")
 
     for bad in ({"poll_interval": 0}, {"queues": "mail:many"}, {"pol_interval": 1.0}):
         try:

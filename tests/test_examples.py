@@ -185,6 +185,7 @@ def test_configuration(prefix: str, tmp_path: Path) -> None:
     assert "prefix         = jobs  (argument)" in out
     assert "stage_interval = 1.0  (default)" in out
     assert "threads        = 17  (default" in out
+    assert "web app queues = none  (plain Conveyor(): runs no node)" in out
     assert "refused poll_interval=0: must be greater than 0" in out
     assert "refused queues='mail:many': the limit after ':' must be an integer" in out
     assert "refused pol_interval=1.0: unknown setting (from arguments)" in out

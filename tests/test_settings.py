@@ -72,7 +72,7 @@ def test_arguments_beat_environment_beat_conveyor_toml(
     assert settings.shutdown_grace == 3.0  # file
     assert settings.ack_batch_size == Settings().ack_batch_size  # default
 
-    without_arguments = Conveyor(URL).settings
+    without_arguments = Conveyor.from_config(URL).settings
     assert without_arguments.poll_interval == 2.5
     assert without_arguments.queues == (QueueSettings("env", 2),)
 
@@ -89,7 +89,7 @@ def test_pyproject_tool_table(clean_environment: Path) -> None:
         'imports = ["myapp.jobs"]\n\n[tool.conveyor.queues]\ndefault = 4\n'
         'cpu = { limit = 2, executor = "process" }\n',
     )
-    settings = Conveyor(URL).settings
+    settings = Conveyor.from_config(URL).settings
     assert settings.prefix == "from_pyproject"
     assert settings.imports == ("myapp.jobs",)
     assert settings.queues == (
@@ -247,3 +247,213 @@ def test_load_settings_with_explicit_sources(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert (settings.poll_interval, settings.stage_interval, settings.shutdown_grace) == (2.0, 1.0, 3.0)
+
+
+# -- strict validation (issue 10, point 6) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "poll_interval",
+        "stage_interval",
+        "leader_ttl",
+        "heartbeat_interval",
+        "producer_timeout",
+        "rescue_interval",
+        "rescue_backstop",
+        "prune_interval",
+        "shutdown_grace",
+        "ack_delay",
+        "prune_max_age",
+    ],
+)
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), -0.5, 1e300])
+def test_durations_refuse_nan_infinity_negative_and_huge(name: str, value: float) -> None:
+    with pytest.raises(ValidationError) as raised:
+        Conveyor(URL, **{name: value})
+    assert raised.value.field == name
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "poll_interval",
+        "stage_interval",
+        "leader_ttl",
+        "heartbeat_interval",
+        "rescue_interval",
+        "rescue_backstop",
+        "prune_interval",
+    ],
+)
+def test_intervals_refuse_zero(name: str) -> None:
+    with pytest.raises(ValidationError, match="greater than 0") as raised:
+        Conveyor(URL, **{name: 0})
+    assert raised.value.field == name
+
+
+def test_grace_and_ack_delay_may_be_zero() -> None:
+    settings = Conveyor(URL, shutdown_grace=0, ack_delay=0, prune_max_age=0).settings
+    assert (settings.shutdown_grace, settings.ack_delay, settings.prune_max_age) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-1", "0"])
+def test_environment_poll_interval_nan_and_infinity_name_the_variable(
+    monkeypatch: pytest.MonkeyPatch, text: str
+) -> None:
+    monkeypatch.setenv("CONVEYOR_POLL_INTERVAL", text)
+    with pytest.raises(ValidationError) as raised:
+        Conveyor(URL)
+    assert raised.value.field == "CONVEYOR_POLL_INTERVAL"
+
+
+@pytest.mark.parametrize(
+    ("line", "name"),
+    [
+        ('notifications = "false"', "notifications"),
+        ("notifications = 0", "notifications"),
+        ('leadership = "no"', "leadership"),
+        ('prune = "true"', "prune"),
+        ('poll_interval = "1"', "poll_interval"),
+        ("poll_interval = nan", "poll_interval"),
+        ("poll_interval = inf", "poll_interval"),
+        ("stage_limit = 2.5", "stage_limit"),
+        ('node = ""', "node"),
+        ("node = 7", "node"),
+        ("imports = 5", "imports"),
+        ('prefix = "x"', None),  # control: a valid file loads
+    ],
+)
+def test_file_values_are_typed_strictly_and_name_the_file(
+    clean_environment: Path, line: str, name: str | None
+) -> None:
+    path = write(clean_environment / "conveyor.toml", line + "\n")
+    if name is None:
+        assert Conveyor(URL).settings.prefix == "x"
+        return
+    with pytest.raises(ValidationError) as raised:
+        Conveyor(URL)
+    assert raised.value.field == name
+    assert str(path) in str(raised.value)
+
+
+def test_string_false_in_a_file_is_refused_not_read_as_true(clean_environment: Path) -> None:
+    write(clean_environment / "conveyor.toml", '[conveyor]\nnotifications = "false"\n')
+    with pytest.raises(ValidationError, match="must be true or false"):
+        Conveyor(URL)
+
+
+@pytest.mark.parametrize("node", ["", "   ", "a\x00b", "tab\there", "x" * 256])
+def test_bad_node_names_are_refused(node: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        Conveyor(URL, node=node)
+    assert raised.value.field == "node"
+
+
+def test_empty_node_from_the_command_line_is_refused(clean_environment: Path) -> None:
+    from click.testing import CliRunner
+
+    from conveyor.cli.main import main
+
+    result = CliRunner().invoke(main, ["start", "--dsn", URL, "-q", "default", "--node", ""])
+    assert result.exit_code == 2
+    assert "invalid node=''" in result.output
+
+
+@pytest.mark.parametrize(
+    ("queues", "field"),
+    [
+        ({"mail": {"limit": 2, "concurrency": 3}}, "queues.mail.concurrency"),
+        ({"mail": {"limt": 2}}, "queues.mail.limt"),
+        ({"mail": True}, "queues.mail.limit"),
+        ({"mail": "5"}, "queues.mail.limit"),
+        (5, "queues"),
+    ],
+)
+def test_bad_queue_entries_are_validation_errors(queues: Any, field: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        Conveyor(URL, queues=queues)
+    assert raised.value.field == field
+
+
+def test_unknown_queue_key_in_a_file_names_the_key_and_the_file(clean_environment: Path) -> None:
+    path = write(
+        clean_environment / "conveyor.toml", "[conveyor.queues]\nmail = { limit = 2, workers = 4 }\n"
+    )
+    with pytest.raises(ValidationError) as raised:
+        Conveyor(URL)
+    assert raised.value.field == "queues.mail.workers"
+    assert str(path) in str(raised.value)
+
+
+@pytest.mark.parametrize("length", [52, 63, 64])
+def test_prefixes_too_long_for_channel_names_are_refused(length: int) -> None:
+    with pytest.raises(ValidationError, match="63-byte") as raised:
+        Conveyor(URL, prefix="p" * length)
+    assert raised.value.field == "prefix"
+
+
+async def test_the_longest_prefix_installs_and_enqueues(dsn: str) -> None:
+    """51 characters is the most that keeps '<prefix>.oban_insert' within 63 bytes: it works end to
+    end, notification included."""
+    import psycopg
+
+    from conveyor import JobRequest
+
+    prefix = "p" * 51
+    app = Conveyor(dsn, prefix=prefix)
+    try:
+        await app.install()
+        job_id = await app.enqueue(JobRequest("tests.Some", args={}))
+        found = await app.get_job(job_id)
+        assert found is not None
+    finally:
+        await app.close()
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{prefix}" CASCADE'.encode())
+
+
+# -- the role of the process (issue 10, point 7) -----------------------------------------------
+
+
+def test_plain_conveyor_ignores_queues_from_the_file_and_environment(
+    monkeypatch: pytest.MonkeyPatch, clean_environment: Path
+) -> None:
+    write(clean_environment / "conveyor.toml", 'prefix = "from_file"\nqueues = "mail:5"\n')
+    web = Conveyor(URL)
+    assert web.settings.queues == ()  # a web process: no node
+    assert web.settings.prefix == "from_file"  # the other settings still apply
+    worker = Conveyor.from_config(URL)
+    assert worker.settings.queues == (QueueSettings("mail", 5),)
+    assert Conveyor.from_config(URL, queues="other:1").settings.queues == (QueueSettings("other", 1),)
+    assert Conveyor(URL, queues="args:2").settings.queues == (QueueSettings("args", 2),)
+
+    monkeypatch.setenv("CONVEYOR_QUEUES", "env:3")
+    assert Conveyor(URL).settings.queues == ()
+    assert Conveyor.from_config(URL).settings.queues == (QueueSettings("env", 3),)
+
+
+def test_configured_queues_are_still_validated(clean_environment: Path) -> None:
+    write(clean_environment / "conveyor.toml", 'queues = "bad queue!:3"\n')
+    with pytest.raises(ValidationError):
+        Conveyor(URL)
+
+
+async def test_a_web_app_in_a_worker_directory_runs_no_node(
+    clean_environment: Path, dsn: str, prefix: str
+) -> None:
+    write(clean_environment / "conveyor.toml", f'prefix = "{prefix}"\n[conveyor.queues]\ndefault = 5\n')
+    web = Conveyor(dsn)
+    try:
+        await web.install()
+        async with web:
+            assert web.node is None
+    finally:
+        await web.close()
+    worker = Conveyor.from_config(dsn, poll_interval=0.2, shutdown_grace=0.5)
+    try:
+        async with worker:
+            assert worker.node is not None
+    finally:
+        await worker.close()

@@ -39,10 +39,37 @@ class Conveyor:
 
     ``Conveyor("postgresql://localhost/app", queues={"default": 10})``. Settings come from the
     arguments, then ``CONVEYOR_*`` environment variables, then a config file (see
-    ``conveyor.settings``). ``async with app:`` opens the database and, when queues are configured,
+    ``conveyor.settings``). ``async with app:`` opens the database and, when the app has queues,
     runs a node until the block ends. Known jobs may be passed in ``jobs`` so their worker names
     resolve without importing (jobs defined in ``__main__``, or names another Oban node uses).
+
+    The role is explicit: ``Conveyor(...)`` runs a node only for ``queues`` given as an argument.
+    Queues in the config file or ``CONVEYOR_QUEUES`` belong to worker processes: ``conveyor start``
+    and ``Conveyor.from_config(...)`` use them, a plain ``Conveyor()`` (say, in a web app) ignores
+    them and only enqueues and manages jobs.
     """
+
+    @classmethod
+    def from_config(
+        cls,
+        database_url: str | None = None,
+        *,
+        engine: Engine | None = None,
+        jobs: Iterable[Any] = (),
+        config_file: str | None = None,
+        **settings: Any,
+    ) -> Conveyor:
+        """An app with the node the configuration describes: like ``Conveyor(...)``, but the queues
+        of the config file and of ``CONVEYOR_QUEUES`` apply too (an argument still wins). This is
+        what ``conveyor start`` builds; use it for a worker process started from your own code."""
+        return cls(
+            database_url,
+            engine=engine,
+            jobs=jobs,
+            config_file=config_file,
+            configured_queues=True,
+            **settings,
+        )
 
     def __init__(
         self,
@@ -51,9 +78,14 @@ class Conveyor:
         engine: Engine | None = None,
         jobs: Iterable[Any] = (),
         config_file: str | None = None,
+        configured_queues: bool = False,
         **settings: Any,
     ) -> None:
-        self.settings = load_settings({"database_url": database_url, **settings}, config_file=config_file)
+        self.settings = load_settings(
+            {"database_url": database_url, **settings},
+            config_file=config_file,
+            configured_queues=configured_queues,
+        )
         if engine is None and self.settings.database_url is None:
             # Nothing configured: the default SQLite file, conveyor.db in the working directory.
             self.settings = dataclasses.replace(self.settings, database_url=default_database_url())

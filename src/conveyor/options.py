@@ -18,7 +18,14 @@ from conveyor.errors import ValidationError
 
 QUEUE_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:\-]{0,127}")
 MAX_SMALLINT = 32767
-PREFIX_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+#: The longest PostgreSQL identifier, in bytes (NAMEDATALEN - 1): channel names are identifiers too.
+MAX_IDENTIFIER_BYTES = 63
+#: The longest suffix Oban puts after ``<prefix>`` in a notification channel (``.oban_insert``,
+#: ``.oban_signal``, ``.oban_leader``, ``.oban_gossip``).
+CHANNEL_SUFFIX_BYTES = len(".oban_insert")
+#: The longest prefix whose channel names still fit an identifier: 51 characters.
+MAX_PREFIX_LENGTH = MAX_IDENTIFIER_BYTES - CHANNEL_SUFFIX_BYTES
+PREFIX_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 DEFAULT_QUEUE = "default"
 DEFAULT_PRIORITY = 0
 DEFAULT_MAX_ATTEMPTS = 20
@@ -43,10 +50,21 @@ def check_queue(value: Any, field: str = "queue") -> str:
 
 
 def check_prefix(value: Any) -> str:
-    """A PostgreSQL schema name for the tables: a plain identifier, so it is safe in every statement."""
+    """A PostgreSQL schema name for the tables: a plain identifier, so it is safe in every statement,
+    short enough that ``<prefix>.oban_insert`` and the other channel names fit PostgreSQL's 63-byte
+    identifiers (a longer channel name makes every ``pg_notify``, so every enqueue, fail)."""
     if not isinstance(value, str) or not PREFIX_PATTERN.fullmatch(value):
         raise ValidationError(
-            "prefix", value, "must be 1-63 letters, digits or '_' and not start with a digit"
+            "prefix",
+            value,
+            f"must be 1-{MAX_PREFIX_LENGTH} letters, digits or '_' and not start with a digit",
+        )
+    if len(value) > MAX_PREFIX_LENGTH:
+        raise ValidationError(
+            "prefix",
+            value,
+            f"is {len(value)} characters; at most {MAX_PREFIX_LENGTH} fit, so that the notification "
+            f"channel '<prefix>.oban_insert' stays within PostgreSQL's {MAX_IDENTIFIER_BYTES}-byte names",
         )
     return value
 

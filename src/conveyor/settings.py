@@ -3,17 +3,20 @@
 Precedence, highest first: arguments given to ``Conveyor(...)`` (or CLI options), then
 ``CONVEYOR_*`` environment variables, then a config file, then the defaults below. The config file
 is ``$CONVEYOR_CONFIG`` if set, else ``conveyor.toml`` in the working directory, else the
-``[tool.conveyor]`` table of ``pyproject.toml`` there.
+``[tool.conveyor]`` table of ``pyproject.toml`` there. ``queues`` from the file or the environment
+apply only where a node is asked for (``conveyor start``, ``Conveyor.from_config``); see
+``load_settings``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import socket
 import tomllib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,44 +104,12 @@ class Settings:
     crontab: tuple[CronEntry, ...] = ()
 
     def __post_init__(self) -> None:
-        opt.check_prefix(self.prefix)
-        for name in (
-            "poll_interval",
-            "stage_interval",
-            "shutdown_grace",
-            "ack_delay",
-            "leader_ttl",
-            "heartbeat_interval",
-            "producer_timeout",
-            "rescue_interval",
-            "rescue_backstop",
-            "prune_interval",
-            "prune_max_age",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ValidationError(name, value, "must be a number of seconds >= 0")
-        for name in (
-            "poll_interval",
-            "leader_ttl",
-            "heartbeat_interval",
-            "rescue_interval",
-            "prune_interval",
-        ):
-            if getattr(self, name) == 0:
-                raise ValidationError(name, 0, "must be greater than 0")
+        for name in FIELD_NAMES:
+            check_setting(name, getattr(self, name))
         if self.producer_timeout <= self.heartbeat_interval:
             raise ValidationError(
                 "producer_timeout", self.producer_timeout, "must be longer than heartbeat_interval"
             )
-        for name in ("stage_limit", "ack_batch_size", "pool_size", "prune_limit"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValidationError(name, value, "must be an integer >= 1")
-        for name in ("threads", "processes", "prune_keep_per_queue"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValidationError(name, value, "must be an integer >= 1")
         names = [q.name for q in self.queues]
         if len(names) != len(set(names)):
             raise ValidationError("queues", names, "a queue is listed twice")
@@ -149,6 +120,79 @@ class Settings:
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+FIELD_NAMES = tuple(FIELDS)
+
+#: Durations in seconds that must be greater than 0: a zero would spin a loop, or expire a lease or a
+#: heartbeat the moment it is written.
+POSITIVE_DURATIONS = frozenset(
+    {
+        "poll_interval",
+        "stage_interval",
+        "leader_ttl",
+        "heartbeat_interval",
+        "producer_timeout",
+        "rescue_interval",
+        "rescue_backstop",
+        "prune_interval",
+    }
+)
+#: Durations in seconds that may be 0 (no grace, no ack delay, prune as soon as final).
+DURATIONS = POSITIVE_DURATIONS | {"shutdown_grace", "ack_delay", "prune_max_age"}
+#: The longest duration accepted (100 years); longer ones overflow timers and timestamps.
+MAX_DURATION = opt.MAX_DELAY_SECONDS
+BOOLEANS = frozenset({"notifications", "leadership", "prune"})
+COUNTS = frozenset({"stage_limit", "ack_batch_size", "pool_size", "prune_limit"})
+OPTIONAL_COUNTS = frozenset({"threads", "processes", "prune_keep_per_queue"})
+#: Counts end up in SQL integers.
+MAX_COUNT = 2**31 - 1
+#: Names other nodes see (the node's, the instance's): text without control characters.
+MAX_NAME_LENGTH = 255
+
+
+def check_setting(name: str, value: Any) -> None:
+    """Refuse a value of the wrong type or out of range for setting ``name`` (``ValidationError``).
+
+    Strict on purpose: ``"false"`` is not a boolean and ``nan`` is not a duration, wherever they
+    come from (text from the environment is converted before it gets here).
+    """
+    if name == "prefix":
+        opt.check_prefix(value)
+    elif name in DURATIONS:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValidationError(name, value, "must be a number of seconds")
+        if not math.isfinite(value):
+            raise ValidationError(name, value, "must be a finite number of seconds")
+        if name in POSITIVE_DURATIONS and value <= 0:
+            raise ValidationError(name, value, "must be greater than 0")
+        if not 0 <= value <= MAX_DURATION:
+            raise ValidationError(name, value, f"must be a number of seconds from 0 to {MAX_DURATION}")
+    elif name in BOOLEANS:
+        if not isinstance(value, bool):
+            raise ValidationError(name, value, "must be true or false (a boolean, not a string or number)")
+    elif name in COUNTS or (name in OPTIONAL_COUNTS and value is not None):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+            raise ValidationError(name, value, f"must be an integer from 1 to {MAX_COUNT}")
+    elif name in ("node", "name"):
+        if not isinstance(value, str) or not value.strip():
+            raise ValidationError(name, value, "must be a non-empty name")
+        if len(value) > MAX_NAME_LENGTH or any(ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ValidationError(
+                name, value, f"must be at most {MAX_NAME_LENGTH} characters, without control characters"
+            )
+    elif name == "database_url":
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ValidationError(name, value, "must be a non-empty URL string")
+    elif name == "imports":
+        if not isinstance(value, tuple) or not all(isinstance(m, str) and m.strip() for m in value):
+            raise ValidationError(name, value, "must be a list of module names")
+    elif name in ("queues", "crontab"):
+        kind = QueueSettings if name == "queues" else CronEntry
+        if not isinstance(value, tuple) or not all(isinstance(item, kind) for item in value):
+            raise ValidationError(name, value, f"must be a tuple of {kind.__name__} values")
+
+
+#: The keys a queue entry given as a mapping may have.
+QUEUE_KEYS = ("limit", "executor")
 
 
 def parse_queues(value: Any) -> tuple[QueueSettings, ...]:
@@ -160,10 +204,21 @@ def parse_queues(value: Any) -> tuple[QueueSettings, ...]:
         items = []
         for name, spec in value.items():
             if isinstance(spec, Mapping):
+                unknown = sorted(str(key) for key in spec if key not in QUEUE_KEYS)
+                if unknown:
+                    raise ValidationError(
+                        f"queues.{name}.{unknown[0]}",
+                        spec[unknown[0]],
+                        f"unknown key in a queue entry; expected {', '.join(QUEUE_KEYS)}",
+                    )
                 items.append(QueueSettings(name, **dict(spec)))
             else:
                 items.append(QueueSettings(name, spec))
         return tuple(items)
+    if isinstance(value, bytes) or not isinstance(value, Iterable):
+        raise ValidationError(
+            "queues", value, "must be 'name:limit,...', a list of such names, or a mapping of name to limit"
+        )
     result = []
     for item in value:
         if isinstance(item, QueueSettings):
@@ -215,8 +270,8 @@ def _from_text(name: str, text: str) -> Any:
         return tuple(part.strip() for part in text.split(",") if part.strip())
     if name == "crontab":
         raise ValidationError(ENV_PREFIX + "CRONTAB", text, "set the crontab in code or the config file")
-    if name == "prune_keep_per_queue":
-        return int(text) if text.strip().lower() not in ("none", "") else None
+    if name == "prune_keep_per_queue" and text.strip().lower() in ("none", ""):
+        return None
     if "bool" in str(kind):
         lowered = text.strip().lower()
         if lowered in ("1", "true", "yes", "on"):
@@ -244,12 +299,20 @@ def _normalise(source: str, values: Mapping[str, Any]) -> dict[str, Any]:
             raise ValidationError(
                 name, value, f"unknown setting (from {source}); expected one of {', '.join(FIELDS)}"
             )
-        if name == "queues":
-            value = parse_queues(value)
-        elif name == "crontab":
-            value = parse_crontab(value)
-        elif name == "imports" and isinstance(value, list | str):
-            value = tuple(value) if isinstance(value, list) else (value,)
+        try:
+            if name == "queues":
+                value = parse_queues(value)
+            elif name == "crontab":
+                if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+                    raise ValidationError(name, value, "must be a list of cron entries")
+                value = parse_crontab(value)
+            elif name == "imports" and isinstance(value, list | str):
+                value = tuple(value) if isinstance(value, list) else (value,)
+            check_setting(name, value)
+        except ValidationError as exc:
+            if source == "arguments":
+                raise
+            raise ValidationError(exc.field, exc.value, f"{exc.problem} (from {source})") from None
         result[name] = value
     return result
 
@@ -259,7 +322,12 @@ def from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
     for name in FIELDS:
         text = environ.get(ENV_PREFIX + name.upper())
         if text is not None and text != "":
-            values[name] = _from_text(name, text)
+            value = _from_text(name, text)
+            try:
+                check_setting(name, value)
+            except ValidationError as exc:
+                raise ValidationError(ENV_PREFIX + name.upper(), text, exc.problem) from None
+            values[name] = value
     return values
 
 
@@ -294,10 +362,21 @@ def load_settings(
     config_file: str | Path | None = None,
     environ: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    configured_queues: bool = False,
 ) -> Settings:
-    """Merge file, environment and explicit settings (in rising precedence) into ``Settings``."""
+    """Merge file, environment and explicit settings (in rising precedence) into ``Settings``.
+
+    ``queues`` is the one setting that decides a process's role (a node runs when there are
+    queues), so it is taken from the config file or ``CONVEYOR_QUEUES`` only when
+    ``configured_queues`` is true (``conveyor start``, ``Conveyor.from_config``). Otherwise only an
+    explicit ``queues`` in ``overrides`` counts: a web process that builds ``Conveyor()`` in a
+    directory holding the workers' ``conveyor.toml`` does not become a node. The configured queues
+    are still validated either way.
+    """
     environ = os.environ if environ is None else environ
     merged = from_file(Path(config_file) if config_file else None, environ, cwd or Path.cwd())
     merged.update(from_environment(environ))
+    if not configured_queues:
+        merged.pop("queues", None)
     merged.update(_normalise("arguments", {k: v for k, v in (overrides or {}).items() if v is not None}))
     return Settings(**merged)

@@ -70,7 +70,7 @@ def start(
         "shutdown_grace": shutdown_grace,
     }
     try:
-        app = Conveyor(dsn, config_file=config_file, **settings)
+        app = Conveyor.from_config(dsn, config_file=config_file, **settings)
     except ConveyorError as exc:
         raise click.UsageError(str(exc)) from None
     if not app.settings.queues:
