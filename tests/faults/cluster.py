@@ -88,7 +88,7 @@ class PgCluster:
             try:
                 pwd.getpwnam("postgres")
             except KeyError:
-                raise ClusterError("running as root and there is no 'postgres' user to run the server") from None
+                raise ClusterError("running as root, and no 'postgres' user to run the server") from None
             self.user = "postgres"
 
     @property
@@ -177,8 +177,9 @@ class PgCluster:
                 if time.monotonic() > deadline:
                     raise ClusterError(f"process {victim} of the killed server is still alive")
                 time.sleep(0.01)
-        # Dead, but maybe not reaped yet: a zombie postmaster would make the next start refuse to run
-        # ("lock file already exists", for the data directory and the socket). Every process is gone, so the lock file and segment can go too.
+        # Dead, but maybe not reaped yet: a zombie postmaster makes the next start refuse to run ("lock
+        # file already exists", for the data directory and the socket). Every process is gone, so the
+        # lock files and the segment can go too.
         lockfile.unlink(missing_ok=True)
         for stale in self.sockets.glob(f".s.PGSQL.{self.port}*"):
             stale.unlink(missing_ok=True)
