@@ -156,7 +156,7 @@ async def test_uninstall_removes_everything(engine: PostgresEngine, dsn: str, pr
     assert tables_in(dsn, prefix) == set()
     assert objects_in(dsn, prefix) == set()
     assert await engine.schema_version() is None
-    with pytest.raises(SchemaError, match="conveyor migrate"):
+    with pytest.raises(SchemaError, match="is not installed: run `conveyor install`"):
         await engine.check_schema()
     # Uninstalling twice is harmless, and installing again works.
     await engine.uninstall()
@@ -324,3 +324,95 @@ def test_cli_without_a_dsn_installs_the_default_sqlite_file(
     result = CliRunner(env={"CONVEYOR_DATABASE_URL": None}).invoke(main, ["install"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "conveyor.db").exists()
+
+
+# -- installs interlock with Oban's (issue 10, point 10) -------------------------------------------
+
+#: What `oban uninstall` (oban-py) leaves out: Oban's own objects, while Conveyor's remain.
+OBAN_OBJECTS = (
+    "DROP TABLE IF EXISTS {p}.oban_jobs; DROP TABLE IF EXISTS {p}.oban_leaders; "
+    "DROP TABLE IF EXISTS {p}.oban_producers; DROP FUNCTION IF EXISTS {p}.oban_count_estimate(text, text); "
+    "DROP TYPE IF EXISTS {p}.oban_job_state"
+)
+
+
+def oban_uninstall(dsn: str, prefix: str) -> None:
+    execute(dsn, OBAN_OBJECTS.format(p=f'"{prefix}"'))
+
+
+async def test_install_recreates_what_oban_uninstall_dropped(
+    engine: PostgresEngine, dsn: str, prefix: str
+) -> None:
+    before = objects_in(dsn, prefix)
+    oban_uninstall(dsn, prefix)
+    assert migrations(dsn, prefix) == ALL_MIGRATIONS  # Conveyor's record survives
+    with pytest.raises(SchemaError) as raised:
+        await engine.check_schema()
+    message = str(raised.value)
+    assert f"the Conveyor schema in {prefix!r} is at version {LATEST} but lacks oban_jobs" in message
+    assert "type oban_job_state" in message and "function oban_count_estimate" in message
+    assert "run `conveyor install` to recreate them" in message
+
+    assert await engine.install() == LATEST
+    assert objects_in(dsn, prefix) == before
+    assert migrations(dsn, prefix) == ALL_MIGRATIONS
+    await engine.check_schema()
+    await engine.insert([JobRequest("tests.Anything", args={})])
+    assert count_jobs(dsn, prefix) == 1
+
+
+async def test_install_recreates_a_dropped_index_and_a_later_migrations_table(
+    engine: PostgresEngine, dsn: str, prefix: str
+) -> None:
+    execute(dsn, f'DROP INDEX "{prefix}".oban_jobs_completed_at_index')
+    execute(dsn, f'DROP TABLE "{prefix}".conveyor_queue_states')
+    with pytest.raises(SchemaError, match="lacks index oban_jobs_completed_at_index, conveyor_queue_states"):
+        await engine.check_schema()
+    await engine.install()
+    assert "oban_jobs_completed_at_index" in {name for kind, name in objects_in(dsn, prefix)}
+    assert tables_in(dsn, prefix) >= TABLES | {"conveyor_queue_states", "conveyor_cron_ticks"}
+    await engine.check_schema()
+
+
+async def test_check_schema_wants_install_on_an_empty_schema(dsn: str, prefix: str) -> None:
+    engine = PostgresEngine(dsn, prefix=prefix, max_connections=1)
+    await engine.open()
+    try:
+        with pytest.raises(SchemaError) as raised:
+            await engine.check_schema()
+        assert str(raised.value) == (
+            f"the Conveyor schema in {prefix!r} is not installed: run `conveyor install`"
+        )
+        assert "None" not in str(raised.value)
+    finally:
+        await engine.close()
+
+
+async def test_sqlite_install_recreates_dropped_tables(tmp_path: Path) -> None:
+    import sqlite3
+
+    from conveyor.engine.sqlite import SqliteEngine
+    from conveyor.engine.sqlite import schema as sqlite_schema
+
+    path = str(tmp_path / "jobs.db")
+    engine = SqliteEngine(path)
+    await engine.open()
+    try:
+        await engine.install()
+        with sqlite3.connect(path) as conn:
+            before = set(conn.execute("SELECT type, name FROM sqlite_master").fetchall())
+            conn.execute("DROP TABLE oban_jobs")
+            conn.execute("DROP TABLE oban_producers")
+            conn.execute("DROP TABLE conveyor_cron_ticks")
+        with pytest.raises(SchemaError) as raised:
+            await engine.check_schema()
+        assert f"is at version {sqlite_schema.LATEST_VERSION} but lacks oban_jobs, oban_producers, " in str(
+            raised.value
+        )
+        assert f"run `conveyor install --dsn {engine.url}` to recreate them" in str(raised.value)
+        assert await engine.install() == sqlite_schema.LATEST_VERSION
+        with sqlite3.connect(path) as conn:
+            assert set(conn.execute("SELECT type, name FROM sqlite_master").fetchall()) == before
+        await engine.check_schema()
+    finally:
+        await engine.close()

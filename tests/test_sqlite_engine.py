@@ -136,7 +136,7 @@ async def test_install_twice_then_uninstall(db_path: str) -> None:
     try:
         assert isinstance(engine, Engine)
         assert await engine.schema_version() is None
-        with pytest.raises(SchemaError, match="conveyor migrate"):
+        with pytest.raises(SchemaError, match="is not installed: run `conveyor install --dsn sqlite:"):
             await engine.check_schema()
         assert await engine.install() == schema.LATEST_VERSION
         assert await engine.install() == schema.LATEST_VERSION

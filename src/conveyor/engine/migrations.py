@@ -3,6 +3,7 @@ version number means the same features on every engine."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from conveyor.engine.sqlfiles import SqlFiles, quote_literal
@@ -26,3 +27,36 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "queue_states"),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
+
+
+def missing_from(objects: Sequence[tuple[int, str, str]], present: set[str]) -> list[tuple[int, str]]:
+    """Which of ``objects`` (version, kind, name; a name may list alternatives as ``a|b``) are not
+    among the names ``present`` in the database, as (version, description). Indexes count only
+    while ``oban_jobs`` exists: without the table, the table is what is missing."""
+    missing: list[tuple[int, str]] = []
+    for version, kind, name in objects:
+        if kind == "index" and "oban_jobs" not in present:
+            continue
+        if not present.intersection(name.split("|")):
+            first = name.split("|")[0]
+            missing.append((version, first if kind == "table" else f"{kind} {first}"))
+    return missing
+
+
+def schema_problem(where: str, version: int | None, missing: Sequence[str], options: str = "") -> str | None:
+    """The sentence that says what is wrong with a schema (``where`` names it) and which command
+    fixes it (with ``options`` after the command, e.g. `` --dsn ...``), or None when it is complete
+    and current. Shared by the engines' ``check_schema`` and the CLI."""
+    if version is None:
+        return f"{where} is not installed: run `conveyor install{options}`"
+    if version < LATEST_VERSION:
+        return (
+            f"{where} is at version {version}, this Conveyor needs {LATEST_VERSION}: "
+            f"run `conveyor migrate{options}`"
+        )
+    if missing:
+        return (
+            f"{where} is at version {version} but lacks {', '.join(missing)} (dropped by another "
+            f"tool, e.g. `oban uninstall`?): run `conveyor install{options}` to recreate them"
+        )
+    return None

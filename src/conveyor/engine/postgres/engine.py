@@ -265,13 +265,12 @@ class PostgresEngine:
         return sorted(await self._fetch_ids(self.sql.compose("delete_jobs", filter="job_filter"), params))
 
     async def check_schema(self) -> None:
-        """Fail with a clear message when the schema is missing or older than this Conveyor."""
-        version = await self.schema_version()
-        if version is None or version < schema.LATEST_VERSION:
-            raise SchemaError(
-                f"the Conveyor schema in {self.prefix!r} is at version {version}, "
-                f"this Conveyor needs {schema.LATEST_VERSION}: run `conveyor migrate`"
-            )
+        """Fail with a clear message when the schema is missing, older than this Conveyor, or lacks
+        a table its migrations create (say, after `oban uninstall`)."""
+        async with self.pool.connection() as conn:
+            problem = await schema.check(conn, self.prefix)
+        if problem is not None:
+            raise SchemaError(problem)
         await self._detect_errors_type()
 
     # -- the hot path: fetch and ack ---------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 
 from conveyor.engine.migrations import LATEST_VERSION as _LATEST
-from conveyor.engine.migrations import MIGRATIONS
+from conveyor.engine.migrations import MIGRATIONS, missing_from, schema_problem
 from conveyor.engine.sqlfiles import SqlFiles, quote_identifier
 from conveyor.errors import SchemaError
 
@@ -53,6 +53,55 @@ async def installed_version(conn: psycopg.AsyncConnection[Any], prefix: str) -> 
     return int(row[0]) if row and row[0] is not None else None
 
 
+#: What each migration creates, as (version, kind, name): what ``missing_objects`` looks for, so an
+#: install over a schema whose objects another tool dropped (``oban uninstall`` removes Oban's tables
+#: and leaves ``conveyor_migrations``) recreates them instead of trusting the recorded version.
+#: Indexes are looked for only while their table exists (a missing table says it all). The staging
+#: index may be Elixir Oban's ``oban_jobs_staging_idx`` instead (see v001_oban_jobs.sql).
+OBJECTS: tuple[tuple[int, str, str], ...] = (
+    (1, "table", "oban_jobs"),
+    (1, "table", "oban_leaders"),
+    (1, "table", "oban_producers"),
+    (1, "type", "oban_job_state"),
+    (1, "function", "oban_count_estimate"),
+    (1, "index", "oban_jobs_state_queue_priority_scheduled_at_id_index"),
+    (1, "index", "oban_jobs_staging_index|oban_jobs_staging_idx"),
+    (1, "index", "oban_jobs_completed_at_index"),
+    (1, "index", "oban_jobs_cancelled_at_index"),
+    (1, "index", "oban_jobs_discarded_at_index"),
+    (2, "table", "conveyor_cron_ticks"),
+    (3, "table", "conveyor_queue_states"),
+)
+
+
+async def missing_objects(conn: psycopg.AsyncConnection[Any], prefix: str) -> list[tuple[int, str]]:
+    """The objects of the installed migrations that do not exist, as (migration version, name),
+    in migration order; empty when all are there (or when nothing was ever installed)."""
+    cur = await conn.execute(
+        """
+        SELECT c.relname FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+        WHERE n.nspname = %(prefix)s
+        UNION ALL
+        SELECT t.typname FROM pg_type AS t JOIN pg_namespace AS n ON n.oid = t.typnamespace
+        WHERE n.nspname = %(prefix)s AND t.typtype = 'e'
+        UNION ALL
+        SELECT p.proname FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
+        WHERE n.nspname = %(prefix)s
+        """,
+        {"prefix": prefix},
+    )
+    present = {str(row[0]) for row in await cur.fetchall()}
+    return missing_from(OBJECTS, present)
+
+
+async def check(conn: psycopg.AsyncConnection[Any], prefix: str) -> str | None:
+    """What is wrong with the schema in ``prefix`` for this Conveyor, as a sentence that says which
+    command fixes it; None when it is complete and current."""
+    version = await installed_version(conn, prefix)
+    missing = await missing_objects(conn, prefix) if version is not None else []
+    return schema_problem(f"the Conveyor schema in {prefix!r}", version, [name for _, name in missing])
+
+
 #: How ``oban_jobs.errors`` stores its entries, by the column's type: the SQL fragment (a file under
 #: ``sql/``) that appends one entry in ``ack_jobs.sql``.
 ERRORS_APPEND = {
@@ -90,6 +139,10 @@ async def errors_type(conn: psycopg.AsyncConnection[Any], prefix: str) -> str | 
 async def migrate(conn: psycopg.AsyncConnection[Any], prefix: str) -> int:
     """Apply every missing migration in one transaction; return the version now installed.
 
+    The recorded version is not trusted alone: when an object of an applied migration is missing
+    (dropped by ``oban uninstall``, or by hand), the migrations from that one on run again. Every
+    statement is idempotent, so that recreates what is missing and leaves the rest as it is.
+
     A migration that finds an ``oban_jobs`` it cannot work with (say, from an Elixir Oban older than
     its migration V9) raises ``SchemaError``, and the transaction leaves everything as it was.
     """
@@ -97,8 +150,10 @@ async def migrate(conn: psycopg.AsyncConnection[Any], prefix: str) -> int:
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
             current = await installed_version(conn, prefix) or 0
-            if current < LATEST_VERSION:
-                await conn.execute(install_sql(prefix, from_version=current).encode())
+            missing = await missing_objects(conn, prefix) if current else []
+            start = min([current, *(version - 1 for version, _ in missing)])
+            if start < LATEST_VERSION:
+                await conn.execute(install_sql(prefix, from_version=start).encode())
     except psycopg.errors.RaiseException as exc:  # only the migrations' own checks RAISE
         hint = f" ({exc.diag.message_hint})" if exc.diag.message_hint else ""
         raise SchemaError(f"{exc.diag.message_primary}{hint}") from exc

@@ -157,13 +157,12 @@ class SqliteEngine:
         return await self.database.read(schema.installed_version)
 
     async def check_schema(self) -> None:
-        """Fail with a clear message when the schema is missing or older than this Conveyor."""
-        version = await self.schema_version()
-        if version is None or version < schema.LATEST_VERSION:
-            raise SchemaError(
-                f"the Conveyor schema in {self.path} is at version {version}, "
-                f"this Conveyor needs {schema.LATEST_VERSION}: run `conveyor migrate --dsn {self.url}`"
-            )
+        """Fail with a clear message when the schema is missing, older than this Conveyor, or lacks
+        a table its migrations create."""
+        where, options = f"the Conveyor schema in {self.path}", f" --dsn {self.url}"
+        problem = await self.database.read(lambda conn: schema.check(conn, where, options))
+        if problem is not None:
+            raise SchemaError(problem)
 
     # -- inserting ---------------------------------------------------------------------------
     async def insert(

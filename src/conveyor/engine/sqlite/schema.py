@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Iterator
 
 from conveyor.engine.migrations import LATEST_VERSION as _LATEST
-from conveyor.engine.migrations import MIGRATIONS
+from conveyor.engine.migrations import MIGRATIONS, missing_from, schema_problem
 from conveyor.engine.sqlfiles import SqlFiles
 from conveyor.errors import ValidationError
 
@@ -77,11 +77,49 @@ def installed_version(conn: sqlite3.Connection) -> int | None:
     return int(row[0]) if row and row[0] is not None else None
 
 
+#: What each migration creates, as (version, kind, name): see ``missing_objects``.
+OBJECTS: tuple[tuple[int, str, str], ...] = (
+    (1, "table", "oban_jobs"),
+    (1, "table", "oban_leaders"),
+    (1, "table", "oban_producers"),
+    (1, "table", "conveyor_notifications"),
+    (1, "index", "oban_jobs_state_queue_priority_scheduled_at_id_index"),
+    (1, "index", "oban_jobs_staging_index"),
+    (1, "index", "oban_jobs_completed_at_index"),
+    (1, "index", "oban_jobs_cancelled_at_index"),
+    (1, "index", "oban_jobs_discarded_at_index"),
+    (2, "table", "conveyor_cron_ticks"),
+    (3, "table", "conveyor_queue_states"),
+)
+
+
+def missing_objects(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+    """The tables and indexes of the migrations that do not exist, as (migration version, name)."""
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')").fetchall()
+    return missing_from(OBJECTS, {str(row[0]) for row in rows})
+
+
+def check(conn: sqlite3.Connection, where: str, options: str = "") -> str | None:
+    """What is wrong with the schema of this database (``where`` names it) for this Conveyor, as a
+    sentence that says which command fixes it (``options`` follow the command); None when it is
+    complete and current."""
+    version = installed_version(conn)
+    missing = missing_objects(conn) if version is not None else []
+    return schema_problem(where, version, [name for _, name in missing], options)
+
+
 def migrate(conn: sqlite3.Connection) -> int:
-    """Apply every missing migration; the caller holds a write transaction. Return the version."""
+    """Apply every missing migration; the caller holds a write transaction. Return the version.
+
+    As on PostgreSQL, the recorded version is not trusted alone: when a table or index of an
+    applied migration is missing, the migrations from that one on run again (every statement is
+    ``IF NOT EXISTS``, so only what is missing is created).
+    """
     current = installed_version(conn) or 0
-    if current < LATEST_VERSION:
-        for statement in statements(install_sql(from_version=current)):
+    missing = missing_objects(conn) if current else []
+    start = min([current, *(version - 1 for version, _ in missing)])
+    if start < LATEST_VERSION:
+        for statement in statements(install_sql(from_version=start)):
             conn.execute(statement)
     return LATEST_VERSION
 
