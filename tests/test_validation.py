@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import decimal
+import enum
 import math
 import tracemalloc
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import orjson
 import pytest
 
 from conveyor import (
@@ -145,6 +150,134 @@ def test_nan_and_infinity_are_refused_not_turned_into_null(field: str, value: An
     with pytest.raises(ValidationError):
         JobRequest("tests.w").with_args(value)
     assert JobRequest("tests.w", args={"a": None, "b": 1.5}).args_json == b'{"a":null,"b":1.5}'
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+class Level(enum.IntEnum):
+    HIGH = 1
+
+
+class Name(str):
+    pass
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+
+@pytest.mark.parametrize(
+    ("value", "hint"),
+    [
+        (datetime(2030, 1, 1, tzinfo=UTC), "isoformat()"),
+        (date(2030, 1, 1), "isoformat()"),
+        (time(9, 30), "isoformat()"),
+        (uuid.UUID(int=7), "str(value)"),
+        (Colour.RED, "value.value"),
+        (Level.HIGH, "value.value"),
+        (Point(1), "dataclasses.asdict(value)"),
+        (Name("x"), "str(value)"),
+        (Pair(1, 2), "list(value)"),
+        (decimal.Decimal("1.5"), "str(value)"),
+        (frozenset({1}), "sorted(value)"),
+        (bytearray(b"x"), "base64"),
+        (timedelta(seconds=1), "total_seconds()"),
+        (orjson.Fragment(b"{"), "str(value)"),
+    ],
+    ids=lambda v: type(v).__name__ if not isinstance(v, str) else "hint",
+)
+@pytest.mark.parametrize("field", ["args", "meta"])
+def test_values_json_would_change_are_refused_with_their_path(field: str, value: Any, hint: str) -> None:
+    # orjson would write each of these as a string, a number or an object, which reads back as
+    # something else: refused, naming where the value sits and how to convert it.
+    mapping = {"ok": 1, "nested": {"list": [0, value]}}
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", **{field: mapping})
+    assert exc.value.field == field
+    assert f"at {field}['nested']['list'][1]" in exc.value.problem
+    assert hint in exc.value.problem
+    with pytest.raises(ValidationError):  # the same through a definition's template
+        JobRequest("tests.w").with_args(mapping)
+
+
+@pytest.mark.parametrize(
+    ("value", "stored"),
+    [
+        (2**64 - 1, b"18446744073709551615"),
+        (-(2**63), b"-9223372036854775808"),
+        (9_999_999_999_999_998.0, b"9999999999999998.0"),
+        (1.5e300, b"1.5e+300"),
+        (-(2.0**64), b"-1.8446744073709552e+19"),
+        (5e-324, b"5e-324"),
+    ],
+)
+def test_numbers_stored_exactly_are_accepted(value: Any, stored: bytes) -> None:
+    assert JobRequest("tests.w", args={"n": value}).args_json == b'{"n":' + stored + b"}"
+
+
+@pytest.mark.parametrize("value", [2**64, -(2**63) - 1, 10**30])
+def test_integers_beyond_64_bits_are_refused(value: int) -> None:
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", args={"a": [value]})
+    assert "at args['a'][0]" in exc.value.problem
+    assert "64 bits" in exc.value.problem
+
+
+@pytest.mark.parametrize("value", [1e16, -1e16, 1.2345678901234567e18, 2.0**64 - 4096])
+def test_floats_postgresql_would_return_as_integers_are_refused(value: float) -> None:
+    # jsonb keeps 1.2345678901234567e18 as the decimal 1234567890123456700, an int that is not
+    # even equal to the float. From 2**64 on, orjson reads such decimals back as floats again.
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", meta={"m": {"f": value}})
+    assert "at meta['m']['f']" in exc.value.problem
+    assert "integer" in exc.value.problem
+
+
+def test_negative_zero_is_stored_as_zero() -> None:
+    # A decimal has no -0.0: PostgreSQL gives 0.0 back, and SQLite is given 0.0 too.
+    request = JobRequest("tests.w", args={"z": -0.0, "l": [1, (-0.0, -0.001)], "s": "-0.0"})
+    assert request.args_json == b'{"z":0.0,"l":[1,[0.0,-0.001]],"s":"-0.0"}'
+    assert request.args == {"z": -0.0, "l": [1, (-0.0, -0.001)], "s": "-0.0"}
+
+
+def test_nesting_beyond_what_json_is_written_with_is_refused_with_its_depth() -> None:
+    deep: list[Any] = []
+    inner = deep
+    for _ in range(100_000):  # far deeper than repr itself can go
+        inner.append([])
+        inner = inner[0]
+    with pytest.raises(ValidationError) as exc:
+        JobRequest("tests.w", args={"deep": deep})
+    assert "nested more than 254 deep" in exc.value.problem
+    cyclic: dict[str, Any] = {}
+    cyclic["self"] = cyclic
+    with pytest.raises(ValidationError, match="nested more than 254 deep"):
+        JobRequest("tests.w", meta={"c": cyclic})
+
+
+def test_keys_and_strings_name_their_path() -> None:
+    with pytest.raises(ValidationError, match=r"the key 1 at args\['a'\] \(of type int\)"):
+        JobRequest("tests.w", args={"a": {1: "x"}})
+    with pytest.raises(ValidationError, match=r"NUL character .* at args\['a'\]\['k\\x00'\]"):
+        JobRequest("tests.w", args={"a": {"k\x00": "x"}})
+    with pytest.raises(ValidationError, match=r"lone surrogate") as exc:
+        JobRequest("tests.w", args={"a": ["\ud800"]})
+    assert "at args['a'][0]" in exc.value.problem
+
+
+def test_a_value_with_a_broken_repr_is_still_reported() -> None:
+    class Broken:
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+    with pytest.raises(ValidationError, match=r"at args\['b'\]"):
+        JobRequest("tests.w", args={"b": Broken()})
 
 
 def test_requests_keep_their_json_compact() -> None:

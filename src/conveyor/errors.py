@@ -20,7 +20,16 @@ class ValidationError(ConveyorError, ValueError):
         self.field = field
         self.value = value
         self.problem = problem
-        super().__init__(f"invalid {field}={value!r}: {problem}")
+        super().__init__(f"invalid {field}={_safe_repr(value)}: {problem}")
+
+
+def _safe_repr(value: Any) -> str:
+    """``repr(value)``, or a plain one when that fails (a broken ``__repr__``, nesting too deep for
+    repr): the error being reported must not be replaced by another."""
+    try:
+        return repr(value)
+    except Exception:
+        return object.__repr__(value)
 
 
 class UnknownOptionError(ValidationError):
