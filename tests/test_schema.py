@@ -388,6 +388,20 @@ async def test_check_schema_wants_install_on_an_empty_schema(dsn: str, prefix: s
         await engine.close()
 
 
+def test_cli_install_after_oban_uninstall_recreates_and_start_works(
+    engine: PostgresEngine, dsn: str, prefix: str
+) -> None:
+    oban_uninstall(dsn, prefix)
+    args = ["--dsn", dsn, "--prefix", prefix]
+    result = CliRunner().invoke(main, ["install", *args])
+    assert result.exit_code == 0, result.output
+    assert "already at version" not in result.output
+    assert f"schema {prefix!r} repaired at version {LATEST}: recreated oban_jobs" in result.output
+    assert tables_in(dsn, prefix) >= TABLES
+    result = CliRunner().invoke(main, ["install", *args])
+    assert f"schema {prefix!r} already at version {LATEST}" in result.output
+
+
 async def test_sqlite_install_recreates_dropped_tables(tmp_path: Path) -> None:
     import sqlite3
 

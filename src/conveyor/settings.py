@@ -337,16 +337,24 @@ def from_file(path: Path | None, environ: Mapping[str, str], cwd: Path) -> dict[
     if path is not None:
         if not path.exists():
             raise ValidationError("config_file", str(path), "does not exist")
-        return _normalise(str(path), _read_toml(path).get("conveyor", _read_toml(path)))
+        data = _read_toml(path)
+        return _normalise(str(path), _table(path, data.get("conveyor", data), "[conveyor]"))
     local = cwd / "conveyor.toml"
     if local.exists():
         data = _read_toml(local)
-        return _normalise(str(local), data.get("conveyor", data))
+        return _normalise(str(local), _table(local, data.get("conveyor", data), "[conveyor]"))
     pyproject = cwd / "pyproject.toml"
     if pyproject.exists():
-        table = _read_toml(pyproject).get("tool", {}).get("conveyor", {})
+        tool = _table(pyproject, _read_toml(pyproject).get("tool", {}), "[tool]")
+        table = _table(pyproject, tool.get("conveyor", {}), "[tool.conveyor]")
         return _normalise(f"{pyproject} [tool.conveyor]", table)
     return {}
+
+
+def _table(path: Path, value: Any, name: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValidationError("config_file", str(path), f"{name} must be a table, not {value!r}")
+    return value
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -354,6 +362,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(path.read_text("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ValidationError("config_file", str(path), f"is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValidationError("config_file", str(path), f"is not UTF-8 text: {exc.reason}") from None
+    except OSError as exc:
+        raise ValidationError("config_file", str(path), f"cannot be read: {exc.strerror or exc}") from None
 
 
 def load_settings(

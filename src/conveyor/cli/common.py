@@ -1,22 +1,34 @@
-"""Pieces shared by the CLI commands: database options, the app they build, output helpers."""
+"""Pieces shared by the CLI commands: database options, the checks every command makes before it
+acts (the database answers, the schema is there), the app they build, output helpers."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import enum
-from collections.abc import Callable, Sequence
+import sqlite3
+from collections.abc import Callable, Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 import orjson
+import psycopg
+from psycopg_pool import PoolTimeout
 from rich.console import Console
 from rich.table import Table
 
 from conveyor.app import Conveyor
+from conveyor.engine.migrations import schema_problem
+from conveyor.engine.postgres import schema as postgres_schema
+from conveyor.engine.sqlite import schema as sqlite_schema
+from conveyor.engines import default_database_url, is_sqlite_url, sqlite_path
 from conveyor.errors import ConveyorError
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 def database_options(fn: F) -> F:
@@ -34,11 +46,147 @@ def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(fn)
 
 
-def build_app(dsn: str | None, prefix: str | None) -> Conveyor:
+#: Seconds a command waits for PostgreSQL to accept a connection before it gives up and says why.
+CONNECT_TIMEOUT = 3
+#: The largest job id (PostgreSQL's bigint): larger ones are refused as arguments.
+MAX_JOB_ID = 2**63 - 1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SchemaState:
+    """What a command found in the database before acting."""
+
+    #: The migration recorded last; None when Conveyor never installed there.
+    version: int | None
+    #: Objects the recorded migrations create that do not exist (see ``missing_objects``).
+    missing: tuple[str, ...]
+    #: How messages name the schema, and the options that repeat this command's target.
+    where: str
+    options: str
+
+    def problem(self) -> str | None:
+        return schema_problem(self.where, self.version, self.missing, self.options)
+
+
+def inspect_database(url: str | None, prefix: str, *, create: bool = False) -> SchemaState:
+    """Connect once, quickly, and read the schema's state, so a command fails at once with the
+    database's own reason (``database "x" does not exist``) rather than after a pool's timeout.
+
+    ``create``: the command may create a SQLite file (install, migrate); other commands refuse a
+    file that does not exist rather than leave an empty one behind.
+    """
+    url = url or default_database_url()
+    if is_sqlite_url(url):
+        return _inspect_sqlite(url, create=create)
+    dsn = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    options = "" if prefix == "public" else f" --prefix {prefix}"
+    version, missing = run_blocking(_inspect_postgres(dsn, prefix))
+    return SchemaState(version, missing, f"the Conveyor schema in {prefix!r}", options)
+
+
+def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` to the end, also when called from a running event loop (a command invoked
+    from async code, as tests do): then on a thread of its own."""
     try:
-        return Conveyor(dsn, prefix=prefix)
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(1, thread_name_prefix="conveyor-cli") as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+async def _inspect_postgres(dsn: str, prefix: str) -> tuple[int | None, tuple[str, ...]]:
+    try:
+        conn = await asyncio.wait_for(
+            psycopg.AsyncConnection.connect(dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT),
+            CONNECT_TIMEOUT + 1,
+        )
+    except TimeoutError:
+        raise ConveyorError(
+            f"cannot connect to the database: no answer within {CONNECT_TIMEOUT} seconds"
+        ) from None
+    except psycopg.Error as exc:
+        raise ConveyorError(f"cannot connect to the database: {one_line(str(exc))}") from None
+    async with conn:
+        version = await postgres_schema.installed_version(conn, prefix)
+        missing = await postgres_schema.missing_objects(conn, prefix) if version is not None else []
+    return version, tuple(name for _, name in missing)
+
+
+def _inspect_sqlite(url: str, *, create: bool) -> SchemaState:
+    path = sqlite_path(url)
+    where, options = f"the Conveyor schema in {path}", f" --dsn {url}"
+    if path == ":memory:":
+        return SchemaState(None, (), where, options)
+    file = Path(path).resolve()
+    if not file.exists():
+        if not create:
+            raise ConveyorError(
+                f"there is no SQLite database at {file}: run `conveyor install --dsn {url}` to create "
+                "one, or pass the --dsn (or $CONVEYOR_DATABASE_URL) of the one your nodes use"
+            )
+        if not file.parent.is_dir():
+            raise ConveyorError(
+                f"cannot create the SQLite database {file}: the directory {file.parent} does not exist"
+            )
+        return SchemaState(None, (), where, options)
+    if file.is_dir():
+        raise ConveyorError(f"cannot open the SQLite database {file}: it is a directory")
+    try:
+        # mode=rw: never create the file (it exists; this keeps a race from leaving an empty one).
+        conn = sqlite3.connect(f"{file.as_uri()}?mode=rw", uri=True, timeout=CONNECT_TIMEOUT)
+        try:
+            version = sqlite_schema.installed_version(conn)
+            missing = sqlite_schema.missing_objects(conn) if version is not None else []
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise ConveyorError(f"cannot read the SQLite database {file}: {exc}") from None
+    return SchemaState(version, tuple(name for _, name in missing), where, options)
+
+
+def require_schema(url: str | None, prefix: str) -> None:
+    """Fail unless the database answers and holds the complete, current schema."""
+    problem = inspect_database(url, prefix).problem()
+    if problem is not None:
+        raise ConveyorError(problem)
+
+
+def build_app(dsn: str | None, prefix: str | None) -> Conveyor:
+    """The app a command acts through, once the database and its schema were found usable."""
+    try:
+        app = Conveyor(dsn, prefix=prefix)
     except ConveyorError as exc:
         raise click.UsageError(str(exc)) from None
+    require_schema(app.settings.database_url, app.settings.prefix)
+    return app
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: the lines of a multi-line message joined, blanks collapsed."""
+    return "; ".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
+
+
+def describe(exc: BaseException) -> str:
+    """One line that tells a user what went wrong, without a traceback."""
+    if isinstance(exc, ConveyorError):
+        return one_line(str(exc))
+    if isinstance(exc, PoolTimeout):
+        return f"no database connection in time: {one_line(str(exc))}"
+    if isinstance(exc, psycopg.OperationalError):
+        return f"the database is unavailable: {one_line(str(exc))}"
+    if isinstance(exc, psycopg.Error):
+        return f"the database refused the command: {one_line(str(exc))}"
+    if isinstance(exc, sqlite3.Error):
+        return f"SQLite error: {one_line(str(exc))}"
+    if isinstance(exc, OSError):
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror or one_line(str(exc))}{where}"
+    detail = one_line(str(exc))
+    return (
+        f"unexpected {type(exc).__name__}{': ' + detail if detail else ''} "
+        "(run `conveyor --debug ...` for the traceback)"
+    )
 
 
 def _plain(value: Any) -> Any:

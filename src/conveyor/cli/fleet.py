@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
+from conveyor import options as opt
 from conveyor.cli.common import build_app, database_options, json_option, print_json, print_table
+from conveyor.errors import ValidationError
 
 
 @click.command()
@@ -28,6 +30,15 @@ def _queue_command(
     action: str, help_text: str, with_limit: bool = False, persist: bool = True
 ) -> click.Command:
     def run(dsn: str | None, prefix: str | None, queue: str, node: str | None, **rest: object) -> None:
+        if queue != "*":
+            try:
+                opt.check_queue(queue)
+            except ValidationError as exc:
+                raise click.BadParameter(f"{queue!r} {exc.problem}", param_hint="QUEUE") from None
+        if node is not None and not node.strip():
+            raise click.BadParameter(
+                "must be a node name (leave --node out for every node)", param_hint="--node"
+            )
         app = build_app(dsn, prefix)
         options: dict[str, object] = {"node": node}
         if with_limit:

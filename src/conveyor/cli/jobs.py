@@ -4,8 +4,16 @@ from __future__ import annotations
 
 import click
 
-from conveyor.cli.common import build_app, database_options, json_option, print_json, print_table
+from conveyor.cli.common import (
+    MAX_JOB_ID,
+    build_app,
+    database_options,
+    json_option,
+    print_json,
+    print_table,
+)
 from conveyor.errors import ValidationError
+from conveyor.filters import JobFilter
 from conveyor.job import JobState
 
 
@@ -17,7 +25,12 @@ from conveyor.job import JobState
 @click.option("--worker", "workers", multiple=True)
 @click.option("--tag", "tags", multiple=True, help="Jobs carrying all of these tags.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
-@click.option("--before-id", type=int, default=None, help="Page: only jobs with a smaller id.")
+@click.option(
+    "--before-id",
+    type=click.IntRange(1, MAX_JOB_ID),
+    default=None,
+    help="Page: only jobs with a smaller id.",
+)
 def jobs(
     dsn: str | None,
     prefix: str | None,
@@ -30,13 +43,15 @@ def jobs(
     before_id: int | None,
 ) -> None:
     """List jobs, newest first."""
-    app = build_app(dsn, prefix)
-    try:
-        found = app.list_jobs_sync(
+    try:  # checked before connecting: a bad filter is a usage error
+        criteria = JobFilter.build(
             states=states, queues=queues, workers=workers, tags=tags, limit=limit, before_id=before_id
         )
     except ValidationError as exc:
         raise click.UsageError(str(exc)) from None
+    app = build_app(dsn, prefix)
+    try:
+        found = app.list_jobs_sync(criteria)
     finally:
         app.close_sync()
     if as_json:
@@ -61,7 +76,7 @@ def _action(verb: str, help_text: str) -> click.Command:
     @click.command(name=verb, help=help_text)
     @database_options
     @json_option
-    @click.argument("job_ids", nargs=-1, required=True, type=int)
+    @click.argument("job_ids", nargs=-1, required=True, type=click.IntRange(1, MAX_JOB_ID))
     def run(dsn: str | None, prefix: str | None, as_json: bool, job_ids: tuple[int, ...]) -> None:
         app = build_app(dsn, prefix)
         try:

@@ -1,11 +1,16 @@
-"""``conveyor``: schema management now; running nodes and fleet control plug in as subcommands."""
+"""``conveyor``: schema management, ``start`` (a node), queue control and job commands.
+
+Every failure ends as one line on standard error (``Error: ...``) and a non-zero exit status; the
+traceback is shown only with ``conveyor --debug COMMAND``.
+"""
 
 from __future__ import annotations
 
-import asyncio
+from typing import Any
 
 import click
 
+from conveyor.cli.common import SchemaState, describe, inspect_database, run_blocking
 from conveyor.cli.fleet import pause, queues, resume, scale, stop
 from conveyor.cli.jobs import cancel, delete, jobs, retry
 from conveyor.cli.start import start
@@ -43,21 +48,39 @@ def schema_target(dsn: str | None, prefix: str | None, config_file: str | None) 
     return settings.database_url, settings.prefix
 
 
-@click.group()
+class ConveyorGroup(click.Group):
+    """Turns any exception a command lets through into one line and exit status 1 (click's own
+    usage errors keep their status 2), unless ``--debug`` asks for the traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Abort, click.exceptions.Exit):
+            raise
+        except Exception as exc:
+            if ctx.params.get("debug"):
+                raise
+            raise click.ClickException(describe(exc)) from None
+
+
+@click.group(cls=ConveyorGroup)
 @click.version_option(package_name="conveyor")
-def main() -> None:
+@click.option("--debug", is_flag=True, help="Show the full traceback when a command fails.")
+def main(debug: bool) -> None:
     """Conveyor: jobs stored in your database."""
 
 
-async def _migrate(dsn: str | None, prefix: str) -> tuple[int | None, int]:
+async def _migrate(dsn: str | None, prefix: str) -> int:
     engine = engine_from_url(dsn, prefix=prefix, pool_size=1)
     await engine.open()
     try:
-        before = await engine.schema_version()
-        after = await engine.install()
-        return before, after
+        return await engine.install()
     finally:
         await engine.close()
+
+
+def _recreated(state: SchemaState) -> str:
+    return f"recreated {', '.join(state.missing)}" if state.missing else ""
 
 
 @main.command()
@@ -71,8 +94,11 @@ def install(dsn: str | None, prefix: str | None, config_file: str | None, print_
     if print_sql:
         click.echo(install_sql(dsn, prefix))
         return
-    before, after = asyncio.run(_migrate(dsn, prefix))
-    if before == after:
+    state = inspect_database(dsn, prefix, create=True)
+    before, after = state.version, run_blocking(_migrate(dsn, prefix))
+    if before == after and state.missing:
+        click.echo(f"schema {prefix!r} repaired at version {after}: {_recreated(state)}")
+    elif before == after:
         click.echo(f"schema {prefix!r} already at version {after}")
     else:
         click.echo(f"schema {prefix!r} installed at version {after} (was {before or 'absent'})")
@@ -85,8 +111,10 @@ def install(dsn: str | None, prefix: str | None, config_file: str | None, print_
 def migrate(dsn: str | None, prefix: str | None, config_file: str | None) -> None:
     """Apply the migrations that are missing (same as install on an existing schema)."""
     dsn, prefix = schema_target(dsn, prefix, config_file)
-    before, after = asyncio.run(_migrate(dsn, prefix))
-    click.echo(f"schema {prefix!r}: version {before or 'absent'} -> {after}")
+    state = inspect_database(dsn, prefix, create=True)
+    before, after = state.version, run_blocking(_migrate(dsn, prefix))
+    repaired = f" ({_recreated(state)})" if state.missing else ""
+    click.echo(f"schema {prefix!r}: version {before or 'absent'} -> {after}{repaired}")
 
 
 async def _uninstall(dsn: str | None, prefix: str) -> None:
@@ -106,9 +134,10 @@ async def _uninstall(dsn: str | None, prefix: str) -> None:
 def uninstall(dsn: str | None, prefix: str | None, config_file: str | None, yes: bool) -> None:
     """Drop the job tables and every job in them."""
     dsn, prefix = schema_target(dsn, prefix, config_file)
+    inspect_database(dsn, prefix)  # the database answers (a SQLite file exists) before we ask
     if not yes:
         click.confirm(f"Drop oban_jobs and every Conveyor table in {prefix!r}?", abort=True)
-    asyncio.run(_uninstall(dsn, prefix))
+    run_blocking(_uninstall(dsn, prefix))
     click.echo(f"schema objects removed from {prefix!r}")
 
 

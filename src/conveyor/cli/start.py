@@ -12,7 +12,10 @@ from typing import Any
 import click
 
 from conveyor.app import Conveyor
+from conveyor.cli.common import require_schema
 from conveyor.errors import ConveyorError
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 async def run_node(app: Conveyor) -> None:
@@ -43,7 +46,9 @@ async def run_node(app: Conveyor) -> None:
 @click.option("--no-notifications", is_flag=True, help="Poll only; do not LISTEN.")
 @click.option("--shutdown-grace", type=float, default=None, help="Seconds for running jobs at shutdown.")
 @click.option("--config", "config_file", default=None, help="Config file (TOML).")
-@click.option("--log-level", default="INFO", show_default=True)
+@click.option(
+    "--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="INFO", show_default=True
+)
 def start(
     dsn: str | None,
     prefix: str | None,
@@ -75,7 +80,6 @@ def start(
         raise click.UsageError(str(exc)) from None
     if not app.settings.queues:
         raise click.UsageError("no queues to run: pass --queues default:10 (or set CONVEYOR_QUEUES)")
-    try:
-        asyncio.run(run_node(app))
-    except ConveyorError as exc:  # e.g. the schema is missing: say what to run, no traceback
-        raise click.ClickException(str(exc)) from None
+    # The database answers and holds the schema: checked on one quick connection, before the pools.
+    require_schema(app.settings.database_url, app.settings.prefix)
+    asyncio.run(run_node(app))
