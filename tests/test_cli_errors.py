@@ -267,3 +267,28 @@ def test_a_missing_config_file_is_one_line(tmp_path: Path) -> None:
     run = conveyor("migrate", "--config", str(tmp_path / "nope.toml"), cwd=tmp_path)
     assert_one_line_error(run, "nope.toml", "does not exist", code=2)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("source", "fragment"),
+    [
+        (None, "cannot import 'conveyor_no_such_module': ModuleNotFoundError"),
+        (
+            "raise RuntimeError('boom at import')\n",
+            "cannot import 'broken_jobs': RuntimeError: boom at import",
+        ),
+        ("import sys\nsys.exit(3)\n", "cannot import 'broken_jobs': SystemExit: 3"),
+    ],
+)
+def test_start_reports_an_import_that_fails_in_one_line(
+    source: str | None, fragment: str, prefix: str, tmp_path: Path
+) -> None:
+    assert conveyor("install", "--dsn", DSN, "--prefix", prefix, cwd=tmp_path).code == 0
+    module = "conveyor_no_such_module"
+    if source is not None:
+        module = "broken_jobs"
+        (tmp_path / "broken_jobs.py").write_text(source)
+    run = conveyor(
+        "start", "-q", "default", "--import", module, "--dsn", DSN, "--prefix", prefix, cwd=tmp_path
+    )
+    assert_one_line_error(run, fragment)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import signal
 import sys
@@ -12,7 +13,7 @@ from typing import Any
 import click
 
 from conveyor.app import Conveyor
-from conveyor.cli.common import require_schema
+from conveyor.cli.common import one_line, require_schema
 from conveyor.errors import ConveyorError
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -82,4 +83,10 @@ def start(
         raise click.UsageError("no queues to run: pass --queues default:10 (or set CONVEYOR_QUEUES)")
     # The database answers and holds the schema: checked on one quick connection, before the pools.
     require_schema(app.settings.database_url, app.settings.prefix)
+    for module in app.settings.imports:  # the node imports them again (from the module cache)
+        try:
+            importlib.import_module(module)
+        except (Exception, SystemExit) as exc:
+            detail = f": {one_line(str(exc))}" if str(exc) else ""
+            raise click.ClickException(f"cannot import {module!r}: {type(exc).__name__}{detail}") from None
     asyncio.run(run_node(app))
