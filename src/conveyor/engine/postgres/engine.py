@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -27,6 +28,8 @@ from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, Que
 from conveyor.job import Job
 from conveyor.options import check_prefix
 from conveyor.request import JobRequest
+
+log = logging.getLogger("conveyor.engine")
 
 
 def channel(prefix: str, name: str) -> str:
@@ -68,6 +71,27 @@ async def _configure_hot(conn: psycopg.AsyncConnection[Any]) -> None:
     )
 
 
+#: Seconds a pool keeps retrying a lost connection before it starts over. psycopg_pool waits 1 s after
+#: a failed attempt and doubles the wait each time until this timeout (5 minutes by default), so after
+#: a long outage it could notice the server was back 8, 16, 32 s late. Capped like this the waits
+#: never pass ~1 s: see ``_reconnect_again`` for what follows a series that gave up.
+RECONNECT_TIMEOUT = 2.0
+
+
+async def _reconnect_again(pool: AsyncConnectionPool) -> None:
+    """``reconnect_failed`` of both pools: a series of attempts gave up (after ``RECONNECT_TIMEOUT``).
+
+    psycopg_pool would then leave the connection out until a new client asks for one, but during an
+    outage every service of the node is already waiting for one, so nothing would ask. While a
+    client waits, or the pool is below its minimum, start a new series at once (``check`` grows the
+    pool by one connection, and drops dead idle ones)."""
+    if pool.closed:
+        return
+    stats = pool.get_stats()
+    if stats.get("requests_waiting", 0) > 0 or stats.get("pool_size", 0) < pool.min_size:
+        await pool.check()
+
+
 class PostgresEngine:
     """Runs every Conveyor statement on PostgreSQL through an async psycopg pool.
 
@@ -106,6 +130,8 @@ class PostgresEngine:
             configure=_configure,
             open=False,
             name=f"conveyor-{prefix}",
+            reconnect_timeout=RECONNECT_TIMEOUT,
+            reconnect_failed=_reconnect_again,
         )
         self._hot_pool = AsyncConnectionPool(
             dsn,
@@ -116,6 +142,8 @@ class PostgresEngine:
             configure=_configure_hot,
             open=False,
             name=f"conveyor-{prefix}-hot",
+            reconnect_timeout=RECONNECT_TIMEOUT,
+            reconnect_failed=_reconnect_again,
         )
         # Encoded once: psycopg would encode the text (and hash the bytes) on every call.
         self._fetch_statement = self.sql.compose("fetch_jobs", job_columns="job_columns").encode()
@@ -323,9 +351,21 @@ class PostgresEngine:
             )
 
     async def listen(self, names: Iterable[str], handler: NotificationHandler) -> PostgresListener:
-        listener = PostgresListener(self.dsn, self.prefix, names, handler)
+        listener = PostgresListener(self.dsn, self.prefix, names, handler, on_reconnect=self._server_back)
         await listener.start()
         return listener
+
+    async def _server_back(self) -> None:
+        """The listener reconnected after losing its connection: the server is reachable again (it
+        may have restarted). Drop the pools' idle connections that died meanwhile, and open a fresh
+        one, before the node is told to fetch: its first statements then find working connections
+        instead of failing on dead ones and backing off."""
+        for pool in (self._pool, self._hot_pool):
+            if not pool.closed:
+                try:
+                    await pool.check()
+                except Exception as exc:  # the node retries its own statements either way
+                    log.warning("checking the pool %s after a reconnect failed: %s", pool.name, exc)
 
     # -- leadership --------------------------------------------------------------------------
     async def elect_leader(

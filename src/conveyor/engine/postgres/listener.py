@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 import psycopg
 
@@ -15,16 +15,28 @@ from conveyor.engine.base import NotificationHandler
 log = logging.getLogger("conveyor.listener")
 
 
-RECONNECT_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)
+#: Seconds between attempts to reconnect, growing with consecutive failures. Capped at 1 s: the
+#: reconnect is how a node learns that the server is back, and it fetches at once when it does.
+RECONNECT_DELAYS = (0.1, 0.25, 0.5, 1.0)
 
 
 class PostgresListener:
     """One connection per node listening on ``<prefix>.oban_<name>`` channels."""
 
-    def __init__(self, dsn: str, prefix: str, names: Iterable[str], handler: NotificationHandler) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        prefix: str,
+        names: Iterable[str],
+        handler: NotificationHandler,
+        *,
+        on_reconnect: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self._dsn = dsn
         self._channels = {f"{prefix}.oban_{name}": name for name in names}
         self._handler = handler
+        # Awaited after a lost connection is back, before the handler hears "connected".
+        self._on_reconnect = on_reconnect
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
 
@@ -46,12 +58,16 @@ class PostgresListener:
 
     async def _run(self) -> None:
         failures = 0
+        lost = False
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(self._dsn, autocommit=True) as conn:
                     for channel in self._channels:
                         await conn.execute(f'LISTEN "{channel}"'.encode())
                     failures = 0
+                    if lost:
+                        lost = False
+                        await self._reconnected()
                     self._ready.set()
                     # Anything sent while we were away was missed: tell the node to look again.
                     self._handler("listener", {"event": "connected"})
@@ -62,10 +78,19 @@ class PostgresListener:
             except psycopg.OperationalError as exc:
                 if not self._ready.is_set() and failures == 0:
                     raise
+                lost = True
                 delay = RECONNECT_DELAYS[min(failures, len(RECONNECT_DELAYS) - 1)]
                 failures += 1
                 log.warning("listener connection lost (%s); reconnecting in %.1fs", exc, delay)
                 await asyncio.sleep(delay)
+
+    async def _reconnected(self) -> None:
+        if self._on_reconnect is None:
+            return
+        try:
+            await self._on_reconnect()
+        except Exception:
+            log.exception("the reconnect hook failed")
 
     def _dispatch(self, channel: str, text: str) -> None:
         name = self._channels.get(channel)
