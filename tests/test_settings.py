@@ -457,3 +457,21 @@ async def test_a_web_app_in_a_worker_directory_runs_no_node(
             assert worker.node is not None
     finally:
         await worker.close()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"notifications": "false"}, "notifications"),
+        ({"leadership": 1}, "leadership"),
+        ({"prune": None, "prune_interval": float("nan")}, "prune_interval"),
+        ({"name": ""}, "name"),
+        ({"imports": [""]}, "imports"),
+        ({"crontab": "0 * * * *"}, "crontab"),
+        ({"pool_size": 2**40}, "pool_size"),
+    ],
+)
+def test_arguments_are_typed_strictly_too(arguments: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        Conveyor(URL, **arguments)
+    assert raised.value.field == field
