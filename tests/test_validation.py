@@ -10,7 +10,7 @@ import math
 import tracemalloc
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta, timezone
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -390,6 +390,23 @@ def test_schedule_in_accepts_numbers_and_timedeltas() -> None:
     assert JobRequest("tests.w", schedule_in=0).schedule_in == 0.0
     assert JobRequest("tests.w", schedule_in=90).schedule_in == 90.0
     assert JobRequest("tests.w", schedule_in=timedelta(minutes=2)).schedule_in == 120.0
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5))),
+        datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-5))),
+    ],
+    ids=["before-year-1", "after-year-9999"],
+)
+def test_scheduled_at_beyond_the_datetime_range_in_utc_is_refused(value: datetime) -> None:
+    # Found by tests/test_properties.py: built fine, then the insert raised OverflowError.
+    with pytest.raises(ValidationError, match="out of range once converted to UTC") as exc:
+        JobRequest("tests.w", scheduled_at=value)
+    assert_invalid(exc, "scheduled_at", value)
+    edge = datetime(1, 1, 1, tzinfo=UTC)
+    assert JobRequest("tests.w", scheduled_at=edge).scheduled_at_utc == edge.replace(tzinfo=None)
 
 
 def test_scheduled_at_and_schedule_in_together_are_refused() -> None:

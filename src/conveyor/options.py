@@ -10,7 +10,7 @@ import dataclasses
 import math
 import re
 from collections.abc import Iterable, Mapping
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from enum import Enum
 from math import copysign
 from typing import Any
@@ -325,6 +325,11 @@ def check_aware(field: str, value: Any) -> datetime:
         raise ValidationError(
             field, value, "is a naive datetime; give a timezone-aware one (e.g. tzinfo=UTC)"
         )
+    if value.year in (1, 9999):  # the only years where the UTC time can fall outside datetime's range
+        try:
+            value.astimezone(UTC)
+        except OverflowError:
+            raise ValidationError(field, value, "is out of range once converted to UTC") from None
     return value
 
 
