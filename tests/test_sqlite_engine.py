@@ -1069,7 +1069,8 @@ async def test_producers_and_rescue(sqlite_engine: SqliteEngine) -> None:
     rescued = await sqlite_engine.get_job(ids[1])
     assert rescued is not None and rescued.meta["rescued"] == 1 and rescued.attempt == 1
     assert [p.uuid for p in await sqlite_engine.list_producers()] == [live]  # the dead one is forgotten
-    assert await sqlite_engine.still_executing([ids[0], ids[2], unknown_new[0].id, 10**9]) == {
+    asked = [(ids[0], 1), (ids[2], 1), (unknown_new[0].id, 1), (10**9, 1)]
+    assert await sqlite_engine.still_executing(asked) == {
         ids[2],
         unknown_new[0].id,
     }

@@ -3,9 +3,42 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from conveyor.job import JobState
+
+#: The longest text kept in one ``errors`` entry. A longer one keeps its head and its tail (where a
+#: traceback names the exception) around a marker saying how much was cut.
+MAX_ERROR_CHARS = 16_000
+_KEEP_HEAD = MAX_ERROR_CHARS // 2
+_KEEP_TAIL = MAX_ERROR_CHARS // 2 - 100
+
+
+def safe_error_text(text: str) -> str:
+    """``text`` as every engine can store it inside a JSON string.
+
+    PostgreSQL's jsonb refuses ``\\u0000``, and a lone surrogate cannot be encoded at all: both are
+    written as visible escapes (``\\x00``, ``\\ud800``). Text over ``MAX_ERROR_CHARS`` is cut in the
+    middle, with a marker giving the number of characters removed.
+    """
+    if not isinstance(text, str):
+        text = repr(text)
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(text) > MAX_ERROR_CHARS:
+        cut = len(text) - _KEEP_HEAD - _KEEP_TAIL
+        text = f"{text[:_KEEP_HEAD]}\n... [{cut} characters cut] ...\n{text[-_KEEP_TAIL:]}"
+    return text
+
+
+def error_entry(attempt: int, at: datetime, text: str) -> dict[str, Any]:
+    """One element of ``errors``, as Oban writes them: ``{"attempt", "at", "error"}``."""
+    return {"attempt": attempt, "at": at.isoformat(), "error": safe_error_text(text)}
 
 
 @dataclass(frozen=True, slots=True)

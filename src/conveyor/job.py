@@ -63,3 +63,8 @@ class Job:
     cancelled_at: datetime | None = None
     completed_at: datetime | None = None
     discarded_at: datetime | None = None
+    #: Why the stored row could not be read as it is, or None for every healthy row. Such a row
+    #: (written by another client, or edited by hand) still shows up; the fields that could not be
+    #: read hold neutral values (empty args, the epoch for a time). A node never runs it: it ends
+    #: the job ``discarded`` with this reason in ``errors``.
+    unreadable: str | None = None

@@ -58,7 +58,7 @@ def import_definition(name: str) -> JobDefinition:
             if missing is not None and not (module_name == missing or module_name.startswith(missing + ".")):
                 raise WorkerNotFoundError(name, f"importing {module_name} failed: {exc}") from exc
             continue
-        except Exception as exc:
+        except BaseException as exc:  # SystemExit and the like too: a bad module never ends the node
             raise WorkerNotFoundError(name, f"importing {module_name} raised {exc!r}") from exc
         target: Any = module
         for attr in parts[split:]:

@@ -12,6 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from conveyor import Conveyor
 from conveyor.engine.base import Engine
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.engine.sqlite import SqliteEngine
@@ -49,5 +50,25 @@ async def any_engine(engine_name: str, tmp_path: Path) -> AsyncIterator[Engine]:
     finally:
         await engine.close()
         for schema in schemas:
+            with psycopg.connect(DSN, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+async def node_app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Conveyor]:
+    """A started node (queue "default", limit 5, fast polling, no leadership) on each engine."""
+    options = {"queues": {"default": 5}, "poll_interval": 0.1, "stage_interval": 0.1, "leadership": False}
+    schema = f"conveyor_conf_{uuid.uuid4().hex[:10]}"
+    if request.param == "postgres":
+        app = Conveyor(DSN, prefix=schema, **options)
+    else:
+        app = Conveyor(f"sqlite:///{tmp_path}/node.db", **options)
+    await app.install()
+    await app.start()
+    try:
+        yield app
+    finally:
+        await app.stop(grace=1)
+        if request.param == "postgres":
             with psycopg.connect(DSN, autocommit=True) as conn:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())

@@ -227,7 +227,22 @@ async def test_rescue_follows_heartbeats(any_engine: Engine) -> None:
     job = await any_engine.get_job(orphan)
     assert job is not None and job.state is JobState.AVAILABLE and job.meta.get("rescued") == 1
     assert (await any_engine.get_job(kept)).state is JobState.EXECUTING  # type: ignore[union-attr]
-    assert await any_engine.still_executing([orphan, kept]) == {kept}
+    assert await any_engine.still_executing([(orphan, 1), (kept, 1)]) == {kept}
+    assert await any_engine.still_executing([(kept, 2)]) == set()  # another attempt is not ours
+
+
+async def test_rescue_spares_the_live_producers_it_is_told_of(any_engine: Engine) -> None:
+    mine, dead = "00000000-0000-4000-8000-0000000000b1", "00000000-0000-4000-8000-0000000000b2"
+    for uuid in (mine, dead):
+        await any_engine.record_producers("app", "n1", [ProducerBeat(uuid, "default", {})], now=T0)
+    own, orphan = await any_engine.insert([req(), req()], now=T0)
+    await any_engine.fetch_jobs("default", 1, node="n1", producer=mine, now=T0)
+    await any_engine.fetch_jobs("default", 1, node="n1", producer=dead, now=T0)
+    later = T0 + timedelta(seconds=60)  # both rows are stale
+    result = await any_engine.rescue_jobs(timeout=15, backstop=3600, live=[mine], now=later)
+    assert result.available == (orphan,)
+    assert (await any_engine.get_job(own)).state is JobState.EXECUTING  # type: ignore[union-attr]
+    assert [p.uuid for p in await any_engine.list_producers()] == [mine]  # only the dead one goes
 
 
 async def test_prune_deletes_old_final_jobs_in_batches(any_engine: Engine) -> None:

@@ -4,35 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import psycopg
-import pytest
 
 from conveyor import Conveyor, JobState
 from tests.conformance import jobs
-from tests.conftest import DSN
-
-
-@pytest.fixture(params=["postgres", "sqlite"])
-async def node_app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Conveyor]:
-    options = {"queues": {"default": 5}, "poll_interval": 0.1, "stage_interval": 0.1, "leadership": False}
-    schema = f"conveyor_conf_{uuid.uuid4().hex[:10]}"
-    if request.param == "postgres":
-        app = Conveyor(DSN, prefix=schema, **options)
-    else:
-        app = Conveyor(f"sqlite:///{tmp_path}/node.db", **options)
-    await app.install()
-    await app.start()
-    try:
-        yield app
-    finally:
-        await app.stop(grace=1)
-        if request.param == "postgres":
-            with psycopg.connect(DSN, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
 
 
 async def wait_final(app: Conveyor, ids: list[int], states: set[JobState], timeout: float = 15) -> None:

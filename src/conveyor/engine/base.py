@@ -131,10 +131,18 @@ class Engine(Protocol):
     async def list_producers(self) -> list[ProducerInfo]: ...
 
     async def rescue_jobs(
-        self, *, timeout: float, backstop: float, limit: int = 1000, now: datetime | None = None
+        self,
+        *,
+        timeout: float,
+        backstop: float,
+        limit: int = 1000,
+        live: Sequence[str] = (),
+        now: datetime | None = None,
     ) -> RescueResult:
         """Make jobs of producers silent for ``timeout`` seconds available again (discarded when
-        exhausted); as a backstop, also executing jobs with no producer row older than ``backstop``."""
+        exhausted); as a backstop, also executing jobs with no producer row older than ``backstop``.
+        Producers whose uuid is in ``live`` (the caller's own, known to be running) are never dead,
+        however old their rows; dead producers that own no executing job any more are deleted."""
 
     async def prune_jobs(
         self, *, max_age: float, limit: int, keep_per_queue: int | None = None, now: datetime | None = None
@@ -155,9 +163,20 @@ class Engine(Protocol):
 
     async def load_queue_states(self, name: str) -> dict[str, QueueState]: ...
 
-    async def still_executing(self, job_ids: Sequence[int]) -> set[int]:
-        """The ids among ``job_ids`` whose rows are still executing (the others were cancelled,
-        deleted or rescued behind this node's back)."""
+    async def still_executing(self, attempts: Sequence[tuple[int, int]]) -> set[int]:
+        """The ids among ``attempts`` (job id, attempt) whose rows are still executing that attempt
+        (the others were cancelled, deleted, or rescued and maybe claimed again, behind the
+        caller's back)."""
+
+    # -- failures ----------------------------------------------------------------------------
+    def is_transient(self, exc: BaseException) -> bool:
+        """Is ``exc`` (raised by one of these methods) worth retrying unchanged?
+
+        True when the database could not be reached, was busy, restarting or out of resources:
+        the same statement may succeed later. False when the statement itself was refused (a value
+        it carried is invalid): retrying it unchanged would fail forever, so the caller must
+        isolate what is wrong (the acker splits its batch).
+        """
 
 
 class Listener(Protocol):

@@ -1,18 +1,51 @@
 """Batched acks: finished jobs are written back one statement per batch, promptly, and never dropped
-while the database can be reached."""
+while the database can be reached.
+
+Two kinds of failure are told apart (``Engine.is_transient``). A transient one (the database is
+away, busy or restarting) retries the same batch with a growing pause. Any other means the statement
+refused something in the batch: the batch is split in halves until the ack at fault stands alone,
+so every other ack is written at once. The ack at fault is then replaced by a fallback that records
+why (see ``fallback_acks``); one bad ack never holds back the others.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime
 
-from conveyor.acks import Ack
+from conveyor.acks import Ack, error_entry
 from conveyor.engine.base import Engine
+from conveyor.job import JobState
 from conveyor.runtime.alarm import Alarm
 
 log = logging.getLogger("conveyor.acker")
 
 RETRY_DELAYS = (0.05, 0.2, 0.5, 1.0, 2.0)
+
+
+def fallback_acks(ack: Ack, refused: BaseException, at: datetime) -> list[Ack]:
+    """What to write, in order, when the database refuses ``ack`` itself.
+
+    First the same outcome without the parts that can carry bad data (recorded meta, the snooze
+    count), its error text re-sanitised and a note of the refusal; then, as a last resort, a fixed
+    ASCII entry with the job completed (if it was) or discarded.
+    """
+    lines = str(refused).strip().splitlines()
+    reason = f"{type(refused).__name__}: {lines[0] if lines else ''}"
+    note = f"Conveyor could not write this attempt's outcome ({ack.state.value}) as given: {reason}"
+    original = ack.error.get("error") if ack.error else None
+    text = f"{note}\n{original}" if isinstance(original, str) else note
+    schedule_in = ack.schedule_in
+    if schedule_in is not None and not (math.isfinite(schedule_in) and schedule_in >= 0):
+        schedule_in = 0.0
+    first = Ack(ack.job_id, ack.attempt, ack.state, schedule_in, error_entry(ack.attempt, at, text))
+    last_state = JobState.COMPLETED if ack.state is JobState.COMPLETED else JobState.DISCARDED
+    last_text = f"Conveyor could not write this attempt's outcome ({ack.state.value}); see the node's log"
+    last = Ack(ack.job_id, ack.attempt, last_state, error=error_entry(ack.attempt, at, last_text))
+    return [first, last]
 
 
 class Acker:
@@ -29,6 +62,8 @@ class Acker:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.written = 0
+        #: Acks the database refused and that were replaced by a fallback (or, rarely, lost).
+        self.refused = 0
 
     def push(self, ack: Ack) -> None:
         self._pending.append(ack)
@@ -75,15 +110,44 @@ class Acker:
         self._gathering = gathering
         await self._alarm.sleep(timeout)
 
-    async def _write(self, batch: list[Ack]) -> None:
+    async def _write(self, batch: Sequence[Ack]) -> None:
+        """Write ``batch``; isolate and replace the acks the database refuses (see the module doc)."""
+        refused = await self._attempt(batch)
+        if refused is None:
+            return
+        if len(batch) > 1:
+            half = len(batch) // 2
+            await self._write(batch[:half])
+            await self._write(batch[half:])
+            return
+        ack = batch[0]
+        self.refused += 1
+        log.error(
+            "the database refused the ack of job %s (attempt %s, %s): %r; writing a fallback",
+            ack.job_id,
+            ack.attempt,
+            ack.state.value,
+            refused,
+        )
+        for fallback in fallback_acks(ack, refused, datetime.now(UTC)):
+            refused = await self._attempt([fallback])
+            if refused is None:
+                return
+        log.error("no ack of job %s could be written (%r); it stays executing", ack.job_id, refused)
+
+    async def _attempt(self, batch: Sequence[Ack]) -> Exception | None:
+        """Write ``batch``, retrying while failures are transient; return a refusal, else None."""
         failures = 0
         while True:
             try:
                 await self.engine.ack_jobs(batch)
-                self.written += len(batch)
-                return
             except Exception as exc:
+                if not self.engine.is_transient(exc):
+                    return exc
                 delay = RETRY_DELAYS[min(failures, len(RETRY_DELAYS) - 1)]
                 failures += 1
                 log.warning("writing %d acks failed (%s); retrying in %.2fs", len(batch), exc, delay)
                 await asyncio.sleep(delay)
+            else:
+                self.written += len(batch)
+                return None

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from conveyor.cron import CronEntry, floor_minute
 from conveyor.engine.base import Engine
 from conveyor.fleet import CronTick
+from conveyor.runtime.heartbeat import Heartbeat
 from conveyor.runtime.leadership import Leadership
 from conveyor.runtime.service import Service
 from conveyor.telemetry import Telemetry
@@ -45,7 +46,15 @@ class LeaderDuty(Service):
 
 class Lifeline(LeaderDuty):
     """Rescues executing jobs whose producer stopped sending heartbeats (and, as a long backstop,
-    executing jobs without any producer row)."""
+    executing jobs without any producer row).
+
+    A stale heartbeat proves a producer dead only if its node could have written one. After an
+    outage every producer of the fleet looks stale, live ones included, until each has beaten
+    again. So the rule: rescue only after this node's own heartbeats have reached the database
+    without a break for ``producer_timeout`` (every live node, beating more often than that, has
+    then refreshed its rows), and never the jobs of this node's own running producers, whatever
+    their rows say (the event loop may have been too busy to beat).
+    """
 
     name = "lifeline"
 
@@ -58,13 +67,21 @@ class Lifeline(LeaderDuty):
         interval: float,
         producer_timeout: float,
         backstop: float,
+        heartbeat: Heartbeat,
     ) -> None:
         super().__init__(engine, telemetry, leadership, interval)
         self.producer_timeout = producer_timeout
         self.backstop = backstop
+        self.heartbeat = heartbeat
 
     async def lead(self) -> None:
-        result = await self.engine.rescue_jobs(timeout=self.producer_timeout, backstop=self.backstop)
+        contact = self.heartbeat.contact_for()
+        if contact < self.producer_timeout:
+            log.debug("no rescue yet: in contact with the database for %.1fs only", contact)
+            return
+        result = await self.engine.rescue_jobs(
+            timeout=self.producer_timeout, backstop=self.backstop, live=self.heartbeat.live_producers
+        )
         count = len(result.available) + len(result.discarded)
         if count:
             log.warning("rescued %d orphaned jobs (%d discarded)", count, len(result.discarded))

@@ -3,6 +3,7 @@ dead node's jobs (rescue them) from a live node's long-running ones (leave them)
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 
 from conveyor.engine.base import Engine
@@ -22,6 +23,9 @@ class Heartbeat(Service):
         self.producers = list(producers)
         self.instance = name
         self.node = node
+        #: When (loop time) the current unbroken run of written heartbeats began; None while the
+        #: last one failed. The lifeline rescues only after a long enough run (see Lifeline).
+        self.contact_since: float | None = None
 
     def beats(self) -> list[ProducerBeat]:
         return [
@@ -33,14 +37,32 @@ class Heartbeat(Service):
             for p in self.producers
         ]
 
+    @property
+    def live_producers(self) -> list[str]:
+        """The uuids of this node's running producers."""
+        return [p.uuid for p in self.producers]
+
+    def contact_for(self) -> float:
+        """Seconds of unbroken contact with the database (0 when the last heartbeat failed)."""
+        if self.contact_since is None:
+            return 0.0
+        return asyncio.get_running_loop().time() - self.contact_since
+
     async def tick(self) -> None:
-        await self.engine.record_producers(self.instance, self.node, self.beats())
-        # A job cancelled (or deleted) while its pkill signal was missed still gets stopped.
-        running = [job_id for p in self.producers for job_id in p.running]
+        try:
+            await self.engine.record_producers(self.instance, self.node, self.beats())
+        except Exception:
+            self.contact_since = None
+            raise
+        if self.contact_since is None:
+            self.contact_since = asyncio.get_running_loop().time()
+        # A job cancelled (or deleted) while its pkill signal was missed still gets stopped, and so
+        # does one rescued from us while we were cut off from the database.
+        running = [(job_id, r.context.job.attempt) for p in self.producers for job_id, r in p.running.items()]
         if running:
             alive = await self.engine.still_executing(running)
             # Only jobs we asked about: one fetched while the query ran is not in ``alive`` either.
-            gone = set(running) - alive
+            gone = {job_id for job_id, _ in running} - alive
             for producer in self.producers:
                 for job_id in [j for j in producer.running if j in gone]:
                     producer.cancel_job(job_id, "cancelled (the job is no longer executing)")

@@ -11,6 +11,20 @@ from conveyor.definition import JobDefinition
 from conveyor.job import Job
 
 
+class BaseExceptionRaised(Exception):
+    """Job code raised a ``BaseException`` that is not an ``Exception`` (``SystemExit``,
+    ``KeyboardInterrupt``, ``GeneratorExit``, a class of its own).
+
+    asyncio and thread pools give those a meaning of their own (stop the loop, close a generator),
+    so they are carried out of the job's code inside this ordinary error: they end the job's
+    attempt, never the node. ``original`` is what was raised (also chained as ``__cause__``).
+    """
+
+    def __init__(self, original: BaseException) -> None:
+        self.original = original
+        super().__init__(f"{type(original).__name__}: {original}")
+
+
 def start_call(definition: JobDefinition, job: Job) -> Any:
     """Start the job's code: a function gets the args as keywords, a class instance gets the job."""
     if definition.is_class:
@@ -22,6 +36,10 @@ async def call_async(definition: JobDefinition, context: JobContext) -> Any:
     token = bind(context)
     try:
         return await start_call(definition, context.job)
+    except (Exception, asyncio.CancelledError):
+        raise  # a CancelledError may be the runner's own (cancel, shutdown): it decides
+    except BaseException as exc:
+        raise BaseExceptionRaised(exc) from exc
     finally:
         unbind(token)
 
@@ -34,6 +52,10 @@ def call_blocking(definition: JobDefinition, context: JobContext) -> Any:
         if inspect.isawaitable(result):
             return asyncio.run(_await(result))
         return result
+    except Exception:
+        raise
+    except BaseException as exc:  # CancelledError too: nothing cancels a thread's code that way
+        raise BaseExceptionRaised(exc) from exc
     finally:
         unbind(token)
 

@@ -80,6 +80,7 @@ class Node:
                     interval=settings.rescue_interval,
                     producer_timeout=settings.producer_timeout,
                     backstop=settings.rescue_backstop,
+                    heartbeat=self.heartbeat,
                 )
             )
             if settings.prune:

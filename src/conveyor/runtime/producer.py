@@ -80,9 +80,9 @@ class Producer(Service):
         except asyncio.CancelledError:
             # Shutdown passed its deadline: the node releases this job instead of acking it.
             return
-        except Exception:  # the runner turns job errors into acks; this is a bug in Conveyor
+        except Exception as exc:  # the runner turns job errors into acks; this is a bug in Conveyor
             log.exception("running job %s failed inside Conveyor", job_id)
-            return
+            ack = self.runner.failure(context.job, exc)  # retried later, never left executing
         finally:
             self.running.pop(job_id, None)
             if not self.running:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import math
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
-from conveyor.acks import Ack
+from conveyor.acks import Ack, error_entry
 from conveyor.backoff import default_backoff
 from conveyor.context import JobContext
 from conveyor.definition import ExecutorKind, JobDefinition
@@ -29,6 +30,9 @@ log = logging.getLogger("conveyor.job")
 
 Clock = Callable[[], datetime]
 
+#: The longest pause a custom backoff may ask for (longer ones are cut to it): 365 days.
+MAX_BACKOFF_SECONDS = 365 * 86400.0
+
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
@@ -37,6 +41,10 @@ def utc_now() -> datetime:
 class JobTimeout(ConveyorError, TimeoutError):
     def __init__(self, seconds: float) -> None:
         super().__init__(f"job exceeded its timeout of {seconds:g}s")
+
+
+class UnreadableRow(ConveyorError):
+    """The fetched row of a job could not be decoded (``Job.unreadable`` says why)."""
 
 
 class JobRunner:
@@ -72,18 +80,28 @@ class JobRunner:
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
+            if job.unreadable is not None:
+                raise UnreadableRow(job.unreadable)
             definition = self.resolver.resolve(job.worker)
             kind = self.executor_for(definition, queue_default)
             context.executor = kind.value
             value = await self._execute(definition, kind, context)
             ack = self._completed(job, definition, value)
-        except asyncio.CancelledError:
-            if not context.cancel_requested:
+        except asyncio.CancelledError as exc:
+            if context.cancel_requested:
+                ack = self._cancelled(job, context)
+            elif _cancelled_from_outside():
                 raise  # shutdown: the node gives the job back instead
-            ack = self._cancelled(job, context)
+            else:  # the job's code raised CancelledError of its own accord: an error like any other
+                ack = self._failed(job, exc)
         except Outcome as outcome:
             ack = self._outcome(job, outcome)
-        except Exception as exc:
+        except UnreadableRow as exc:  # reading it again will not help: no more attempts
+            log.error("job %s cannot run: its row could not be read (%s)", job.id, exc)
+            ack = self._ended(job, JobState.DISCARDED, f"its row could not be read ({exc})")
+        except BaseException as exc:
+            # Job code may raise anything, SystemExit and KeyboardInterrupt included: it ends this
+            # job, never the node (conveyor start stops on signals through the loop, not these).
             # A timeout only flags the context so the code can stop; it stays a failure.
             ack = self._cancelled(job, context) if context.cancel_requested else self._failed(job, exc)
         else:
@@ -166,15 +184,32 @@ class JobRunner:
 
     def _backoff(self, job: Job) -> float:
         try:
+            if job.unreadable is not None:
+                raise UnreadableRow(job.unreadable)
             definition = self.resolver.resolve(job.worker)
         except ConveyorError:
             definition = None
         if definition is not None and definition.backoff is not None:
             try:
-                return max(0.0, float(definition.backoff(job)))
+                seconds = float(definition.backoff(job))
             except Exception:
                 log.exception("backoff of %s failed; using the default", job.worker)
+            else:
+                if math.isfinite(seconds):
+                    return min(max(0.0, seconds), MAX_BACKOFF_SECONDS)
+                log.error("backoff of %s returned %r; using the default", job.worker, seconds)
         return default_backoff(job.attempt, job.max_attempts)
 
+    def failure(self, job: Job, exc: BaseException) -> Ack:
+        """The ack of a job whose run failed inside Conveyor itself: retried like a job error."""
+        return self._failed(job, exc)
+
     def _error(self, job: Job, text: str) -> dict[str, Any]:
-        return {"attempt": job.attempt, "at": self.clock().isoformat(), "error": text}
+        return error_entry(job.attempt, self.clock(), text)
+
+
+def _cancelled_from_outside() -> bool:
+    """Was the running task itself cancelled (task.cancel), rather than handed a CancelledError
+    that job code raised?"""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

@@ -17,10 +17,10 @@ from psycopg_pool import AsyncConnectionPool
 from conveyor.acks import Ack
 from conveyor.engine import payloads
 from conveyor.engine.base import NotificationHandler
-from conveyor.engine.postgres import foreign, schema
+from conveyor.engine.postgres import faults, foreign, schema
 from conveyor.engine.postgres.inserter import Inserter
 from conveyor.engine.postgres.listener import PostgresListener
-from conveyor.engine.postgres.rows import aware, job_from_row, naive_utc, request_record
+from conveyor.engine.postgres.rows import aware, naive_utc, read_jobs, request_record, salvage_rows
 from conveyor.engine.sqlfiles import SqlFiles
 from conveyor.errors import EngineClosedError, SchemaError
 from conveyor.filters import JobFilter
@@ -69,6 +69,15 @@ async def _configure_hot(conn: psycopg.AsyncConnection[Any]) -> None:
         "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; SET enable_bitmapscan = off",
         prepare=False,
     )
+
+
+async def _read_jobs(cur: psycopg.AsyncCursor[Any]) -> list[Job]:
+    """The jobs of a statement's result. A row that cannot be decoded as it is comes back with
+    ``Job.unreadable`` set (``salvage_rows``) instead of failing the rows around it."""
+    try:
+        return read_jobs(await cur.fetchall())
+    except Exception:
+        return salvage_rows(cur)
 
 
 #: Seconds a pool keeps retrying a lost connection before it starts over. psycopg_pool waits 1 s after
@@ -255,7 +264,7 @@ class PostgresEngine:
     async def _fetch_jobs(self, statement: str, params: dict[str, Any]) -> list[Job]:
         async with self.pool.connection() as conn:
             cur = await conn.execute(statement.encode(), params)
-            return [job_from_row(row) for row in await cur.fetchall()]
+            return await _read_jobs(cur)
 
     async def _fetch_ids(self, statement: str, params: dict[str, Any]) -> list[int]:
         async with self.pool.connection() as conn:
@@ -314,7 +323,7 @@ class PostgresEngine:
         }
         async with self.hot_pool.connection() as conn:
             cur = await conn.execute(self._fetch_statement, params)
-            return [job_from_row(row) for row in await cur.fetchall()]
+            return await _read_jobs(cur)
 
     async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
         if not acks:
@@ -417,21 +426,27 @@ class PostgresEngine:
         ]
 
     async def rescue_jobs(
-        self, *, timeout: float, backstop: float, limit: int = 1000, now: datetime | None = None
+        self,
+        *,
+        timeout: float,
+        backstop: float,
+        limit: int = 1000,
+        live: Sequence[str] = (),
+        now: datetime | None = None,
     ) -> RescueResult:
         params = {
             "timeout": timeout,
             "backstop": backstop,
             "limit": limit,
+            "live": list(live),
             "now": naive_utc(now),
             "insert_channel": self.insert_channel,
         }
         async with self.pool.connection() as conn:
             cur = await conn.execute(self.sql["rescue_jobs"].encode(), params)
             rows = await cur.fetchall()
-            await conn.execute(
-                self.sql["delete_dead_producers"].encode(), {"timeout": timeout, "now": naive_utc(now)}
-            )
+            forget = {"timeout": timeout, "live": list(live), "now": naive_utc(now)}
+            await conn.execute(self.sql["delete_dead_producers"].encode(), forget)
         return RescueResult(
             available=tuple(r[0] for r in rows if r[1] == "available"),
             discarded=tuple(r[0] for r in rows if r[1] == "discarded"),
@@ -498,7 +513,11 @@ class PostgresEngine:
             cur = await conn.execute(self.sql["load_queue_states"].encode(), {"name": name})
             return {row[0]: QueueState(paused=row[1], limit=row[2]) for row in await cur.fetchall()}
 
-    async def still_executing(self, job_ids: Sequence[int]) -> set[int]:
-        if not job_ids:
+    async def still_executing(self, attempts: Sequence[tuple[int, int]]) -> set[int]:
+        if not attempts:
             return set()
-        return set(await self._fetch_ids(self.sql["still_executing"], {"ids": list(job_ids)}))
+        params = {"jobs": orjson.dumps([{"id": i, "attempt": a} for i, a in attempts]).decode()}
+        return set(await self._fetch_ids(self.sql["still_executing"], params))
+
+    def is_transient(self, exc: BaseException) -> bool:
+        return faults.is_transient(exc)

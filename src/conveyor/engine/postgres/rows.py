@@ -8,7 +8,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
+import psycopg
+from psycopg import pq
+from psycopg.adapt import Transformer
 
+from conveyor.engine.salvage import COLUMNS, UNREAD, describe, salvage_job
 from conveyor.errors import ValidationError
 from conveyor.job import Job, JobState
 from conveyor.options import check_aware
@@ -64,6 +68,11 @@ def job_from_row(row: Sequence[Any]) -> Job:
         completed_at,
         discarded_at,
     ) = row
+    # Shapes another client may have broken; salvage_rows then reads the rows one by one.
+    if type(args) is not dict or (meta is not None and type(meta) is not dict) or type(errors) is not list:
+        raise Unfit(job_id)
+    if errors and not all(type(e) is dict for e in errors):
+        raise Unfit(job_id)
     return Job(
         job_id,
         _STATES[state],
@@ -84,6 +93,50 @@ def job_from_row(row: Sequence[Any]) -> Job:
         completed_at,
         discarded_at,
     )
+
+
+class Unfit(ValueError):
+    """A row the fast path cannot take as it is (see ``read_jobs``)."""
+
+
+def read_jobs(rows: Sequence[Sequence[Any]]) -> list[Job]:
+    """The jobs of loaded rows; raises when any row needs ``salvage_rows``."""
+    return [job_from_row(row) for row in rows]
+
+
+def salvage_rows(cur: psycopg.AsyncCursor[Any]) -> list[Job]:
+    """Every row of ``cur``'s result, decoded column by column (see ``conveyor.engine.salvage``).
+
+    Runs only after the fast path failed on some row: psycopg loads a whole result at once, so one
+    unloadable value (a ``1e400`` in args, an ``infinity`` timestamp) would otherwise lose them all.
+    """
+    result = cur.pgresult
+    if result is None or cur.description is None:
+        return []
+    transformer = Transformer.from_context(cur)
+    loaders = [
+        transformer.get_loader(column.type_code, pq.Format(result.fformat(index)))
+        for index, column in enumerate(cur.description)
+    ]
+    jobs = []
+    for row in range(result.ntuples):
+        values: list[Any] = []
+        problems: dict[str, str] = {}
+        for index, loader in enumerate(loaders):
+            raw = result.get_value(row, index)
+            try:
+                values.append(None if raw is None else loader.load(raw))
+            except Exception as exc:
+                values.append(UNREAD)
+                problems[COLUMNS[index]] = describe(exc)
+        if not problems:
+            try:
+                jobs.append(job_from_row(values))
+                continue
+            except Exception:  # a shape or a state the fast path refuses: salvage_job names it
+                pass
+        jobs.append(salvage_job(values, problems))
+    return jobs
 
 
 def request_record(request: JobRequest) -> dict[str, Any]:

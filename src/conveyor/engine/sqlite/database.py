@@ -42,7 +42,7 @@ from conveyor.engine import payloads
 from conveyor.engine.sqlfiles import SqlFiles
 from conveyor.engine.sqlite.checkpointer import Checkpointer
 from conveyor.engine.sqlite.listener import Hub
-from conveyor.errors import ConveyorError
+from conveyor.errors import ConveyorError, EngineClosedError
 
 log = logging.getLogger("conveyor.sqlite")
 
@@ -69,6 +69,25 @@ CACHE_KIB = 65536
 BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
+#: Primary result codes of failures that say nothing about a statement's data (see is_transient).
+TRANSIENT_CODES = (
+    *BUSY_CODES,
+    sqlite3.SQLITE_FULL,
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_NOMEM,
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True when the same statement may succeed later: the file was busy, full, unreadable or the
+    engine closed; False when the statement refused its data (malformed JSON and the like)."""
+    if isinstance(exc, EngineClosedError) or is_busy(exc):
+        return True
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.Error) and code is not None and (code & 0xFF) in TRANSIENT_CODES
+
+
 def is_busy(exc: BaseException) -> bool:
     """Is ``exc`` SQLITE_BUSY / SQLITE_LOCKED ("database is locked"), i.e. worth trying again?"""
     if not isinstance(exc, sqlite3.OperationalError):
@@ -86,8 +105,11 @@ def json_merge(current: str | None, extra: str | None) -> str | None:
         return current
     if current is None:
         return extra
-    merged = orjson.loads(current)
     patch = orjson.loads(extra)
+    try:
+        merged = orjson.loads(current)
+    except orjson.JSONDecodeError:  # another client's junk: there is no object to merge into
+        return extra
     if not isinstance(merged, dict) or not isinstance(patch, dict):
         return extra
     merged.update(patch)

@@ -29,16 +29,16 @@ import orjson
 from conveyor.acks import Ack
 from conveyor.engine.base import NotificationHandler
 from conveyor.engine.sqlite import database, foreign, inserter, schema
-from conveyor.engine.sqlite.database import MEMORY, Database, Tx
+from conveyor.engine.sqlite.database import MEMORY, Database, Tx, is_transient
 from conveyor.engine.sqlite.listener import SqliteListener
 from conveyor.engine.sqlite.rows import (
     InsertRows,
     check_now,
     fetch_order,
-    job_from_row,
     later_text,
     parse_optional_time,
     parse_time,
+    read_jobs,
     time_text,
     utc_clock,
 )
@@ -217,7 +217,7 @@ class SqliteEngine:
             return conn.execute(statement, {"id": job_id}).fetchall()
 
         rows = await self.database.read(run)
-        return job_from_row(rows[0]) if rows else None
+        return read_jobs(rows)[0] if rows else None
 
     async def list_jobs(self, criteria: JobFilter) -> list[Job]:
         condition, params = _filter(criteria)
@@ -227,7 +227,7 @@ class SqliteEngine:
         def run(conn: sqlite3.Connection) -> list[Any]:
             return conn.execute(statement, params).fetchall()
 
-        return [job_from_row(row) for row in await self.database.read(run)]
+        return read_jobs(await self.database.read(run))
 
     async def cancel_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
         check_now(now)
@@ -290,7 +290,7 @@ class SqliteEngine:
         def run(tx: Tx) -> list[Any]:
             return tx.conn.execute(statement, params | {"now": time_text(utc_clock(now))}).fetchall()
 
-        jobs = [job_from_row(row) for row in await self.database.write(run)]
+        jobs = read_jobs(await self.database.write(run))
         jobs.sort(key=fetch_order)
         return jobs
 
@@ -441,10 +441,17 @@ class SqliteEngine:
         ]
 
     async def rescue_jobs(
-        self, *, timeout: float, backstop: float, limit: int = 1000, now: datetime | None = None
+        self,
+        *,
+        timeout: float,
+        backstop: float,
+        limit: int = 1000,
+        live: Sequence[str] = (),
+        now: datetime | None = None,
     ) -> RescueResult:
         check_now(now)
         rescue, forget = FILES["rescue_jobs"], FILES["delete_dead_producers"]
+        live_json = orjson.dumps(list(live)).decode()
 
         def run(tx: Tx) -> list[Any]:
             clock = utc_clock(now)
@@ -454,11 +461,12 @@ class SqliteEngine:
                 "dead_before": dead_before,
                 "backstop_before": _ago(clock, backstop),
                 "limit": limit,
+                "live": live_json,
             }
             rows = sorted(tx.conn.execute(rescue, params).fetchall())
             for queue in sorted({row[1] for row in rows if row[2] == "available"}):
                 tx.notify("insert", {"queue": queue}, stamp)
-            tx.conn.execute(forget, {"dead_before": dead_before})
+            tx.conn.execute(forget, {"dead_before": dead_before, "live": live_json})
             return rows
 
         rows = await self.database.write(run)
@@ -565,13 +573,16 @@ class SqliteEngine:
             row[0]: QueueState(paused=None if row[1] is None else bool(row[1]), limit=row[2]) for row in rows
         }
 
-    async def still_executing(self, job_ids: Sequence[int]) -> set[int]:
-        if not job_ids:
+    async def still_executing(self, attempts: Sequence[tuple[int, int]]) -> set[int]:
+        if not attempts:
             return set()
-        params = {"ids": orjson.dumps(list(job_ids)).decode()}
+        params = {"jobs": orjson.dumps([{"id": i, "attempt": a} for i, a in attempts]).decode()}
         statement = FILES["still_executing"]
         rows = await self.database.read(lambda conn: conn.execute(statement, params).fetchall())
         return {row[0] for row in rows}
+
+    def is_transient(self, exc: BaseException) -> bool:
+        return is_transient(exc)
 
 
 def _ago(clock: datetime, seconds: float) -> str:

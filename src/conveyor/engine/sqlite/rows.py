@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from conveyor.engine.salvage import COLUMNS, UNREAD, describe, salvage_job
 from conveyor.errors import ValidationError
 from conveyor.job import Job, JobState
 from conveyor.options import check_aware
@@ -63,21 +64,30 @@ def parse_optional_time(text: str | None) -> datetime | None:
 
 
 def job_from_row(row: Sequence[Any]) -> Job:
-    """A ``Job`` from a row in ``job_columns.sql`` order."""
+    """A ``Job`` from a row in ``job_columns.sql`` order (raises on any row ``salvage_row`` must read)."""
     loads = orjson.loads
+    args, meta, errors = loads(row[4]), loads(row[5]), loads(row[7])
+    # Shapes another client may have broken; salvage_row then names what is wrong.
+    if type(args) is not dict or type(meta) is not dict or type(errors) is not list:
+        raise ValueError(f"job {row[0]} needs salvage")
+    if errors and not all(type(e) is dict for e in errors):
+        raise ValueError(f"job {row[0]} needs salvage")
+    tags, attempted_by = loads(row[6]), loads(row[11])
+    if not (_text_list(tags) and _text_list(attempted_by)):
+        raise ValueError(f"job {row[0]} needs salvage")
     return Job(
         id=row[0],
         state=JobState(row[1]),
         queue=row[2],
         worker=row[3],
-        args=loads(row[4]),
-        meta=loads(row[5]),
-        tags=tuple(loads(row[6])),
-        errors=tuple(loads(row[7])),
+        args=args,
+        meta=meta,
+        tags=tuple(tags),
+        errors=tuple(errors),
         attempt=row[8],
         max_attempts=row[9],
         priority=row[10],
-        attempted_by=tuple(loads(row[11])),
+        attempted_by=tuple(attempted_by),
         inserted_at=parse_time(row[12]),
         scheduled_at=parse_time(row[13]),
         attempted_at=parse_optional_time(row[14]),
@@ -85,6 +95,46 @@ def job_from_row(row: Sequence[Any]) -> Job:
         completed_at=parse_optional_time(row[16]),
         discarded_at=parse_optional_time(row[17]),
     )
+
+
+def _text_list(value: Any) -> bool:
+    return type(value) is list and all(type(item) is str for item in value)
+
+
+def read_jobs(rows: Sequence[Sequence[Any]]) -> list[Job]:
+    """The jobs of ``rows``; a row that cannot be decoded as it is comes back with
+    ``Job.unreadable`` set instead of failing the rows around it (``conveyor.engine.salvage``)."""
+    try:
+        return [job_from_row(row) for row in rows]
+    except Exception:
+        return [salvage_row(row) for row in rows]
+
+
+#: How each column is decoded from its stored text, by position in ``job_columns.sql``.
+_JSON_COLUMNS = frozenset({4, 5, 6, 7, 11})
+_TIME_COLUMNS = frozenset(range(12, 18))
+
+
+def salvage_row(row: Sequence[Any]) -> Job:
+    """One row decoded column by column (see ``conveyor.engine.salvage``)."""
+    try:
+        return job_from_row(row)
+    except Exception:
+        pass
+    values: list[Any] = []
+    problems: dict[str, str] = {}
+    for index, raw in enumerate(row):
+        try:
+            if raw is None or not (index in _JSON_COLUMNS or index in _TIME_COLUMNS):
+                values.append(raw)
+            elif index in _JSON_COLUMNS:
+                values.append(orjson.loads(raw))
+            else:
+                values.append(parse_time(raw))
+        except Exception as exc:
+            values.append(UNREAD)
+            problems[COLUMNS[index]] = describe(exc)
+    return salvage_job(values, problems)
 
 
 def fetch_order(job: Job) -> tuple[int, datetime, int]:

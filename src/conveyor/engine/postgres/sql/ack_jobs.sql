@@ -33,11 +33,18 @@ SET state = a.state::{prefix}.oban_job_state,
     END,
     attempt = CASE WHEN a.snoozed THEN j.attempt - 1 ELSE j.attempt END,
     errors = CASE WHEN a.error IS NULL THEN j.errors ELSE {append_error} END,
-    -- meta is nullable in a table Elixir Oban created: NULL || x would drop the update.
+    -- meta is free-form: NULL in a table Elixir Oban created (NULL || x would drop the update), and
+    -- any JSON another client wrote. Only an object is merged into, and only a number counted up:
+    -- one row's junk must never make the statement, and so every ack of its batch, fail.
     meta = CASE
-        WHEN a.snoozed THEN coalesce(j.meta, '{}') || jsonb_build_object('snoozed', coalesce((j.meta ->> 'snoozed')::int, 0) + 1)
+        WHEN a.snoozed THEN (CASE WHEN jsonb_typeof(j.meta) = 'object' THEN j.meta ELSE '{}' END)
+            || jsonb_build_object('snoozed', 1 + CASE
+                WHEN jsonb_typeof(j.meta -> 'snoozed') = 'number'
+                THEN least(greatest(floor((j.meta -> 'snoozed')::numeric), 0), 1000000000)::int
+                ELSE 0
+            END)
         WHEN a.meta IS NULL THEN j.meta
-        ELSE coalesce(j.meta, '{}') || a.meta
+        ELSE (CASE WHEN jsonb_typeof(j.meta) = 'object' THEN j.meta ELSE '{}' END) || a.meta
     END
 FROM acks AS a, clock
 WHERE j.id = ANY(ARRAY(SELECT id FROM acks))

@@ -1,1 +1,1 @@
-array_append(j.errors, a.error)
+array_append(coalesce(j.errors, '{}'), a.error)

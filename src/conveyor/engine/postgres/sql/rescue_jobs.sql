@@ -1,7 +1,8 @@
 -- Rescue orphaned jobs: executing jobs whose producer stopped sending heartbeats, and, as a
 -- backstop, executing jobs with no producer row at all that started longer ago than %(backstop)s.
--- A job whose producer row is fresh is never touched, however long it runs. Rescued jobs become
--- available again (discarded when their attempts are used up) and count the rescue in meta.
+-- A job whose producer row is fresh is never touched, however long it runs, nor one of a producer
+-- in %(live)s (the rescuer's own, running as it asks). Rescued jobs become available again
+-- (discarded when their attempts are used up) and count the rescue in meta.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
@@ -9,6 +10,7 @@ dead AS (
     SELECT p.uuid::text AS uuid
     FROM {prefix}.oban_producers AS p, clock
     WHERE p.updated_at < clock.now - make_interval(secs => %(timeout)s)
+      AND p.uuid::text <> ALL(%(live)s::text[])
 ),
 orphans AS (
     SELECT j.id
@@ -31,7 +33,13 @@ rescued AS (
     UPDATE {prefix}.oban_jobs AS j
     SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'discarded' ELSE 'available' END::{prefix}.oban_job_state,
         discarded_at = CASE WHEN j.attempt >= j.max_attempts THEN clock.now ELSE j.discarded_at END,
-        meta = coalesce(j.meta, '{}') || jsonb_build_object('rescued', coalesce((j.meta ->> 'rescued')::int, 0) + 1)
+        -- Free-form meta (see ack_jobs.sql): merge into an object only, count up a number only.
+        meta = (CASE WHEN jsonb_typeof(j.meta) = 'object' THEN j.meta ELSE '{}' END)
+            || jsonb_build_object('rescued', 1 + CASE
+                WHEN jsonb_typeof(j.meta -> 'rescued') = 'number'
+                THEN least(greatest(floor((j.meta -> 'rescued')::numeric), 0), 1000000000)::int
+                ELSE 0
+            END)
     FROM orphans, clock
     WHERE j.id = orphans.id
     RETURNING j.id, j.queue, j.state

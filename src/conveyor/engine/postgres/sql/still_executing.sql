@@ -1,2 +1,12 @@
--- Which of these jobs are still executing? A node asks to notice cancellations it did not hear.
-SELECT id FROM {prefix}.oban_jobs WHERE id = ANY(%(ids)s::bigint[]) AND state = 'executing';
+-- Which of these attempts (job id, attempt) are still executing? A node asks to notice cancels it
+-- did not hear, and jobs rescued from it (perhaps claimed again, by a later attempt) while it was
+-- cut off from the database.
+WITH given AS (
+    SELECT * FROM jsonb_to_recordset(%(jobs)s::jsonb) AS g(id bigint, attempt integer)
+)
+SELECT j.id
+FROM {prefix}.oban_jobs AS j
+JOIN given AS g ON g.id = j.id
+WHERE j.id = ANY(ARRAY(SELECT id FROM given))
+  AND j.state = 'executing'
+  AND j.attempt = g.attempt;

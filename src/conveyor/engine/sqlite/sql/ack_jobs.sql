@@ -21,9 +21,26 @@ SET state = a.state,
     cancelled_at = CASE WHEN a.state = 'cancelled' THEN :now ELSE j.cancelled_at END,
     scheduled_at = coalesce(a.scheduled_at, j.scheduled_at),
     attempt = CASE WHEN a.snoozed THEN j.attempt - 1 ELSE j.attempt END,
-    errors = CASE WHEN a.error IS NULL THEN j.errors ELSE json_insert(j.errors, '$[#]', json(a.error)) END,
+    -- errors and meta may hold anything another client wrote: append to an array only, merge into
+    -- an object only, count up a number only (nested CASEs, since json_type fails on malformed
+    -- text). One row's junk must never make the statement, and so every ack of its batch, fail.
+    errors = CASE
+        WHEN a.error IS NULL THEN j.errors
+        ELSE json_insert(
+            CASE WHEN json_valid(j.errors) THEN CASE WHEN json_type(j.errors) = 'array' THEN j.errors ELSE '[]' END ELSE '[]' END,
+            '$[#]', json(a.error))
+    END,
     meta = CASE
-        WHEN a.snoozed THEN json_set(j.meta, '$.snoozed', coalesce(CAST(j.meta ->> 'snoozed' AS INTEGER), 0) + 1)
+        WHEN a.snoozed THEN json_set(
+            CASE WHEN json_valid(j.meta) THEN CASE WHEN json_type(j.meta) = 'object' THEN j.meta ELSE '{}' END ELSE '{}' END,
+            '$.snoozed', 1 + CASE
+                WHEN json_valid(j.meta) THEN CASE
+                    WHEN json_type(j.meta, '$.snoozed') IN ('integer', 'real')
+                    THEN max(0, min(CAST(j.meta ->> 'snoozed' AS INTEGER), 1000000000))
+                    ELSE 0
+                END
+                ELSE 0
+            END)
         WHEN a.meta IS NULL THEN j.meta
         ELSE conveyor_json_merge(j.meta, a.meta)
     END

@@ -1,0 +1,130 @@
+"""Reading the rows that an engine's fast decoder refuses.
+
+Another client (or a hand-written UPDATE) can leave anything in ``oban_jobs``: JSON a decoder
+cannot hold (``1e400``, nesting deeper than 1,024), JSON of the wrong shape (``errors`` = null,
+``args`` = a list), times out of Python's range (``infinity``, year 20000), states no Oban knows,
+or, on SQLite, text that is not JSON at all. The engines decode a whole batch quickly and, only when
+that fails, decode each row column by column here: a row with bad fields still becomes a ``Job``,
+with those fields neutral and ``Job.unreadable`` saying what was wrong, so one bad row neither hides
+its neighbours from ``list_jobs`` nor strands the jobs claimed with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from conveyor.job import Job, JobState
+
+#: The columns of ``job_columns.sql``, in order (both engines use it).
+COLUMNS = (
+    "id",
+    "state",
+    "queue",
+    "worker",
+    "args",
+    "meta",
+    "tags",
+    "errors",
+    "attempt",
+    "max_attempts",
+    "priority",
+    "attempted_by",
+    "inserted_at",
+    "scheduled_at",
+    "attempted_at",
+    "cancelled_at",
+    "completed_at",
+    "discarded_at",
+)
+#: Stands for a time that could not be read where the field must have one.
+NEUTRAL_TIME = datetime(1970, 1, 1, tzinfo=UTC)
+_STATES = {state.value: state for state in JobState}
+_REQUIRED_TIMES = frozenset({"inserted_at", "scheduled_at"})
+
+
+class Unread:
+    """Marks a column whose stored value could not be decoded (the reason is kept beside it)."""
+
+
+UNREAD = Unread()
+
+
+def describe(exc: BaseException) -> str:
+    """A one-line reason for a decoding failure."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def salvage_job(values: Sequence[Any], problems: Mapping[str, str]) -> Job:
+    """A ``Job`` from decoded column values (``UNREAD`` where decoding failed, with the reason in
+    ``problems``): every field checked, bad ones replaced by neutral values and named in
+    ``Job.unreadable``."""
+    found = dict(zip(COLUMNS, values, strict=True))
+    issues = dict(problems)
+
+    def pick(name: str, ok: bool, neutral: Any, why: str) -> Any:
+        value = found[name]
+        if name in issues:
+            return neutral
+        if not ok:
+            issues[name] = why
+            return neutral
+        return value
+
+    def is_int(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    def is_str_list(value: Any) -> bool:
+        return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+
+    job_id = found["id"]
+    if not is_int(job_id):  # no engine can return a row without its integer key
+        raise TypeError(f"a job row without an integer id: {job_id!r}")
+    state_text = found["state"]
+    state = _STATES.get(state_text) if isinstance(state_text, str) else None
+    if state is None and "state" not in issues:
+        issues["state"] = f"{state_text!r} is not a job state"
+    meta = found["meta"]
+    errors = found["errors"]
+    tags = found["tags"]
+    attempted_by = found["attempted_by"]
+    times: dict[str, datetime | None] = {}
+    for name in COLUMNS[12:]:
+        value = found[name]
+        required = name in _REQUIRED_TIMES
+        ok = isinstance(value, datetime) or (value is None and not required)
+        times[name] = pick(name, ok, NEUTRAL_TIME if required else None, f"{value!r} is not a time")
+    job = Job(
+        job_id,
+        state if state is not None else JobState.DISCARDED,
+        pick("queue", isinstance(found["queue"], str), "", "not text"),
+        pick("worker", isinstance(found["worker"], str), "", "not text"),
+        pick("args", isinstance(found["args"], dict), {}, "not a JSON object"),
+        pick("meta", meta is None or isinstance(meta, dict), {}, "not a JSON object") or {},
+        tuple(pick("tags", tags is None or is_str_list(tags), (), "not a list of text") or ()),
+        tuple(
+            pick(
+                "errors",
+                isinstance(errors, list | tuple) and all(isinstance(e, dict) for e in errors),
+                (),
+                "not a list of JSON objects",
+            )
+        ),
+        pick("attempt", is_int(found["attempt"]), 0, "not an integer"),
+        pick("max_attempts", is_int(found["max_attempts"]), 1, "not an integer"),
+        pick("priority", is_int(found["priority"]), 0, "not an integer"),
+        tuple(pick("attempted_by", attempted_by is None or is_str_list(attempted_by), (), "not text") or ()),
+        times["inserted_at"],  # type: ignore[arg-type]
+        times["scheduled_at"],  # type: ignore[arg-type]
+        times["attempted_at"],
+        times["cancelled_at"],
+        times["completed_at"],
+        times["discarded_at"],
+    )
+    if not issues:
+        return job
+    ordered = sorted(issues.items(), key=lambda item: COLUMNS.index(item[0]))
+    return replace(job, unreadable="; ".join(f"{name}: {why}" for name, why in ordered))

@@ -1,0 +1,84 @@
+"""Jobs that attack the node that runs them: poisoned acks, escaping BaseExceptions, odd errors.
+
+Importable by name (the tests enqueue them on both engines); each says what it does to the node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from conveyor import Snooze, current_job, job
+
+
+@job(queue="default")
+async def quick(n: int) -> int:
+    return n
+
+
+@job(queue="default")
+async def snoozes_over_junk_meta() -> Snooze | None:
+    """Enqueued with ``meta={"snoozed": "x"}``: the snooze count must not cast "x"."""
+    return None if current_job().meta.get("snoozed") == 1 else Snooze(0)
+
+
+@job(queue="default", max_attempts=3, backoff=lambda job: 1e13)
+async def huge_backoff() -> None:
+    raise RuntimeError("fails with a backoff of 1e13 seconds")
+
+
+@job(queue="default", max_attempts=3, backoff=lambda job: float("inf"))
+async def infinite_backoff() -> None:
+    raise RuntimeError("fails with an infinite backoff")
+
+
+@job(queue="default", max_attempts=3, backoff=lambda job: float("nan"))
+async def nan_backoff() -> None:
+    raise RuntimeError("fails with a NaN backoff")
+
+
+@job(queue="default", max_attempts=1)
+async def nul_error() -> None:
+    raise ValueError("bad\x00byte")
+
+
+@job(queue="default", max_attempts=1)
+async def surrogate_error() -> None:
+    raise ValueError("lone \ud800 surrogate")
+
+
+@job(queue="default", max_attempts=1)
+async def huge_error() -> None:
+    raise ValueError("head " + "x" * 200_000 + " tail")
+
+
+class CustomBase(BaseException):
+    """A BaseException that is none of Python's own."""
+
+
+ESCAPES: dict[str, type[BaseException]] = {
+    "SystemExit": SystemExit,
+    "KeyboardInterrupt": KeyboardInterrupt,
+    "GeneratorExit": GeneratorExit,
+    "CancelledError": asyncio.CancelledError,
+    "CustomBase": CustomBase,
+}
+
+
+@job(queue="default", max_attempts=1)
+async def async_escape(kind: str) -> None:
+    """Raises the named BaseException from a coroutine on the node's loop."""
+    raise ESCAPES[kind]("raised by job code")
+
+
+@job(queue="default", max_attempts=1)
+def thread_escape(kind: str) -> None:
+    """Raises the named BaseException from a job thread."""
+    time.sleep(0.01)
+    raise ESCAPES[kind]("raised by job code")
+
+
+@job(queue="default", max_attempts=1, executor="process")
+def process_escape(kind: str) -> None:
+    """Raises the named BaseException in a worker process."""
+    raise ESCAPES[kind]("raised by job code")

@@ -1,0 +1,179 @@
+"""No job can stop a node or strand its batch: poisoned acks, odd errors and escaping BaseExceptions
+end one job each (with the reason recorded) while every other job is written. Run on every engine."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from conveyor import Conveyor, JobRequest, JobState
+from conveyor.acks import MAX_ERROR_CHARS, Ack
+from conveyor.engine.base import Engine
+from conveyor.errors import EngineClosedError
+from conveyor.runtime.acker import Acker
+from conveyor.runtime.runner import MAX_BACKOFF_SECONDS
+from tests.conformance import hardening_jobs as hj
+from tests.conformance.test_runtime_contract import wait_final
+
+FINAL = {JobState.COMPLETED, JobState.DISCARDED, JobState.CANCELLED}
+
+
+async def claim(engine: Engine, count: int) -> list[int]:
+    await engine.insert([JobRequest("tests.nowhere.Job", queue="acks") for _ in range(count)])
+    jobs = await engine.fetch_jobs("acks", count, node="n1", producer=str(uuid.uuid4()))
+    assert len(jobs) == count
+    return [job.id for job in jobs]
+
+
+# -- the acker: a refused ack is isolated, the rest of its batch is written -----------------------
+async def test_engines_classify_failures(any_engine: Engine) -> None:
+    assert any_engine.is_transient(EngineClosedError("closed"))
+    assert not any_engine.is_transient(ValueError("a value the statement refused"))
+    assert not any_engine.is_transient(TypeError("not serialisable"))
+
+
+async def test_a_refused_ack_is_isolated_and_replaced(any_engine: Engine) -> None:
+    ids = await claim(any_engine, 40)
+    poisoned = {ids[3], ids[17], ids[39]}
+    acker = Acker(any_engine, delay=0.05)
+    await acker.start()
+    for job_id in ids:
+        # A lone surrogate cannot be encoded by any engine: the statement of the whole batch fails.
+        meta = {"bad": "\ud800"} if job_id in poisoned else None
+        acker.push(Ack(job_id, 1, JobState.COMPLETED, meta=meta))
+    await asyncio.wait_for(acker.stop(), 10)
+    assert acker.refused == len(poisoned)
+    assert acker.written == len(ids)
+    for job_id in ids:
+        job = await any_engine.get_job(job_id)
+        assert job is not None and job.state is JobState.COMPLETED, job
+        if job_id in poisoned:
+            assert "recorded" not in job.meta
+            assert "could not write this attempt's outcome (completed)" in job.errors[-1]["error"]
+        else:
+            assert job.errors == ()
+
+
+async def test_a_refused_error_entry_is_replaced_by_a_clean_one(any_engine: Engine) -> None:
+    (job_id,) = await claim(any_engine, 1)
+    acker = Acker(any_engine, delay=0.01)
+    await acker.start()
+    # An error entry the runner's sanitiser never made: unencodable, so the statement fails.
+    acker.push(Ack(job_id, 1, JobState.RETRYABLE, schedule_in=1.0, error={"error": 1, "\ud800": 2}))
+    await asyncio.wait_for(acker.stop(), 10)
+    job = await any_engine.get_job(job_id)
+    assert job is not None and job.state is JobState.RETRYABLE
+    assert job.errors[-1]["attempt"] == 1
+    assert "could not write this attempt's outcome (retryable)" in job.errors[-1]["error"]
+
+
+class Unreachable:
+    """The engine, but its first ``failures`` acks fail as if the database were away."""
+
+    def __init__(self, engine: Engine, failures: int) -> None:
+        self.engine = engine
+        self.failures = failures
+        self.calls: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
+
+    async def ack_jobs(self, acks: Sequence[Ack]) -> list[int]:
+        self.calls.append(len(acks))
+        if len(self.calls) <= self.failures:
+            raise EngineClosedError("the database is away")
+        return await self.engine.ack_jobs(acks)
+
+
+async def test_a_transient_failure_retries_the_whole_batch(any_engine: Engine) -> None:
+    ids = await claim(any_engine, 3)
+    flaky = Unreachable(any_engine, failures=3)
+    acker = Acker(flaky, delay=0.01)  # type: ignore[arg-type]
+    await acker.start()
+    for job_id in ids:
+        acker.push(Ack(job_id, 1, JobState.COMPLETED))
+    await asyncio.wait_for(acker.stop(), 10)
+    assert flaky.calls == [3, 3, 3, 3]  # never split, never replaced
+    assert acker.written == 3 and acker.refused == 0
+    for job_id in ids:
+        job = await any_engine.get_job(job_id)
+        assert job is not None and job.state is JobState.COMPLETED and job.errors == ()
+
+
+# -- a node: the triggers seen in the wild end one job each -------------------------------------
+async def run_among_others(app: Conveyor, poisoned: list[JobRequest]) -> tuple[list[int], list[int]]:
+    """Enqueue ``poisoned`` among 20 quick jobs in one batch; wait until all are past executing."""
+    others = [hj.quick.new(n=i) for i in range(20)]
+    ids = await app.enqueue_many(others[:10] + poisoned + others[10:])
+    bad = ids[10 : 10 + len(poisoned)]
+    good = ids[:10] + ids[10 + len(poisoned) :]
+    await wait_final(app, good, {JobState.COMPLETED}, timeout=10)
+    states = FINAL | {JobState.RETRYABLE, JobState.SCHEDULED}
+    await wait_final(app, bad, states, timeout=10)
+    return good, bad
+
+
+async def test_snooze_over_junk_meta_counts_from_zero(node_app: Conveyor) -> None:
+    request = hj.snoozes_over_junk_meta.new().with_options(meta={"snoozed": "x"})
+    _, (job_id,) = await run_among_others(node_app, [request])
+    await wait_final(node_app, [job_id], {JobState.COMPLETED}, timeout=10)
+    job = await node_app.get_job(job_id)
+    assert job is not None and job.meta["snoozed"] == 1 and job.attempt == 1
+
+
+async def test_backoffs_are_clamped_or_replaced(node_app: Conveyor) -> None:
+    before = datetime.now(UTC)
+    _, bad = await run_among_others(
+        node_app, [hj.huge_backoff.new(), hj.infinite_backoff.new(), hj.nan_backoff.new()]
+    )
+    huge, infinite, nan = [await node_app.get_job(i) for i in bad]
+    assert huge is not None and huge.state is JobState.RETRYABLE
+    expected = before + timedelta(seconds=MAX_BACKOFF_SECONDS)
+    assert abs((huge.scheduled_at - expected).total_seconds()) < 60
+    for job in (infinite, nan):  # the default backoff: 15 s + 2^1 s, with jitter
+        assert job is not None and job.state is JobState.RETRYABLE
+        assert timedelta(seconds=10) < job.scheduled_at - before < timedelta(seconds=30)
+
+
+async def test_error_text_is_stored_safely(node_app: Conveyor) -> None:
+    _, bad = await run_among_others(
+        node_app, [hj.nul_error.new(), hj.surrogate_error.new(), hj.huge_error.new()]
+    )
+    nul, surrogate, huge = [await node_app.get_job(i) for i in bad]
+    assert nul is not None and nul.state is JobState.DISCARDED
+    assert "ValueError: bad\\x00byte" in nul.errors[-1]["error"]
+    assert surrogate is not None and surrogate.state is JobState.DISCARDED
+    assert "lone \\ud800 surrogate" in surrogate.errors[-1]["error"]
+    assert huge is not None and huge.state is JobState.DISCARDED
+    text = huge.errors[-1]["error"]
+    assert len(text) <= MAX_ERROR_CHARS + 100
+    assert "characters cut]" in text and text.rstrip().endswith("tail")
+
+
+# -- a node: BaseExceptions from job code end that job, never the node ---------------------------
+@pytest.mark.parametrize("kind", sorted(hj.ESCAPES))
+async def test_base_exceptions_from_job_code_end_only_that_job(node_app: Conveyor, kind: str) -> None:
+    requests = [hj.async_escape.new(kind=kind), hj.thread_escape.new(kind=kind)]
+    if kind != "CustomBase":  # a class defined in a test module pickles; kept off the process pool
+        requests.append(hj.process_escape.new(kind=kind))
+    _, bad = await run_among_others(node_app, requests)
+    for job_id in bad:
+        job = await node_app.get_job(job_id)
+        assert job is not None and job.state is JobState.DISCARDED, job
+        assert kind in job.errors[-1]["error"]
+    # The node still runs jobs afterwards.
+    after = await node_app.enqueue(hj.quick.new(n=1))
+    await wait_final(node_app, [after], {JobState.COMPLETED}, timeout=10)
+
+
+async def test_a_module_that_exits_on_import_fails_its_jobs_only(node_app: Conveyor) -> None:
+    request = JobRequest("tests.conformance.exits_on_import.job", max_attempts=1)
+    _, (job_id,) = await run_among_others(node_app, [request])
+    job = await node_app.get_job(job_id)
+    assert job is not None and job.state is JobState.DISCARDED
+    assert "SystemExit" in job.errors[-1]["error"]

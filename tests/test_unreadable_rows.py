@@ -1,0 +1,129 @@
+"""Rows no client of ours would write (another client's junk, a hand-made UPDATE) never strand the
+jobs fetched with them, and never hide the rows around them from get_job / list_jobs."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from conveyor import Conveyor, JobFilter, JobState
+from tests.conformance import hardening_jobs as hj
+from tests.conformance.test_runtime_contract import wait_final
+from tests.conftest import DSN
+
+
+@dataclass
+class Setup:
+    app: Conveyor
+    #: Runs ``UPDATE oban_jobs SET <assignments> WHERE id = <id>`` in the engine's own dialect.
+    corrupt: Callable[[int, str], None]
+    engine: str
+
+
+#: Per engine: (what to write, the column the reason must name).
+JUNK = {
+    "postgres": [
+        ("""args = '{"n": 1e400}'""", "args"),
+        ("args = '[1, 2]'", "args"),
+        ("errors = 'null'", "errors"),
+        ("errors = '[1]'", "errors"),
+        ("meta = '\"text\"'", "meta"),
+        ("inserted_at = 'infinity'", "inserted_at"),
+        ("scheduled_at = '-infinity'", "scheduled_at"),
+        ("attempted_at = '20000-01-01'", "attempted_at"),
+        ("args = (repeat('[', 1100) || repeat(']', 1100))::jsonb", "args"),
+    ],
+    "sqlite": [
+        ("""args = '{"n": 1e400}'""", "args"),
+        ("args = '{not json'", "args"),
+        ("errors = 'null'", "errors"),
+        ("meta = 'text'", "meta"),
+        ("tags = '[1]'", "tags"),
+        ("inserted_at = 'the day before yesterday'", "inserted_at"),
+        ("attempted_by = 'nobody'", "attempted_by"),
+        ("args = '{\"n\":' || printf('%.*c', 1100, '[') || printf('%.*c', 1100, ']') || '}'", "args"),
+    ],
+}
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+async def setup(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Setup]:
+    options = {"queues": {"default": 5}, "poll_interval": 0.1, "stage_interval": 0.1, "leadership": False}
+    schema = f"conveyor_junk_{uuid.uuid4().hex[:10]}"
+    path = tmp_path / "junk.db"
+    if request.param == "postgres":
+        app = Conveyor(DSN, prefix=schema, **options)
+
+        def corrupt(job_id: int, assignments: str) -> None:
+            with psycopg.connect(DSN, autocommit=True) as conn:
+                query = f'UPDATE "{schema}".oban_jobs SET {assignments} WHERE id = %s'
+                conn.execute(query.encode(), (job_id,))
+    else:
+        app = Conveyor(f"sqlite:///{path}", **options)
+
+        def corrupt(job_id: int, assignments: str) -> None:
+            with sqlite3.connect(path) as conn:
+                conn.execute(f"UPDATE oban_jobs SET {assignments} WHERE id = ?", (job_id,))
+
+    await app.install()
+    try:
+        yield Setup(app, corrupt, request.param)
+    finally:
+        await app.stop(grace=1)
+        await app.close()
+        if request.param == "postgres":
+            with psycopg.connect(DSN, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
+
+
+async def junk_jobs(setup: Setup) -> dict[int, str]:
+    """One held-back job per kind of junk, corrupted, then made available at once: job id -> column."""
+    junk = JUNK[setup.engine]
+    ids = await setup.app.enqueue_many(
+        [hj.quick.new(n=i).with_options(schedule_in=3600) for i in range(len(junk))]
+    )
+    for job_id, (assignments, _) in zip(ids, junk, strict=True):
+        setup.corrupt(job_id, assignments)
+    return {job_id: column for job_id, (_, column) in zip(ids, junk, strict=True)}
+
+
+async def test_reading_shows_junk_rows_with_the_reason(setup: Setup) -> None:
+    good = await setup.app.enqueue(hj.quick.new(n=1))
+    bad = await junk_jobs(setup)
+    listed = await setup.app.list_jobs(JobFilter(limit=1000))
+    assert sorted(job.id for job in listed) == sorted([good, *bad])
+    by_id = {job.id: job for job in listed}
+    assert by_id[good].unreadable is None and by_id[good].args == {"n": 1}
+    for job_id, column in bad.items():
+        job = by_id[job_id]
+        assert job.unreadable is not None and job.unreadable.startswith(f"{column}:"), job
+        assert job.worker == "tests.conformance.hardening_jobs.quick"  # the readable fields stay
+        found = await setup.app.get_job(job_id)
+        assert found is not None and found.unreadable == job.unreadable
+
+
+async def test_junk_rows_are_discarded_and_their_batch_runs(setup: Setup) -> None:
+    bad = await junk_jobs(setup)
+    good = await setup.app.enqueue_many([hj.quick.new(n=i) for i in range(12)])
+    # Everything becomes available together, so junk and good rows share fetched batches.
+    for job_id in bad:
+        setup.corrupt(job_id, "state = 'available'")
+    # The claim itself writes attempted_at and attempted_by: junk there is mended, the job runs.
+    mended = [job_id for job_id, column in bad.items() if column in ("attempted_at", "attempted_by")]
+    bad = {job_id: column for job_id, column in bad.items() if job_id not in mended}
+    await setup.app.start()
+    await wait_final(setup.app, good + mended, {JobState.COMPLETED}, timeout=15)
+    await wait_final(setup.app, list(bad), {JobState.DISCARDED}, timeout=15)
+    for job_id, column in bad.items():
+        job = await setup.app.get_job(job_id)
+        assert job is not None and job.state is JobState.DISCARDED
+        if job.errors:  # junk inside errors itself may still be unreadable after the append
+            assert f"could not be read ({column}:" in job.errors[-1]["error"], job.errors
+        else:
+            assert job.unreadable is not None and job.unreadable.startswith("errors:")
