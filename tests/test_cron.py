@@ -117,6 +117,12 @@ def test_weekday_seven_and_names_mean_sunday() -> None:
         ("@fortnightly", ["unknown nickname '@fortnightly'", "@reboot"]),
         ("", ["non-empty"]),
         ("   ", ["non-empty"]),
+        # Digits and names are ASCII: "²" passed str.isdigit and then int() raised a bare ValueError,
+        # "٣" was read as 3 and "\u017fep" as SEP (found by tests/test_properties.py).
+        ("0 0 \u00b2 * *", ["field 3 (day of month)", "is not a number"]),
+        ("\u0663 * * * *", ["field 1 (minute)", "is not a number"]),
+        ("*/\u00b2 * * * *", ["field 1 (minute)", "must be >= 1"]),
+        ("0 0 1 \u017fep *", ["field 4 (month)", "is not a number"]),
     ],
 )
 def test_errors_name_the_bad_field(expression: str, fragments: list[str]) -> None:

@@ -67,10 +67,12 @@ class CronError(ValidationError):
 
 
 def _value(spec: _Field, text: str, position: int, expression: str, part: str) -> int:
-    upper = text.upper()
+    # ASCII only: str.upper() makes "\u017fep" "SEP", and str.isdigit() accepts "²" (which int()
+    # refuses) and "٣" (which it reads as 3).
+    upper = text.upper() if text.isascii() else ""
     if upper in spec.names:
         return spec.names[upper]
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise CronError(expression, f"field {position} ({spec.name}) {part!r}: {text!r} is not a number")
     value = int(text)
     if not spec.low <= value <= spec.high:
@@ -89,7 +91,7 @@ def _parse_field(spec: _Field, text: str, position: int, expression: str) -> fro
         base, _, step_text = part.partition("/")
         step = 1
         if step_text:
-            if not step_text.isdigit() or int(step_text) == 0:
+            if not (step_text.isascii() and step_text.isdigit()) or int(step_text) == 0:
                 raise CronError(
                     expression, f"field {position} ({spec.name}) {part!r}: step {step_text!r} must be >= 1"
                 )
