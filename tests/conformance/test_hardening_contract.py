@@ -15,8 +15,13 @@ from conveyor import Conveyor, JobRequest, JobState
 from conveyor.acks import MAX_ERROR_CHARS, Ack
 from conveyor.engine.base import Engine
 from conveyor.errors import EngineClosedError
+from conveyor.fleet import ProducerBeat
 from conveyor.runtime.acker import Acker
+from conveyor.runtime.duties import Lifeline
+from conveyor.runtime.heartbeat import Heartbeat
+from conveyor.runtime.leadership import Leadership
 from conveyor.runtime.runner import MAX_BACKOFF_SECONDS
+from conveyor.telemetry import Telemetry
 from tests.conformance import hardening_jobs as hj
 from tests.conformance.test_runtime_contract import wait_final
 
@@ -177,3 +182,46 @@ async def test_a_module_that_exits_on_import_fails_its_jobs_only(node_app: Conve
     job = await node_app.get_job(job_id)
     assert job is not None and job.state is JobState.DISCARDED
     assert "SystemExit" in job.errors[-1]["error"]
+
+
+# -- rescue: robust against junk, never of a producer that may be alive --------------------------
+async def orphan_of_a_dead_producer(engine: Engine, meta: dict[str, Any]) -> int:
+    dead = str(uuid.uuid4())
+    long_ago = datetime.now(UTC) - timedelta(seconds=120)
+    await engine.record_producers("app", "gone", [ProducerBeat(dead, "acks", {})], now=long_ago)
+    (job_id,) = await engine.insert([JobRequest("tests.nowhere.Job", queue="acks", meta=meta)])
+    await engine.fetch_jobs("acks", 1, node="gone", producer=dead)
+    return job_id
+
+
+async def test_rescue_counts_over_junk_meta(any_engine: Engine) -> None:
+    junk = await orphan_of_a_dead_producer(any_engine, {"rescued": "x"})
+    other = await orphan_of_a_dead_producer(any_engine, {"rescued": 2})
+    result = await any_engine.rescue_jobs(timeout=15, backstop=3600)
+    assert result.available == (junk, other)
+    assert (await any_engine.get_job(junk)).meta["rescued"] == 1  # type: ignore[union-attr]
+    assert (await any_engine.get_job(other)).meta["rescued"] == 3  # type: ignore[union-attr]
+
+
+async def test_the_lifeline_rescues_only_after_unbroken_contact(any_engine: Engine) -> None:
+    telemetry = Telemetry()
+    leadership = Leadership(any_engine, telemetry, name="app", node="me", ttl=30)
+    leadership.is_leader = True
+    heartbeat = Heartbeat(any_engine, [], name="app", node="me", interval=0.1)
+    lifeline = Lifeline(
+        any_engine,
+        telemetry,
+        leadership,
+        interval=0.1,
+        producer_timeout=0.5,
+        backstop=3600,
+        heartbeat=heartbeat,
+    )
+    orphan = await orphan_of_a_dead_producer(any_engine, {})
+    await lifeline.lead()  # no heartbeat has reached the database yet: no contact at all
+    await heartbeat.tick()
+    await lifeline.lead()  # in contact for less than producer_timeout
+    assert (await any_engine.get_job(orphan)).state is JobState.EXECUTING  # type: ignore[union-attr]
+    await asyncio.sleep(0.6)
+    await lifeline.lead()
+    assert (await any_engine.get_job(orphan)).state is JobState.AVAILABLE  # type: ignore[union-attr]

@@ -50,7 +50,10 @@ class Heartbeat(Service):
 
     async def tick(self) -> None:
         try:
-            await self.engine.record_producers(self.instance, self.node, self.beats())
+            if self.producers:
+                await self.engine.record_producers(self.instance, self.node, self.beats())
+            else:  # nothing to record, but contact with the database is still measured
+                await self.engine.get_leader(self.instance)
         except Exception:
             self.contact_since = None
             raise
