@@ -11,8 +11,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 
 from conveyor import Conveyor, JobFilter, JobState
+from conveyor.cli import main as cli
 from tests.conformance import hardening_jobs as hj
 from tests.conformance.test_runtime_contract import wait_final
 from tests.conftest import DSN
@@ -127,3 +129,15 @@ async def test_junk_rows_are_discarded_and_their_batch_runs(setup: Setup) -> Non
             assert f"could not be read ({column}:" in job.errors[-1]["error"], job.errors
         else:
             assert job.unreadable is not None and job.unreadable.startswith("errors:")
+
+
+async def test_the_cli_lists_junk_rows_and_says_why(setup: Setup) -> None:
+    bad = await junk_jobs(setup)
+    url = setup.app.settings.database_url
+    assert url is not None
+    args = ["jobs", "--dsn", url, "--prefix", setup.app.settings.prefix]
+    result = CliRunner().invoke(cli, args if setup.engine == "postgres" else args[:3])
+    assert result.exit_code == 0, result.output
+    for job_id, column in bad.items():
+        assert f"job {job_id}: its row could not be read: {column}:" in result.output
+    assert "(unreadable)" in result.output

@@ -60,7 +60,7 @@ def jobs(
     rows = [
         (
             j.id,
-            j.state.value,
+            j.state.value if j.unreadable is None else f"{j.state.value} (unreadable)",
             j.queue,
             j.worker,
             f"{j.attempt}/{j.max_attempts}",
@@ -70,6 +70,9 @@ def jobs(
         for j in found
     ]
     print_table("Jobs", ("id", "state", "queue", "worker", "attempt", "scheduled_at", "tags"), rows)
+    for j in found:
+        if j.unreadable is not None:  # rows another client broke: say what is wrong with each
+            click.echo(f"job {j.id}: its row could not be read: {j.unreadable}")
 
 
 def _action(verb: str, help_text: str) -> click.Command:
