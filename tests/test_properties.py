@@ -12,6 +12,8 @@ whole module (each example works on its own rows), so the file runs in seconds.
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import math
 import sqlite3
 import uuid
@@ -31,6 +33,7 @@ from conveyor.cron import CronEntry, CronExpression
 from conveyor.errors import ConveyorError, UnknownOptionError
 from conveyor.job import Job
 from conveyor.options import MAX_DELAY_SECONDS, QUEUE_PATTERN
+from conveyor.recorded import decode_result, encode_result
 from conveyor.request import ENQUEUE_OPTIONS
 from conveyor.settings import FIELD_NAMES, Settings
 from tests.conftest import DSN
@@ -656,3 +659,53 @@ def test_app_keyword_settings_are_accepted_or_raise_validation_error(
         assert exc.problem
     else:
         app.close_sync()
+
+
+# -- recorded results ------------------------------------------------------------------------------
+recordable = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(), st.binary()),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.tuples(inner), st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
+    max_leaves=15,
+)
+
+
+def recorded_form(value: Any) -> Any:
+    """A recorded value as read back: tuples are lists, bytes that are UTF-8 text are str."""
+    if isinstance(value, dict):
+        return {key: recorded_form(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [recorded_form(item) for item in value]
+    if isinstance(value, bytes):
+        try:
+            return value.decode()
+        except UnicodeDecodeError:
+            return value
+    return value
+
+
+@BASE
+@given(value=recordable)
+def test_recorded_results_come_back_as_recorded(value: Any) -> None:
+    assert_same(decode_result(encode_result(value)), recorded_form(value))
+
+
+@BASE
+@given(
+    meta=st.one_of(
+        st.fixed_dictionaries(
+            {
+                "recorded": st.one_of(st.just(True), anything),
+                "return": st.one_of(st.text(max_size=24), anything),
+            }
+        ),
+        st.binary(max_size=24).map(
+            lambda raw: {"recorded": True, "return": base64.b64encode(b"\x83" + raw).decode()}
+        ),
+        st.dictionaries(st.text(max_size=5), anything, max_size=2),
+    )
+)
+def test_junk_recorded_results_raise_lookup_or_conveyor_errors(meta: dict[str, Any]) -> None:
+    with contextlib.suppress(LookupError, ConveyorError):
+        decode_result(meta)

@@ -12,7 +12,7 @@ import base64
 import struct
 from typing import Any
 
-from conveyor.errors import ValidationError
+from conveyor.errors import ConveyorError, ValidationError
 
 VERSION = 131
 NEW_FLOAT = 70
@@ -163,9 +163,22 @@ def encode_result(value: Any) -> dict[str, Any]:
     return {"recorded": True, "return": text}
 
 
+class UnreadableResultError(ConveyorError, ValueError):
+    """A job's ``meta`` says it recorded a result, but what it holds cannot be decoded."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the job's recorded result cannot be read: {reason}")
+
+
 def decode_result(meta: dict[str, Any]) -> Any:
-    """The recorded value in a job's ``meta``; LookupError when the job recorded nothing."""
-    if not meta.get("recorded") or "return" not in meta:
+    """The recorded value in a job's ``meta``; LookupError when the job recorded nothing, and
+    ``UnreadableResultError`` when the row (written by anyone) holds something undecodable."""
+    if not isinstance(meta, dict) or not meta.get("recorded") or "return" not in meta:
         raise LookupError("the job recorded no result")
     text = meta["return"]
-    return decode_term(base64.b64decode(text + "=" * (-len(text) % 4)))
+    if not isinstance(text, str):
+        raise UnreadableResultError(f"'return' is not base64 text: {text!r}")
+    try:
+        return decode_term(base64.b64decode(text + "=" * (-len(text) % 4), validate=True))
+    except (ValueError, TypeError, RecursionError) as exc:  # binascii.Error is a ValueError
+        raise UnreadableResultError(str(exc) or type(exc).__name__) from None
