@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from conveyor import Conveyor, JobRequest, ValidationError, job
 from conveyor.cron import CronEntry, CronExpression
 from conveyor.errors import ConveyorError, UnknownOptionError
-from conveyor.job import Job
+from conveyor.job import Job, JobState
 from conveyor.options import MAX_DELAY_SECONDS, QUEUE_PATTERN
 from conveyor.recorded import decode_result, encode_result
 from conveyor.request import ENQUEUE_OPTIONS
@@ -334,6 +334,39 @@ def test_bulk_enqueues_store_args_exactly(apps: dict[str, Conveyor], mappings: l
         for i in picked:
             assert_same(found[ids[i]].args, normalised(mappings[i % len(mappings)]), f"{name}: job {i}")
             assert found[ids[i]].meta == {"i": i}
+
+
+filter_texts = st.one_of(st.text(max_size=10), st.lists(st.text(max_size=8), max_size=2), anything)
+filter_values: dict[str, st.SearchStrategy[Any]] = {
+    "ids": st.one_of(st.integers(), st.lists(st.integers(), max_size=3), anything),
+    "states": st.one_of(
+        st.sampled_from([s.value for s in JobState]), st.lists(st.text(max_size=10)), anything
+    ),
+    "queues": filter_texts,
+    "workers": filter_texts,
+    "tags": filter_texts,
+    "limit": st.one_of(st.integers(min_value=-2, max_value=20_000), anything),
+    "before_id": st.one_of(st.integers(), anything),
+}
+job_ids = st.one_of(st.integers(), st.sampled_from([2**63 - 1, 2**63, -(2**63), 2**70]), anything)
+
+
+@DATABASE
+@given(criteria=st.fixed_dictionaries({}, optional=filter_values), job_id=job_ids)
+def test_job_lookups_give_results_or_conveyor_errors_on_both_engines(
+    apps: dict[str, Conveyor], criteria: dict[str, Any], job_id: Any
+) -> None:
+    # Ids beyond 64 bits, bools, strings and NUL characters reached the database and came back as
+    # psycopg's and sqlite3's own errors; they are refused as ValidationError before any query.
+    for app in apps.values():
+        with contextlib.suppress(ConveyorError):
+            assert all(isinstance(found, Job) for found in app.list_jobs_sync(**criteria))
+        with contextlib.suppress(ConveyorError):
+            found = app.get_job_sync(job_id)
+            assert found is None or isinstance(found, Job)
+        if isinstance(job_id, int) and not isinstance(job_id, bool):  # never an empty filter (= all jobs)
+            with contextlib.suppress(ConveyorError):
+                assert isinstance(app.cancel_jobs_sync(ids=[job_id]), list)
 
 
 # -- (c) rows written by other programs ------------------------------------------------------------

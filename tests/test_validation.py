@@ -571,12 +571,27 @@ def test_filter_build_refuses_unknown_filter_name() -> None:
         ({"limit": 10_001}, "limit", 10_001),
         ({"limit": True}, "limit", True),
         ({"before_id": "9"}, "before_id", "9"),
+        # These reached the database, which raised its own errors (found by tests/test_properties.py).
+        ({"ids": [1, 2**64]}, "ids", 2**64),
+        ({"ids": -(2**63) - 1}, "ids", -(2**63) - 1),
+        ({"before_id": 2**63}, "before_id", 2**63),
+        ({"before_id": True}, "before_id", True),
+        ({"workers": ["a\x00"]}, "workers", ("a\x00",)),
+        ({"tags": "t\x00"}, "tags", ("t\x00",)),
     ],
 )
 def test_filter_refuses_bad_criteria(criteria: dict[str, Any], field: str, value: Any) -> None:
     with pytest.raises(ValidationError) as exc:
         JobFilter.build(**criteria)
     assert_invalid(exc, field, value)
+
+
+@pytest.mark.parametrize("job_id", [2**63, -(2**63) - 1, "7", True, None, 1.0])
+async def test_get_job_refuses_what_cannot_be_a_job_id(app: Conveyor, job_id: Any) -> None:
+    with pytest.raises(ValidationError) as exc:
+        await app.get_job(job_id)
+    assert_invalid(exc, "job_id", job_id)
+    assert await app.get_job(2**63 - 1) is None
 
 
 async def test_app_filters_are_validated(app: Conveyor) -> None:

@@ -22,6 +22,7 @@ from conveyor.errors import ConveyorError, JobNotFoundError, ValidationError
 from conveyor.filters import JobFilter
 from conveyor.fleet import QueueInfo
 from conveyor.job import Job
+from conveyor.options import check_job_id
 from conveyor.portal import Portal
 from conveyor.recorded import decode_result
 from conveyor.request import JobRequest
@@ -285,9 +286,11 @@ class Conveyor:
     # -- managing jobs -----------------------------------------------------------------------
     async def get_job(self, job_id: int) -> Job | None:
         """The job with this id, or None."""
+        check_job_id(job_id, "job_id")
         return await self._run(lambda e: e.get_job(job_id))
 
     def get_job_sync(self, job_id: int) -> Job | None:
+        check_job_id(job_id, "job_id")
         return self._run_sync(lambda e: e.get_job(job_id))
 
     async def list_jobs(self, criteria: JobFilter | None = None, **filters: Any) -> list[Job]:

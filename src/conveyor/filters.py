@@ -44,7 +44,10 @@ class JobFilter:
     before_id: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "ids", _tuple_of("ids", self.ids, int))
+        ids = _tuple_of("ids", self.ids, int)
+        for job_id in ids:
+            opt.check_job_id(job_id, "ids")
+        object.__setattr__(self, "ids", ids)
         try:
             states = tuple(JobState(s) for s in _tuple_of("states", self.states, str))
         except ValueError as exc:
@@ -56,16 +59,17 @@ class JobFilter:
         for queue in queues:
             opt.check_queue(queue, "queues")
         object.__setattr__(self, "queues", queues)
-        object.__setattr__(self, "workers", _tuple_of("workers", self.workers, str))
-        object.__setattr__(self, "tags", _tuple_of("tags", self.tags, str))
+        for name in ("workers", "tags"):
+            texts = _tuple_of(name, getattr(self, name), str)
+            if any("\x00" in text for text in texts):  # no stored worker or tag holds one
+                raise ValidationError(name, texts, "holds a NUL character (\\x00)")
+            object.__setattr__(self, name, texts)
         if self.limit is not None and (
             isinstance(self.limit, bool) or not isinstance(self.limit, int) or not 1 <= self.limit <= MAX_PAGE
         ):
             raise ValidationError("limit", self.limit, f"must be an integer from 1 to {MAX_PAGE}")
-        if self.before_id is not None and (
-            isinstance(self.before_id, bool) or not isinstance(self.before_id, int)
-        ):
-            raise ValidationError("before_id", self.before_id, "must be a job id (integer)")
+        if self.before_id is not None:
+            opt.check_job_id(self.before_id, "before_id")
 
     @classmethod
     def build(cls, **criteria: Any) -> JobFilter:

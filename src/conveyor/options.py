@@ -72,6 +72,19 @@ def check_prefix(value: Any) -> str:
     return value
 
 
+#: Job ids are 64-bit (PostgreSQL's bigint, SQLite's INTEGER): no job has an id outside this range.
+MIN_JOB_ID, MAX_JOB_ID = -(2**63), 2**63 - 1
+
+
+def check_job_id(value: Any, field: str = "id") -> int:
+    """A job id as the database can compare it: an integer within 64 bits (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(field, value, "must be a job id (an integer)")
+    if not MIN_JOB_ID <= value <= MAX_JOB_ID:
+        raise ValidationError(field, value, "is beyond the 64-bit range of job ids")
+    return value
+
+
 def check_priority(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError("priority", value, "must be an integer from 0 (first) to 9 (last)")
