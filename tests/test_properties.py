@@ -202,6 +202,9 @@ some_options = st.fixed_dictionaries({}, optional=option_values)
 def check_request(request: JobRequest, options: dict[str, Any]) -> None:
     """The invariants of a request that was built: every field is what the database accepts."""
     assert QUEUE_PATTERN.fullmatch(request.queue)
+    # Text the databases store: no NUL (PostgreSQL), valid UTF-8 (both drivers encode it).
+    assert request.worker.strip() and "\x00" not in request.worker and request.worker.encode()
+    assert all(tag.encode() for tag in request.tags)
     assert 0 <= request.priority <= 9 and type(request.priority) is int
     assert 1 <= request.max_attempts <= 32767 and type(request.max_attempts) is int
     assert all(
@@ -217,13 +220,29 @@ def check_request(request: JobRequest, options: dict[str, Any]) -> None:
 
 
 @BASE
-@given(options=some_options, args=st.one_of(json_mappings, st.dictionaries(json_text, maybe_junk_values)))
-@example(options={"scheduled_at": datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))}, args={})
-@example(options={"scheduled_at": datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-1)))}, args={})
-@example(options={"schedule_in": MAX_DELAY_SECONDS + 1, "tags": "abc", "queue": "-x"}, args={"a": 1e16})
-def test_options_build_a_valid_request_or_raise_validation_error(options: dict[str, Any], args: Any) -> None:
+@given(
+    options=some_options,
+    args=st.one_of(json_mappings, st.dictionaries(json_text, maybe_junk_values)),
+    worker=st.one_of(st.just(WORKER), st.text(max_size=10), anything),
+)
+@example(
+    options={"scheduled_at": datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))}, args={}, worker="w"
+)
+@example(
+    options={"scheduled_at": datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-1)))},
+    args={},
+    worker="w",
+)
+@example(
+    options={"schedule_in": MAX_DELAY_SECONDS + 1, "tags": "abc", "queue": "-x"}, args={"a": 1e16}, worker="w"
+)
+@example(options={"tags": ["\ud800"]}, args={}, worker="w")
+@example(options={}, args={}, worker="\udfff")
+def test_options_build_a_valid_request_or_raise_validation_error(
+    options: dict[str, Any], args: Any, worker: Any
+) -> None:
     try:
-        request = JobRequest(WORKER, args=args, **options)
+        request = JobRequest(worker, args=args, **options)
     except ValidationError as exc:
         assert exc.field and exc.problem and str(exc)
         note(str(exc))

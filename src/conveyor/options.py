@@ -101,15 +101,28 @@ def check_max_attempts(value: Any) -> int:
     return value
 
 
+def is_utf8(text: str) -> bool:
+    """Whether ``text`` can be encoded as UTF-8 (it holds no lone surrogate), as databases need."""
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_tags(value: Any) -> tuple[str, ...]:
     """Tags are non-empty strings; surrounding blanks are stripped and duplicates dropped."""
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
         raise ValidationError("tags", value, "must be a list of strings")
     tags: dict[str, None] = {}
     for tag in value:
-        if not isinstance(tag, str) or not tag.strip() or "\x00" in tag:
+        if not isinstance(tag, str) or not tag.strip() or "\x00" in tag or not is_utf8(tag):
             raise ValidationError(
-                "tags", value, f"every tag must be a non-empty string without NUL characters, got {tag!r}"
+                "tags",
+                value,
+                f"each tag must be a non-empty string without NUL characters or lone surrogates; got {tag!r}",
             )
         tags[tag.strip()] = None
     return tuple(tags)
@@ -277,9 +290,7 @@ def _unfaithful(value: Any, path: str, depth: int) -> Unfaithful | None:
 def _bad_text(text: str, path: str) -> Unfaithful | None:
     if "\x00" in text:
         return "a NUL character (\\x00)", path, ", which PostgreSQL cannot store in JSON"
-    try:
-        text.encode()
-    except UnicodeEncodeError:
+    if not is_utf8(text):
         return f"the string {_short_repr(text)}", path, " with a lone surrogate, which is not valid UTF-8"
     return None
 

@@ -68,8 +68,10 @@ class JobRequest:
         scheduled_at: datetime | None = None,
         schedule_in: float | None = None,
     ) -> None:
-        if not isinstance(worker, str) or not worker.strip() or "\x00" in worker:
-            raise ValidationError("worker", worker, "must be a non-empty string without NUL characters")
+        if not isinstance(worker, str) or not worker.strip() or "\x00" in worker or not opt.is_utf8(worker):
+            raise ValidationError(
+                "worker", worker, "must be a non-empty string without NUL characters or lone surrogates"
+            )
         if args is _EMPTY:
             args = {}
         args_json = opt.encode_mapping("args", args)
