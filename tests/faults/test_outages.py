@@ -88,7 +88,8 @@ def test_server_down_40s_under_load_with_jobs_longer_than_the_outage(
     """The issue's case: default heartbeat and rescue timings (heartbeat 2 s, producer timeout 15 s,
     rescue every 5 s, leader TTL 30 s), a server killed with SIGKILL for 40 s, and four jobs that
     started before the outage and end after it. Their node is alive all along: nobody may run them
-    again while they run."""
+    again while they run, neither their own node nor the leader, a node of its own here (so the
+    rescue may well run before the workers' first heartbeat after the outage)."""
     dsn = cluster.dsn
     defaults = {
         "CONVEYOR_HEARTBEAT_INTERVAL": "2",
@@ -98,8 +99,10 @@ def test_server_down_40s_under_load_with_jobs_longer_than_the_outage(
     }
     ids = enqueue(dsn, fault_prefix, run_log, [50.0] * 4 + [0.2] * 400)
     with fleet(dsn, fault_prefix, tmp_path) as nodes:
-        nodes.start(defaults)
-        nodes.start(defaults)
+        nodes.start(defaults, queues="other:1")  # the leader: started first, the only node that may lead
+        wait_for(nodes.nodes[0].output, lambda out: "running queues" in out, timeout=30, what="the leader")
+        for _ in range(2):
+            nodes.start(defaults | {"CONVEYOR_LEADERSHIP": "false"})
         under_load(nodes, run_log, 30)
         back = outage(cluster, seconds=40, crash="kill")
         wait_completed(dsn, fault_prefix, ids, timeout=60, what=nodes.describe())

@@ -1,0 +1,63 @@
+"""The engine's pools after a server restart, without a node or a listener to help: callers waiting
+for a connection get one within about a second of the server being back, however long it was away.
+
+psycopg_pool's own policy waits 1, 2, 4, 8, 16 s... between attempts; after 16 s away that would be
+up to 15 s late."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from conveyor.engine.postgres import PostgresEngine
+from tests.faults.cluster import PgCluster
+
+OUTAGE = 16.0
+
+
+@pytest.mark.slow
+async def test_pools_reconnect_within_a_second_after_a_long_outage(
+    cluster: PgCluster, fault_prefix: str
+) -> None:
+    engine = PostgresEngine(cluster.dsn, prefix=fault_prefix, max_connections=3)
+    await engine.open()
+    try:
+        # Both pools hold connections that die with the server.
+        assert (
+            await engine.fetch_jobs("default", 1, node="n", producer="00000000-0000-0000-0000-000000000000")
+            == []
+        )
+        assert await engine.schema_version() is not None
+        await asyncio.to_thread(cluster.crash)
+        crashed = time.monotonic()
+
+        async def keep_asking(call: str) -> float:
+            """Retry like a node's services do; return the monotonic time of the first success."""
+            while True:
+                try:
+                    if call == "hot":
+                        await engine.fetch_jobs(
+                            "default", 1, node="n", producer="00000000-0000-0000-0000-000000000000"
+                        )
+                    else:
+                        await engine.schema_version()
+                    if time.monotonic() - crashed > OUTAGE:
+                        return time.monotonic()
+                except Exception:
+                    await asyncio.sleep(0.1)
+
+        hot = asyncio.create_task(keep_asking("hot"))
+        main = asyncio.create_task(keep_asking("main"))
+        await asyncio.sleep(OUTAGE)
+        back = time.monotonic()
+        await asyncio.to_thread(cluster.start)
+        done = await asyncio.wait_for(asyncio.gather(hot, main), 30)
+    finally:
+        await engine.close()
+    delays = [round(t - back, 3) for t in done]
+    print(
+        f"\nfirst statement after a {OUTAGE:.0f} s outage, hot pool and main pool: {delays} s after restart"
+    )
+    assert max(delays) <= 2.0, delays
