@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 import psycopg
 import pytest
-from hypothesis import HealthCheck, Phase, assume, example, given, note, settings
+from hypothesis import HealthCheck, Phase, assume, event, example, given, note, settings
 from hypothesis import strategies as st
 
 from conveyor import Conveyor, JobRequest, ValidationError, job
@@ -197,6 +197,18 @@ option_values: dict[str, st.SearchStrategy[Any]] = {
     ),
 }
 some_options = st.fixed_dictionaries({}, optional=option_values)
+#: Options that are mostly valid, so that requests get built and stored.
+valid_options = st.fixed_dictionaries(
+    {},
+    optional={
+        "queue": st.from_regex(QUEUE_PATTERN, fullmatch=True),
+        "priority": st.integers(min_value=0, max_value=9),
+        "max_attempts": st.integers(min_value=1, max_value=32767),
+        "tags": st.lists(st.text(min_size=1, max_size=8), max_size=4),
+        "meta": json_mappings,
+        "scheduled_at": st.one_of(aware_datetimes, fixed_offsets),
+    },
+)
 
 
 def check_request(request: JobRequest, options: dict[str, Any]) -> None:
@@ -339,6 +351,44 @@ def test_args_and_meta_come_back_as_enqueued_on_both_engines(
         assert found is not None, name
         assert_same(found.args, normalised(args), f"{name}: args")
         assert_same(found.meta, normalised(meta), f"{name}: meta")
+
+
+@settings(DATABASE, max_examples=60)
+@given(
+    options=st.one_of(valid_options, some_options),
+    args=json_mappings,
+    worker=st.one_of(st.just(WORKER), st.text(min_size=1, max_size=10)),
+    many=st.booleans(),
+)
+@example(options={"scheduled_at": datetime(1, 1, 1, tzinfo=UTC)}, args={}, worker="w", many=True)
+@example(
+    options={"scheduled_at": datetime(9999, 12, 31, 23, 59, tzinfo=UTC)}, args={}, worker="w", many=False
+)
+def test_every_request_that_builds_is_stored_as_built_on_both_engines(
+    apps: dict[str, Conveyor], options: dict[str, Any], args: dict[str, Any], worker: str, many: bool
+) -> None:
+    try:
+        request = JobRequest(worker, args=args, **options)
+    except ValidationError:
+        event("refused")
+        return
+    event("stored")
+    for name, app in apps.items():
+        # One insert alone, or in a batch big enough for PostgreSQL's COPY path.
+        job_id = app.enqueue_many_sync([request] * 200)[0] if many else app.enqueue_sync(request)
+        found = app.get_job_sync(job_id)
+        assert found is not None, name
+        assert (found.worker, found.queue, found.priority, found.max_attempts) == (
+            request.worker,
+            request.queue,
+            request.priority,
+            request.max_attempts,
+        ), name
+        assert found.tags == request.tags, name
+        assert_same(found.args, normalised(args), f"{name}: args")
+        assert_same(found.meta, normalised(dict(request.meta)), f"{name}: meta")
+        if request.scheduled_at is not None:
+            assert found.scheduled_at == request.scheduled_at, name
 
 
 @settings(DATABASE, max_examples=8)
