@@ -501,7 +501,6 @@ pg_rows = st.fixed_dictionaries(
         "completed_at": st.one_of(st.none(), st.sampled_from(ODD_TIMES)),
     }
 )
-ROW_DECODING = pytest.mark.xfail(strict=False, reason="row decoding hardening in progress")
 
 
 def read_back(app: Conveyor, job_id: int, queue: str) -> None:
@@ -518,7 +517,6 @@ def read_back(app: Conveyor, job_id: int, queue: str) -> None:
         pass
 
 
-@ROW_DECODING
 @DATABASE
 @given(row=pg_rows)
 def test_foreign_rows_read_on_postgresql_give_a_job_or_a_conveyor_error(
@@ -580,7 +578,6 @@ sqlite_rows = st.fixed_dictionaries(
 )
 
 
-@ROW_DECODING
 @DATABASE
 @given(row=sqlite_rows)
 def test_foreign_rows_read_on_sqlite_give_a_job_or_a_conveyor_error(
