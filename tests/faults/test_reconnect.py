@@ -61,3 +61,39 @@ async def test_pools_reconnect_within_a_second_after_a_long_outage(
         f"\nfirst statement after a {OUTAGE:.0f} s outage, hot pool and main pool: {delays} s after restart"
     )
     assert max(delays) <= 2.0, delays
+
+
+async def test_the_listener_is_back_within_a_second_and_cleans_the_pools_first(
+    cluster: PgCluster, fault_prefix: str
+) -> None:
+    engine = PostgresEngine(cluster.dsn, prefix=fault_prefix, max_connections=3)
+    await engine.open()
+    heard: list[tuple[float, str]] = []
+    checked: list[float] = []
+    server_back = engine._server_back
+
+    async def spy() -> None:
+        checked.append(time.monotonic())
+        await server_back()
+
+    engine._server_back = spy  # type: ignore[method-assign]
+    listener = await engine.listen(["insert"], lambda name, payload: heard.append((time.monotonic(), name)))
+    try:
+        assert await engine.schema_version() is not None  # an idle connection that dies with the server
+        await asyncio.to_thread(cluster.crash)
+        await asyncio.sleep(6)  # long enough for the old policy's delays to reach 5 s
+        back = time.monotonic()
+        await asyncio.to_thread(cluster.start)
+        for _ in range(300):
+            if any(name == "listener" and at > back for at, name in heard):
+                break
+            await asyncio.sleep(0.01)
+        reconnected = min(at for at, name in heard if name == "listener" and at > back)
+        assert checked and back < checked[-1] <= reconnected  # the pools were checked first
+        # The dead idle connection is gone: the next statement works at the first try.
+        assert await engine.schema_version() is not None
+    finally:
+        await listener.stop()
+        await engine.close()
+    print(f"\nlistener back {reconnected - back:.3f}s after the server start command")
+    assert reconnected - back <= 1.5
