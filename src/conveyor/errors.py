@@ -73,3 +73,7 @@ class UnsupportedConnectionError(ConveyorError, TypeError):
 
 class EngineClosedError(ConveyorError, RuntimeError):
     """The engine was used before it was opened or after it was closed."""
+
+
+class DatabaseUnreachableError(ConveyorError, ConnectionError):
+    """The database could not be reached or refused the connection; the message gives its reason."""

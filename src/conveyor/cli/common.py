@@ -23,6 +23,7 @@ from rich.table import Table
 from conveyor.app import Conveyor
 from conveyor.engine.migrations import schema_problem
 from conveyor.engine.postgres import schema as postgres_schema
+from conveyor.engine.postgres.connect import CONNECT_TIMEOUT, connect_once, one_line
 from conveyor.engine.sqlite import schema as sqlite_schema
 from conveyor.engines import default_database_url, is_sqlite_url, sqlite_path
 from conveyor.errors import ConveyorError
@@ -46,8 +47,6 @@ def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(fn)
 
 
-#: Seconds a command waits for PostgreSQL to accept a connection before it gives up and says why.
-CONNECT_TIMEOUT = 3
 #: The largest job id (PostgreSQL's bigint): larger ones are refused as arguments.
 MAX_JOB_ID = 2**63 - 1
 
@@ -96,17 +95,7 @@ def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
 
 
 async def _inspect_postgres(dsn: str, prefix: str) -> tuple[int | None, tuple[str, ...]]:
-    try:
-        conn = await asyncio.wait_for(
-            psycopg.AsyncConnection.connect(dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT),
-            CONNECT_TIMEOUT + 1,
-        )
-    except TimeoutError:
-        raise ConveyorError(
-            f"cannot connect to the database: no answer within {CONNECT_TIMEOUT} seconds"
-        ) from None
-    except psycopg.Error as exc:
-        raise ConveyorError(f"cannot connect to the database: {one_line(str(exc))}") from None
+    conn = await connect_once(dsn, CONNECT_TIMEOUT)
     async with conn:
         version = await postgres_schema.installed_version(conn, prefix)
         missing = await postgres_schema.missing_objects(conn, prefix) if version is not None else []
@@ -160,11 +149,6 @@ def build_app(dsn: str | None, prefix: str | None) -> Conveyor:
         raise click.UsageError(str(exc)) from None
     require_schema(app.settings.database_url, app.settings.prefix)
     return app
-
-
-def one_line(text: str) -> str:
-    """``text`` on one line: the lines of a multi-line message joined, blanks collapsed."""
-    return "; ".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
 
 
 def describe(exc: BaseException) -> str:

@@ -13,7 +13,8 @@ from typing import Any
 import click
 
 from conveyor.app import Conveyor
-from conveyor.cli.common import one_line, require_schema
+from conveyor.cli.common import require_schema
+from conveyor.engine.postgres.connect import one_line
 from conveyor.errors import ConveyorError
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

@@ -18,6 +18,7 @@ from conveyor.acks import Ack
 from conveyor.engine import payloads
 from conveyor.engine.base import NotificationHandler
 from conveyor.engine.postgres import faults, foreign, schema
+from conveyor.engine.postgres.connect import connect_once
 from conveyor.engine.postgres.inserter import Inserter
 from conveyor.engine.postgres.listener import PostgresListener
 from conveyor.engine.postgres.rows import aware, naive_utc, read_jobs, request_record, salvage_rows
@@ -167,6 +168,9 @@ class PostgresEngine:
 
     async def open(self) -> None:
         if not self._opened:
+            # Fail in seconds, with the server's reason, when the database cannot be reached at all.
+            probe = await connect_once(self.dsn)
+            await probe.close()
             await self._pool.open(wait=True)
             await self._hot_pool.open()
             self._opened = True

@@ -1,0 +1,38 @@
+"""An app pointed at a database it cannot reach says why within seconds, from any entry point."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from conveyor import Conveyor, JobRequest
+from conveyor.errors import DatabaseUnreachableError
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("postgresql://postgres@127.0.0.1:5432/no_such_database", 'database "no_such_database" does not exist'),
+        ("postgresql://no_such_role@127.0.0.1:5432/test", 'role "no_such_role" does not exist'),
+        (f"postgresql://postgres@127.0.0.1:{free_port()}/test", "Connection refused"),
+    ],
+)
+async def test_start_and_enqueue_fail_fast_with_the_servers_reason(url: str, reason: str) -> None:
+    for action in ("start", "enqueue"):
+        app = Conveyor(url, queues={"default": 1})
+        began = time.monotonic()
+        with pytest.raises(DatabaseUnreachableError, match=reason):
+            if action == "start":
+                await app.start()
+            else:
+                await app.enqueue(JobRequest("a.b"))
+        assert time.monotonic() - began < 5
+        await app.close()
