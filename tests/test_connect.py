@@ -20,7 +20,7 @@ def free_port() -> int:
 @pytest.mark.parametrize(
     ("url", "reason"),
     [
-        ("postgresql://postgres@127.0.0.1:5432/no_such_database", 'database "no_such_database" does not exist'),
+        ("postgresql://postgres@127.0.0.1:5432/no_such_db", 'database "no_such_db" does not exist'),
         ("postgresql://no_such_role@127.0.0.1:5432/test", 'role "no_such_role" does not exist'),
         (f"postgresql://postgres@127.0.0.1:{free_port()}/test", "Connection refused"),
     ],
