@@ -207,7 +207,7 @@ async def test_the_lifeline_rescues_only_after_unbroken_contact(any_engine: Engi
     telemetry = Telemetry()
     leadership = Leadership(any_engine, telemetry, name="app", node="me", ttl=30)
     leadership.is_leader = True
-    heartbeat = Heartbeat(any_engine, [], name="app", node="me", interval=0.1)
+    heartbeat = Heartbeat(any_engine, [], name="app", node="me", interval=0.1, acker=Acker(any_engine))
     lifeline = Lifeline(
         any_engine,
         telemetry,
@@ -225,3 +225,25 @@ async def test_the_lifeline_rescues_only_after_unbroken_contact(any_engine: Engi
     await asyncio.sleep(0.6)
     await lifeline.lead()
     assert (await any_engine.get_job(orphan)).state is JobState.AVAILABLE  # type: ignore[union-attr]
+
+
+async def test_a_claim_whose_reply_was_lost_is_given_back(node_app: Conveyor) -> None:
+    """The fetch committed but its answer never reached the node: the node's heartbeat finds the
+    job claimed for its live producer yet not running, and releases it (nobody else would)."""
+    assert node_app.node is not None
+    producer = node_app.node.producers["default"]
+    engine = await node_app.engine()
+    # Kept out of the node's queue so only the hand-made claim can take it.
+    job_id = await node_app.enqueue(hj.quick.new(n=1).with_options(queue="elsewhere"))
+    long_ago = datetime.now(UTC) - timedelta(seconds=60)
+    (claimed,) = await engine.fetch_jobs(
+        "elsewhere", 1, node=producer.node, producer=producer.uuid, now=long_ago
+    )
+    assert claimed.id == job_id and claimed.state is JobState.EXECUTING
+    await wait_final(node_app, [job_id], {JobState.AVAILABLE}, timeout=10)
+    job = await node_app.get_job(job_id)
+    assert job is not None and job.attempt == 0  # the lost claim spent no attempt
+    # A job claimed just now (its fetch may still be answering) is left alone.
+    (fresh,) = await engine.fetch_jobs("elsewhere", 1, node=producer.node, producer=producer.uuid)
+    await asyncio.sleep(3)  # more than a heartbeat
+    assert (await node_app.get_job(fresh.id)).state is JobState.EXECUTING  # type: ignore[union-attr]

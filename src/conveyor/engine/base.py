@@ -168,6 +168,13 @@ class Engine(Protocol):
         (the others were cancelled, deleted, or rescued and maybe claimed again, behind the
         caller's back)."""
 
+    async def lost_claims(
+        self, producers: Sequence[str], *, older_than: float, now: datetime | None = None
+    ) -> list[tuple[int, int]]:
+        """(id, attempt) of the jobs executing for these producers, claimed more than ``older_than``
+        seconds ago. A producer that is not running one of them lost the reply to the fetch that
+        claimed it (the claim committed, the answer never came) and gives it back."""
+
     # -- failures ----------------------------------------------------------------------------
     def is_transient(self, exc: BaseException) -> bool:
         """Is ``exc`` (raised by one of these methods) worth retrying unchanged?

@@ -56,6 +56,7 @@ class Acker:
         self.batch_size = batch_size
         self.delay = delay
         self._pending: list[Ack] = []
+        self._writing: list[Ack] = []
         # Rung by push() or stop(): on any ack while idle, on a full batch while gathering one.
         self._alarm = Alarm()
         self._gathering = False
@@ -73,6 +74,10 @@ class Acker:
     @property
     def backlog(self) -> int:
         return len(self._pending)
+
+    def held(self) -> set[int]:
+        """Ids of the jobs whose acks are waiting or being written (still executing in the database)."""
+        return {ack.job_id for ack in self._pending} | {ack.job_id for ack in self._writing}
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="conveyor-acker")
@@ -103,7 +108,11 @@ class Acker:
             if len(self._pending) < self.batch_size and not self._stopping:
                 await self._wait(self.delay, gathering=True)
             batch, self._pending = self._pending[: self.batch_size], self._pending[self.batch_size :]
-            await self._write(batch)
+            self._writing = batch
+            try:
+                await self._write(batch)
+            finally:
+                self._writing = []
 
     async def _wait(self, timeout: float | None, *, gathering: bool) -> None:
         """Until push() or stop() rings (see ``push``), or ``timeout`` passes."""

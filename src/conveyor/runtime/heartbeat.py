@@ -4,21 +4,37 @@ dead node's jobs (rescue them) from a live node's long-running ones (leave them)
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable
 
 from conveyor.engine.base import Engine
 from conveyor.fleet import ProducerBeat
+from conveyor.runtime.acker import Acker
 from conveyor.runtime.producer import Producer
 from conveyor.runtime.service import Service
+
+log = logging.getLogger("conveyor.heartbeat")
 
 
 class Heartbeat(Service):
     name = "heartbeat"
 
     def __init__(
-        self, engine: Engine, producers: Iterable[Producer], *, name: str, node: str, interval: float
+        self,
+        engine: Engine,
+        producers: Iterable[Producer],
+        *,
+        name: str,
+        node: str,
+        interval: float,
+        acker: Acker,
+        lost_after: float = 15.0,
     ) -> None:
+        self.acker = acker
         super().__init__(interval)
+        #: A job claimed for one of our producers this long ago that none of them runs was claimed
+        #: by a fetch whose reply never arrived: it is given back.
+        self.lost_after = lost_after
         self.engine = engine
         self.producers = list(producers)
         self.instance = name
@@ -69,6 +85,26 @@ class Heartbeat(Service):
             for producer in self.producers:
                 for job_id in [j for j in producer.running if j in gone]:
                     producer.cancel_job(job_id, "cancelled (the job is no longer executing)")
+        await self.give_back_lost_claims()
+
+    async def give_back_lost_claims(self) -> None:
+        """Release jobs claimed for our producers that none of them runs: the claim committed but
+        the fetch's reply was lost (the connection broke on the way). Nobody else would ever rescue
+        them, since their producer is alive. Producers fetching right now are left out (their
+        claims are on the way), and only claims older than ``lost_after`` count."""
+        settled = [p for p in self.producers if not p.fetching]
+        if not settled:
+            return
+        claimed = await self.engine.lost_claims([p.uuid for p in settled], older_than=self.lost_after)
+        # A job that finished but whose ack is not written yet is still executing in the database.
+        ours = {job_id for p in self.producers for job_id in p.running} | self.acker.held()
+        lost = [(job_id, attempt) for job_id, attempt in claimed if job_id not in ours]
+        if any(p.fetching for p in settled):  # a fetch began while we asked: try again next time
+            return
+        if lost:
+            released = await self.engine.release_jobs(lost)
+            if released:
+                log.warning("gave back %d jobs whose claim reply was lost: %s", len(released), released)
 
     async def forget(self) -> None:
         """Remove this node's rows at a clean stop, once its jobs are acked or given back."""

@@ -66,6 +66,8 @@ class Node:
             name=settings.name,
             node=self.name,
             interval=settings.heartbeat_interval,
+            acker=self.acker,
+            lost_after=settings.producer_timeout,
         )
         self.leadership = Leadership(
             engine, telemetry, name=settings.name, node=self.name, ttl=settings.leader_ttl

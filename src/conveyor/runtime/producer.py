@@ -52,6 +52,8 @@ class Producer(Service):
         self.node = node
         self.executor = executor
         self.running: dict[int, RunningJob] = {}
+        #: True while a fetch is under way: jobs it claimed are in the database, not yet in running.
+        self.fetching = False
         # True when the queue may hold more jobs than we could take: a freed slot should fetch.
         self._backlog = False
         self._idle = asyncio.Event()
@@ -64,7 +66,11 @@ class Producer(Service):
         if demand <= 0:
             self._backlog = True
             return
-        jobs = await self.engine.fetch_jobs(self.queue, demand, node=self.node, producer=self.uuid)
+        self.fetching = True
+        try:
+            jobs = await self.engine.fetch_jobs(self.queue, demand, node=self.node, producer=self.uuid)
+        finally:
+            self.fetching = False
         self._backlog = len(jobs) == demand
         for job in jobs:
             context = JobContext(job)

@@ -523,5 +523,15 @@ class PostgresEngine:
         params = {"jobs": orjson.dumps([{"id": i, "attempt": a} for i, a in attempts]).decode()}
         return set(await self._fetch_ids(self.sql["still_executing"], params))
 
+    async def lost_claims(
+        self, producers: Sequence[str], *, older_than: float, now: datetime | None = None
+    ) -> list[tuple[int, int]]:
+        if not producers:
+            return []
+        params = {"producers": list(producers), "older_than": older_than, "now": naive_utc(now)}
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self.sql["lost_claims"].encode(), params)
+            return [(row[0], row[1]) for row in await cur.fetchall()]
+
     def is_transient(self, exc: BaseException) -> bool:
         return faults.is_transient(exc)

@@ -581,6 +581,20 @@ class SqliteEngine:
         rows = await self.database.read(lambda conn: conn.execute(statement, params).fetchall())
         return {row[0] for row in rows}
 
+    async def lost_claims(
+        self, producers: Sequence[str], *, older_than: float, now: datetime | None = None
+    ) -> list[tuple[int, int]]:
+        check_now(now)
+        if not producers:
+            return []
+        statement = FILES["lost_claims"]
+        params = {
+            "producers": orjson.dumps(list(producers)).decode(),
+            "claimed_before": _ago(utc_clock(now), older_than),
+        }
+        rows = await self.database.read(lambda conn: conn.execute(statement, params).fetchall())
+        return [(row[0], row[1]) for row in rows]
+
     def is_transient(self, exc: BaseException) -> bool:
         return is_transient(exc)
 
