@@ -1,0 +1,171 @@
+"""Cluster duties on PostgreSQL: leadership, producers and rescue, lost claims, pruning, cron and
+queue state."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import orjson
+
+from conveyor.engine.postgres.core import PostgresCore
+from conveyor.engine.postgres.rows import aware, naive_utc, request_record
+from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, QueueState, RescueResult
+
+
+class PostgresCluster(PostgresCore):
+    """Leadership, producer rows, rescue, ``still_executing``, ``lost_claims``, pruning, cron ticks
+    and persisted queue state."""
+
+    # -- leadership --------------------------------------------------------------------------
+    async def elect_leader(
+        self, name: str, node: str, ttl: float, *, now: datetime | None = None
+    ) -> LeaderInfo | None:
+        params = {"name": name, "node": node, "ttl": ttl, "now": naive_utc(now)}
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self.sql["elect_leader"].encode(), params)
+            row = await cur.fetchone()
+        return LeaderInfo(row[0], row[1].replace(tzinfo=UTC)) if row else None
+
+    async def resign_leader(self, name: str, node: str) -> bool:
+        params = {"name": name, "node": node, "leader_channel": self.leader_channel}
+        return bool(await self._fetch_ids(self.sql["resign_leader"], params))
+
+    async def get_leader(self, name: str, *, now: datetime | None = None) -> LeaderInfo | None:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self.sql["get_leader"].encode(), {"name": name, "now": naive_utc(now)})
+            row = await cur.fetchone()
+        return LeaderInfo(row[0], row[1].replace(tzinfo=UTC), aware(row[2])) if row else None
+
+    # -- producers and rescue ----------------------------------------------------------------
+    async def record_producers(
+        self, name: str, node: str, beats: Sequence[ProducerBeat], *, now: datetime | None = None
+    ) -> None:
+        if not beats:
+            return
+        records = [{"uuid": b.uuid, "queue": b.queue, "meta": b.meta} for b in beats]
+        params = {
+            "name": name,
+            "node": node,
+            "producers": orjson.dumps(records).decode(),
+            "now": naive_utc(now),
+        }
+        async with self.pool.connection() as conn:
+            await conn.execute(self.sql["upsert_producers"].encode(), params)
+
+    async def delete_producers(self, uuids: Sequence[str]) -> None:
+        async with self.pool.connection() as conn:
+            await conn.execute(self.sql["delete_producers"].encode(), {"uuids": list(uuids)})
+
+    async def list_producers(self) -> list[ProducerInfo]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self.sql["list_producers"].encode())
+            rows = await cur.fetchall()
+        return [
+            ProducerInfo(r[0], r[1], r[2], r[3], r[4], r[5].replace(tzinfo=UTC), r[6].replace(tzinfo=UTC))
+            for r in rows
+        ]
+
+    async def rescue_jobs(
+        self,
+        *,
+        timeout: float,
+        backstop: float,
+        limit: int = 1000,
+        live: Sequence[str] = (),
+        now: datetime | None = None,
+    ) -> RescueResult:
+        params = {
+            "timeout": timeout,
+            "backstop": backstop,
+            "limit": limit,
+            "live": list(live),
+            "now": naive_utc(now),
+            "insert_channel": self.insert_channel,
+        }
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self.sql["rescue_jobs"].encode(), params)
+            rows = await cur.fetchall()
+            forget = {"timeout": timeout, "live": list(live), "now": naive_utc(now)}
+            await conn.execute(self.sql["delete_dead_producers"].encode(), forget)
+        return RescueResult(
+            available=tuple(r[0] for r in rows if r[1] == "available"),
+            discarded=tuple(r[0] for r in rows if r[1] == "discarded"),
+        )
+
+    # -- pruning -----------------------------------------------------------------------------
+    async def prune_jobs(
+        self,
+        *,
+        max_age: float,
+        limit: int,
+        keep_per_queue: int | None = None,
+        now: datetime | None = None,
+    ) -> int:
+        """Delete one bounded batch of old final jobs (and, with ``keep_per_queue``, one batch per
+        queue beyond that many); return how many rows went."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                self.sql["prune_jobs"].encode(), {"max_age": max_age, "limit": limit, "now": naive_utc(now)}
+            )
+            deleted = cur.rowcount
+            if keep_per_queue is not None:
+                cur = await conn.execute(self.sql["final_queues"].encode())
+                for (queue,) in await cur.fetchall():
+                    cur = await conn.execute(
+                        self.sql["prune_queue_excess"].encode(),
+                        {"queue": queue, "keep": keep_per_queue, "limit": limit},
+                    )
+                    deleted += cur.rowcount
+            await conn.execute(
+                self.sql["prune_cron_ticks"].encode(),
+                {"max_age": max(max_age, 86400.0), "now": naive_utc(now)},
+            )
+        return deleted
+
+    # -- cron --------------------------------------------------------------------------------
+    async def insert_cron_jobs(self, ticks: Sequence[CronTick], *, now: datetime | None = None) -> list[int]:
+        """Insert the job of each tick not handled before (by anyone); return the new job ids."""
+        if not ticks:
+            return []
+        records = [request_record(t.request) | {"name": t.name, "tick": t.tick} for t in ticks]
+        params = {
+            "entries": orjson.dumps(records).decode(),
+            "now": naive_utc(now),
+            "insert_channel": self.insert_channel,
+        }
+        return await self._fetch_ids(self.sql["insert_cron_jobs"], params)
+
+    async def last_cron_ticks(self, names: Sequence[str]) -> dict[str, datetime]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self.sql["last_cron_ticks"].encode(), {"names": list(names)})
+            return {row[0]: row[1].replace(tzinfo=UTC) for row in await cur.fetchall()}
+
+    # -- queue state -------------------------------------------------------------------------
+    async def save_queue_state(
+        self, name: str, queue: str, *, paused: bool | None = None, limit: int | None = None
+    ) -> None:
+        params = {"name": name, "queue": queue, "paused": paused, "limit": limit}
+        async with self.pool.connection() as conn:
+            await conn.execute(self.sql["save_queue_state"].encode(), params)
+
+    async def load_queue_states(self, name: str) -> dict[str, QueueState]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self.sql["load_queue_states"].encode(), {"name": name})
+            return {row[0]: QueueState(paused=row[1], limit=row[2]) for row in await cur.fetchall()}
+
+    async def still_executing(self, attempts: Sequence[tuple[int, int]]) -> set[int]:
+        if not attempts:
+            return set()
+        params = {"jobs": orjson.dumps([{"id": i, "attempt": a} for i, a in attempts]).decode()}
+        return set(await self._fetch_ids(self.sql["still_executing"], params))
+
+    async def lost_claims(
+        self, producers: Sequence[str], *, older_than: float, now: datetime | None = None
+    ) -> list[tuple[int, int]]:
+        if not producers:
+            return []
+        params = {"producers": list(producers), "older_than": older_than, "now": naive_utc(now)}
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self.sql["lost_claims"].encode(), params)
+            return [(row[0], row[1]) for row in await cur.fetchall()]

@@ -1,0 +1,58 @@
+"""The hot path on PostgreSQL: fetch and ack (on the hot pool), release and stage."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import orjson
+
+from conveyor.acks import Ack
+from conveyor.engine.postgres.core import PostgresCore, read_result
+from conveyor.engine.postgres.rows import naive_utc
+from conveyor.job import Job
+
+
+class PostgresHotPath(PostgresCore):
+    """``fetch_jobs``, ``ack_jobs``, ``release_jobs``, ``stage_jobs``."""
+
+    async def fetch_jobs(
+        self, queue: str, demand: int, *, node: str, producer: str, now: datetime | None = None
+    ) -> list[Job]:
+        params = {
+            "queue": queue,
+            "demand": demand,
+            "node": node,
+            "producer": producer,
+            "now": naive_utc(now),
+        }
+        async with self.hot_pool.connection() as conn:
+            cur = await conn.execute(self._fetch_statement, params)
+            return await read_result(cur)
+
+    async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
+        if not acks:
+            return []
+        params = {
+            "acks": orjson.dumps([ack.record() for ack in acks]).decode(),
+            "now": naive_utc(now),
+        }
+        statement = self._ack_statement or await self._detect_errors_type()
+        async with self.hot_pool.connection() as conn:
+            cur = await conn.execute(statement, params)
+            return [row[0] for row in await cur.fetchall()]
+
+    async def release_jobs(self, attempts: Sequence[tuple[int, int]]) -> list[int]:
+        if not attempts:
+            return []
+        params = {
+            "jobs": orjson.dumps([{"id": i, "attempt": a} for i, a in attempts]).decode(),
+            "insert_channel": self.insert_channel,
+        }
+        return await self._fetch_ids(self.sql["release_jobs"], params)
+
+    async def stage_jobs(self, limit: int, *, now: datetime | None = None) -> dict[str, int]:
+        params = {"limit": limit, "now": naive_utc(now), "insert_channel": self.insert_channel}
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self.sql["stage_jobs"].encode(), params)
+            return {row[0]: row[1] for row in await cur.fetchall()}

@@ -1,0 +1,57 @@
+"""Managing jobs on PostgreSQL: get, list, cancel, retry, delete."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from conveyor.engine.postgres.core import PostgresCore
+from conveyor.engine.postgres.rows import naive_utc
+from conveyor.filters import JobFilter
+from conveyor.job import Job
+
+
+class PostgresJobs(PostgresCore):
+    """``get_job``, ``list_jobs``, ``cancel_jobs``, ``retry_jobs``, ``delete_jobs``."""
+
+    @staticmethod
+    def _filter_params(criteria: JobFilter) -> dict[str, Any]:
+        return {
+            "ids": list(criteria.ids) or None,
+            "states": [s.value for s in criteria.states] or None,
+            "queues": list(criteria.queues) or None,
+            "workers": list(criteria.workers) or None,
+            "tags": list(criteria.tags) or None,
+            "before_id": criteria.before_id,
+            "limit": criteria.limit,
+        }
+
+    async def get_job(self, job_id: int) -> Job | None:
+        statement = self.sql.compose("get_job", columns="job_columns")
+        jobs = await self._fetch_jobs(statement, {"id": job_id})
+        return jobs[0] if jobs else None
+
+    async def list_jobs(self, criteria: JobFilter) -> list[Job]:
+        statement = self.sql.compose("list_jobs", columns="job_columns", filter="job_filter")
+        params = self._filter_params(criteria)
+        if params["limit"] is None:
+            params["limit"] = 100
+        return await self._fetch_jobs(statement, params)
+
+    async def cancel_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
+        params = self._filter_params(criteria) | {
+            "now": naive_utc(now),
+            "signal_channel": self.signal_channel,
+        }
+        return await self._fetch_ids(self.sql.compose("cancel_jobs", filter="job_filter"), params)
+
+    async def retry_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
+        params = self._filter_params(criteria) | {
+            "now": naive_utc(now),
+            "insert_channel": self.insert_channel,
+        }
+        return await self._fetch_ids(self.sql.compose("retry_jobs", filter="job_filter"), params)
+
+    async def delete_jobs(self, criteria: JobFilter) -> list[int]:
+        params = self._filter_params(criteria)
+        return sorted(await self._fetch_ids(self.sql.compose("delete_jobs", filter="job_filter"), params))
