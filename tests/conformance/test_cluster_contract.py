@@ -1,0 +1,410 @@
+"""The cluster contract: leadership, producers, rescue, lost claims, pruning, cron ticks, queue state."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from conveyor import JobFilter, JobState
+from conveyor.acks import Ack
+from conveyor.engine.base import Engine
+from conveyor.fleet import CronTick, ProducerBeat
+from tests.conformance.contract import FINAL, STATES, T0, fetch, job, put, req, uid
+
+APP = "conveyor"
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+# -- leadership --------------------------------------------------------------------------------------
+async def test_lease_is_taken_renewed_and_taken_over_only_after_expiry(any_engine: Engine) -> None:
+    first = await any_engine.elect_leader(APP, "a", 10, now=T0)
+    assert first is not None and (first.node, first.elected_at) == ("a", T0)
+    assert await any_engine.elect_leader(APP, "b", 10, now=at(5)) is None
+    renewed = await any_engine.elect_leader(APP, "a", 10, now=at(8))
+    assert renewed is not None and renewed.elected_at == T0  # renewal keeps elected_at
+    assert await any_engine.elect_leader(APP, "b", 10, now=at(17)) is None
+    moment = at(18.000001)
+    taken = await any_engine.elect_leader(APP, "b", 10, now=moment)
+    assert taken is not None and (taken.node, taken.elected_at) == ("b", moment)
+    held = await any_engine.get_leader(APP, now=at(19))
+    assert held is not None and held.node == "b" and held.expires_at == at(28.000001)
+
+
+@pytest.mark.parametrize(("offset", "taken"), [(9.999999, False), (10, False), (10.000001, True)])
+async def test_another_node_takes_the_lease_only_once_it_expired(
+    any_engine: Engine, offset: float, taken: bool
+) -> None:
+    await any_engine.elect_leader(APP, "a", 10, now=T0)
+    result = await any_engine.elect_leader(APP, "b", 10, now=at(offset))
+    assert (result is not None) is taken
+    leader = await any_engine.get_leader(APP, now=at(offset))
+    assert leader is not None and leader.node == ("b" if taken else "a")
+
+
+@pytest.mark.parametrize(("offset", "held"), [(0, True), (10, True), (10.000001, False)])
+async def test_get_leader_sees_a_lease_until_it_expires(
+    any_engine: Engine, offset: float, held: bool
+) -> None:
+    await any_engine.elect_leader(APP, "a", 10, now=T0)
+    assert (await any_engine.get_leader(APP, now=at(offset)) is not None) is held
+
+
+async def test_leases_of_different_names_are_independent(any_engine: Engine) -> None:
+    assert await any_engine.elect_leader(APP, "a", 10, now=T0) is not None
+    other = await any_engine.elect_leader("other", "b", 10, now=T0)
+    assert other is not None and other.node == "b"
+    assert await any_engine.get_leader("nobody", now=T0) is None
+
+
+async def test_only_the_holder_can_resign(any_engine: Engine) -> None:
+    await any_engine.elect_leader(APP, "a", 10, now=T0)
+    assert not await any_engine.resign_leader(APP, "b")
+    assert not await any_engine.resign_leader("other", "a")
+    assert (await any_engine.get_leader(APP, now=T0)) is not None
+    assert await any_engine.resign_leader(APP, "a")
+    assert await any_engine.get_leader(APP, now=T0) is None
+    assert await any_engine.elect_leader(APP, "b", 10, now=at(1)) is not None  # at once
+
+
+# -- producers ---------------------------------------------------------------------------------------
+async def test_producers_are_recorded_refreshed_listed_and_deleted(any_engine: Engine) -> None:
+    await any_engine.record_producers(APP, "gone", [ProducerBeat(uid(1), "q1", {"local_limit": 1})], now=T0)
+    await any_engine.record_producers(
+        APP, "alive", [ProducerBeat(uid(2), "q3", {"local_limit": 2}), ProducerBeat(uid(3), "q2", {})], now=T0
+    )
+    await any_engine.record_producers(
+        APP, "alive", [ProducerBeat(uid(2), "q3", {"local_limit": 3})], now=at(5)
+    )
+    await any_engine.record_producers(APP, "alive", [], now=at(6))
+    producers = await any_engine.list_producers()
+    assert [(p.uuid, p.name, p.node, p.queue, p.meta) for p in producers] == [
+        (uid(3), APP, "alive", "q2", {}),
+        (uid(2), APP, "alive", "q3", {"local_limit": 3}),
+        (uid(1), APP, "gone", "q1", {"local_limit": 1}),
+    ]
+    assert [(p.started_at, p.updated_at) for p in producers] == [(T0, T0), (T0, at(5)), (T0, T0)]
+    await any_engine.delete_producers([uid(2), uid(9)])
+    await any_engine.delete_producers([])
+    assert [p.uuid for p in await any_engine.list_producers()] == [uid(3), uid(1)]
+
+
+# -- rescue ------------------------------------------------------------------------------------------
+async def _orphan(engine: Engine, producer: str, claimed: float = 0, **options: Any) -> int:
+    """A job claimed at ``at(claimed)`` by ``producer`` (whose heartbeat is then at that moment)."""
+    await engine.record_producers(APP, "n", [ProducerBeat(producer, "default", {})], now=at(claimed))
+    return await put(engine, JobState.EXECUTING, producer=producer, now=at(claimed), **options)
+
+
+async def test_rescue_follows_heartbeats(any_engine: Engine) -> None:
+    dead, alive = uid(0xD), uid(0xA)
+    orphan = await _orphan(any_engine, dead)
+    kept = await _orphan(any_engine, alive)
+    exhausted = await _orphan(any_engine, dead, max_attempts=1)
+    await any_engine.record_producers(APP, "n2", [ProducerBeat(alive, "default", {})], now=at(30))
+    result = await any_engine.rescue_jobs(timeout=15, backstop=3600, now=at(30))
+    assert result.available == (orphan,) and result.discarded == (exhausted,)
+    rescued, discarded = await job(any_engine, orphan), await job(any_engine, exhausted)
+    assert (rescued.state, rescued.attempt, rescued.meta["rescued"]) == (JobState.AVAILABLE, 1, 1)
+    assert (discarded.state, discarded.discarded_at, discarded.meta["rescued"]) == (
+        JobState.DISCARDED,
+        at(30),
+        1,
+    )
+    assert (await job(any_engine, kept)).state is JobState.EXECUTING
+    assert [p.uuid for p in await any_engine.list_producers()] == [alive]  # the dead one is forgotten
+    again = await any_engine.rescue_jobs(timeout=15, backstop=3600, now=at(30))
+    assert again.available == () and again.discarded == ()
+
+
+@pytest.mark.parametrize(("silent", "rescued"), [(14.999999, False), (15, False), (15.000001, True)])
+async def test_a_producer_is_dead_once_silent_longer_than_the_timeout(
+    any_engine: Engine, silent: float, rescued: bool
+) -> None:
+    job_id = await _orphan(any_engine, uid(1))
+    result = await any_engine.rescue_jobs(timeout=15, backstop=3600, now=at(silent))
+    assert result.available == ((job_id,) if rescued else ())
+
+
+async def test_a_live_producer_keeps_its_jobs_however_long_they_run(any_engine: Engine) -> None:
+    job_id = await _orphan(any_engine, uid(1))
+    await any_engine.record_producers(APP, "n", [ProducerBeat(uid(1), "default", {})], now=at(86400))
+    result = await any_engine.rescue_jobs(timeout=15, backstop=3600, now=at(86401))
+    assert result.available == () and (await job(any_engine, job_id)).state is JobState.EXECUTING
+
+
+async def test_rescue_spares_the_live_producers_it_is_told_of(any_engine: Engine) -> None:
+    mine, dead = uid(0xB1), uid(0xB2)
+    own = await _orphan(any_engine, mine)
+    orphan = await _orphan(any_engine, dead)
+    result = await any_engine.rescue_jobs(timeout=15, backstop=3600, live=[mine], now=at(60))
+    assert result.available == (orphan,)
+    assert (await job(any_engine, own)).state is JobState.EXECUTING
+    assert [p.uuid for p in await any_engine.list_producers()] == [mine]  # only the dead one goes
+
+
+@pytest.mark.parametrize(
+    ("producer_row", "claimed_ago", "rescued"),
+    [(False, 7200, True), (False, 600, False), (False, 3599, False), (True, 7200, False)],
+    ids=["old-unknown", "new-unknown", "just-under-backstop", "old-with-a-fresh-row"],
+)
+async def test_backstop_rescues_old_jobs_of_unknown_producers_only(
+    any_engine: Engine, producer_row: bool, claimed_ago: float, rescued: bool
+) -> None:
+    now = at(10_000)
+    job_id = await put(
+        any_engine, JobState.EXECUTING, producer=uid(7), now=now - timedelta(seconds=claimed_ago)
+    )
+    if producer_row:
+        await any_engine.record_producers(APP, "n", [ProducerBeat(uid(7), "default", {})], now=now)
+    result = await any_engine.rescue_jobs(timeout=15, backstop=3600, now=now)
+    assert result.available == ((job_id,) if rescued else ())
+
+
+@pytest.mark.parametrize("times", [1, 2, 3])
+async def test_each_rescue_counts_in_meta(any_engine: Engine, times: int) -> None:
+    job_id = await _orphan(any_engine, uid(1), meta={"keep": "me"})
+    for n in range(times):
+        now = at(100 * (n + 1))
+        result = await any_engine.rescue_jobs(timeout=15, backstop=3600, now=now)
+        assert result.available == (job_id,)
+        if n + 1 < times:
+            await any_engine.record_producers(APP, "n", [ProducerBeat(uid(1), "default", {})], now=now)
+            assert await fetch(any_engine, now=now, producer=uid(1)) == [job_id]
+    found = await job(any_engine, job_id)
+    assert found.meta == {"keep": "me", "rescued": times} and found.attempt == times
+
+
+async def test_rescue_is_bounded_and_keeps_a_dead_producer_until_its_jobs_are_rescued(
+    any_engine: Engine,
+) -> None:
+    ids = [await _orphan(any_engine, uid(1)) for _ in range(3)]
+    first = await any_engine.rescue_jobs(timeout=15, backstop=3600, limit=2, now=at(60))
+    assert first.available == tuple(ids[:2])
+    assert [p.uuid for p in await any_engine.list_producers()] == [uid(1)]  # still owns one job
+    second = await any_engine.rescue_jobs(timeout=15, backstop=3600, limit=2, now=at(60))
+    assert second.available == (ids[2],)
+    assert await any_engine.list_producers() == []
+
+
+async def test_a_stale_ack_after_rescue_does_not_overwrite_the_new_attempt(any_engine: Engine) -> None:
+    job_id = await _orphan(any_engine, uid(1))
+    assert (await any_engine.rescue_jobs(timeout=10, backstop=3600, now=at(60))).available == (job_id,)
+    assert await any_engine.ack_jobs([Ack(job_id, 1, JobState.COMPLETED)], now=at(60)) == []
+    assert await fetch(any_engine, now=at(61), producer=uid(2), node="node-2") == [job_id]
+    for state in (JobState.COMPLETED, JobState.DISCARDED, JobState.CANCELLED):
+        assert await any_engine.ack_jobs([Ack(job_id, 1, state, error={"attempt": 1, "error": "late"})]) == []
+    current = await job(any_engine, job_id)
+    assert (current.state, current.attempt, current.attempted_by) == (
+        JobState.EXECUTING,
+        2,
+        ("node-2", uid(2)),
+    )
+    assert current.errors == ()
+    assert await any_engine.ack_jobs([Ack(job_id, 2, JobState.COMPLETED)], now=at(62)) == [job_id]
+
+
+# -- still executing, lost claims ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("executing", True),
+        ("other-attempt", False),
+        ("completed", False),
+        ("cancelled", False),
+        ("deleted", False),
+    ],
+)
+async def test_still_executing_checks_the_state_and_the_attempt(
+    any_engine: Engine, case: str, expected: bool
+) -> None:
+    job_id = await put(any_engine, JobState.EXECUTING)
+    attempt = 2 if case == "other-attempt" else 1
+    if case == "completed":
+        await any_engine.ack_jobs([Ack(job_id, 1, JobState.COMPLETED)], now=T0)
+    elif case == "cancelled":
+        await any_engine.cancel_jobs(JobFilter(ids=(job_id,)), now=T0)
+    elif case == "deleted":
+        await any_engine.cancel_jobs(JobFilter(ids=(job_id,)), now=T0)
+        await any_engine.delete_jobs(JobFilter(ids=(job_id,)))
+    assert await any_engine.still_executing([(job_id, attempt), (10**9, 1)]) == (
+        {job_id} if expected else set()
+    )
+    assert await any_engine.still_executing([]) == set()
+
+
+@pytest.mark.parametrize(
+    ("case", "lost"),
+    [
+        ("old", True),
+        ("just-claimed", False),
+        ("exactly-older-than", False),
+        ("other-producer", False),
+        ("finished", False),
+    ],
+)
+async def test_lost_claims_are_old_executing_jobs_of_the_given_producers(
+    any_engine: Engine, case: str, lost: bool
+) -> None:
+    job_id = await put(any_engine, JobState.EXECUTING, producer=uid(1), now=T0)
+    if case == "finished":
+        await any_engine.ack_jobs([Ack(job_id, 1, JobState.COMPLETED)], now=T0)
+    now = {"just-claimed": at(5), "exactly-older-than": at(30)}.get(case, at(31))
+    producers = [uid(2)] if case == "other-producer" else [uid(1), uid(2)]
+    claims = await any_engine.lost_claims(producers, older_than=30, now=now)
+    assert claims == ([(job_id, 1)] if lost else [])
+    assert await any_engine.lost_claims([], older_than=0, now=now) == []
+
+
+# -- pruning -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("state", STATES, ids=str)
+@pytest.mark.parametrize("age_days", [3, 0.5])
+async def test_prune_deletes_old_final_jobs_only(
+    any_engine: Engine, state: JobState, age_days: float
+) -> None:
+    job_id = await put(any_engine, state)
+    deleted = await any_engine.prune_jobs(max_age=86400, limit=100, now=T0 + timedelta(days=age_days))
+    gone = state in FINAL and age_days > 1
+    assert deleted == int(gone)
+    assert (await any_engine.get_job(job_id) is None) is gone
+
+
+async def test_prune_deletes_in_bounded_batches(any_engine: Engine) -> None:
+    ids = await any_engine.insert([req() for _ in range(5)], now=T0)
+    await fetch(any_engine, now=T0)
+    await any_engine.ack_jobs([Ack(i, 1, JobState.COMPLETED) for i in ids[:4]], now=T0)
+    later = T0 + timedelta(days=2)
+    assert [await any_engine.prune_jobs(max_age=86400, limit=3, now=later) for _ in range(3)] == [3, 1, 0]
+    assert [j.id for j in await any_engine.list_jobs(JobFilter())] == [ids[4]]
+
+
+async def test_prune_keeps_the_newest_final_jobs_per_queue(any_engine: Engine) -> None:
+    final = {
+        q: [await put(any_engine, FINAL[i % 3], queue=q) for i in range(n)]
+        for q, n in (("a", 12), ("b", 3), ("c", 7))
+    }
+    live = await any_engine.insert([req(queue="a") for _ in range(4)], now=T0)
+    assert await any_engine.prune_jobs(max_age=86400, limit=100, keep_per_queue=5, now=T0) == 7 + 2
+    remaining = {q: sorted(j.id for j in await any_engine.list_jobs(JobFilter(queues=(q,)))) for q in "abc"}
+    assert remaining == {"a": final["a"][-5:] + live, "b": final["b"], "c": final["c"][-5:]}
+    steps = []
+    while (n := await any_engine.prune_jobs(max_age=86400, limit=1, keep_per_queue=2, now=T0)) > 0:
+        steps.append(n)
+    assert steps and all(n <= 3 for n in steps)  # at most `limit` per queue per call
+    assert len(await any_engine.list_jobs(JobFilter(states=FINAL))) == 6
+
+
+async def test_prune_forgets_old_cron_ticks_but_each_entrys_latest(any_engine: Engine) -> None:
+    tick = datetime(2030, 1, 1, 12, 0)
+    ticks = [CronTick("every", tick + timedelta(minutes=m), req(queue="cron")) for m in range(3)]
+    assert len(await any_engine.insert_cron_jobs(ticks, now=T0)) == 3
+    await any_engine.insert_cron_jobs([CronTick("other", tick, req(queue="cron"))], now=T0)
+    # Younger than a day: remembered whatever max_age says, so the tick is not inserted twice.
+    await any_engine.prune_jobs(max_age=1, limit=10, now=T0 + timedelta(hours=23))
+    assert await any_engine.insert_cron_jobs(ticks[:1], now=T0) == []
+    await any_engine.prune_jobs(max_age=1, limit=10, now=T0 + timedelta(days=3))
+    assert len(await any_engine.insert_cron_jobs(ticks[:2], now=T0)) == 2  # forgotten: inserted again
+    assert await any_engine.insert_cron_jobs(ticks[2:], now=T0) == []  # the latest is kept
+    assert await any_engine.insert_cron_jobs([CronTick("other", tick, req())], now=T0) == []
+    assert await any_engine.last_cron_ticks(["every", "other"]) == {
+        "every": ticks[2].tick.replace(tzinfo=UTC),
+        "other": tick.replace(tzinfo=UTC),
+    }
+
+
+# -- cron ----------------------------------------------------------------------------------------------
+async def test_cron_ticks_insert_once(any_engine: Engine) -> None:
+    tick = datetime(2030, 1, 1, 12, 0)
+    entry = CronTick("every-minute", tick, req(meta={"cron_name": "every-minute"}))
+    first = await any_engine.insert_cron_jobs([entry, entry], now=T0)
+    again = await any_engine.insert_cron_jobs([entry], now=T0)
+    assert len(first) == 1 and again == []
+    assert await any_engine.last_cron_ticks(["every-minute"]) == {"every-minute": tick.replace(tzinfo=UTC)}
+
+
+async def test_a_cron_job_is_an_available_job_with_the_requests_fields(any_engine: Engine) -> None:
+    request = req(
+        args={"x": 1}, queue="cron", meta={"cron_name": "e"}, tags=["cron"], priority=2, max_attempts=4
+    )
+    (job_id,) = await any_engine.insert_cron_jobs(
+        [CronTick("e", datetime(2030, 1, 1, 12), request)], now=at(1)
+    )
+    found = await job(any_engine, job_id)
+    assert (found.state, found.scheduled_at, found.inserted_at, found.queue) == (
+        JobState.AVAILABLE,
+        at(1),
+        at(1),
+        "cron",
+    )
+    assert (found.args, found.meta, found.tags, found.priority, found.max_attempts) == (
+        {"x": 1},
+        {"cron_name": "e"},
+        ("cron",),
+        2,
+        4,
+    )
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "inserted"),
+    [
+        (("a", 0), ("a", 0), 0),
+        (("a", 0), ("a", 1), 1),
+        (("a", 0), ("b", 0), 1),
+    ],
+    ids=["same-tick", "next-tick", "other-entry"],
+)
+async def test_a_tick_is_identified_by_name_and_moment(
+    any_engine: Engine, first: tuple[str, int], second: tuple[str, int], inserted: int
+) -> None:
+    base = datetime(2030, 1, 1, 12, 0)
+
+    def tick(spec: tuple[str, int]) -> CronTick:
+        return CronTick(spec[0], base + timedelta(minutes=spec[1]), req())
+
+    assert len(await any_engine.insert_cron_jobs([tick(first)], now=T0)) == 1
+    assert len(await any_engine.insert_cron_jobs([tick(second)], now=T0)) == inserted
+
+
+async def test_cron_with_nothing_to_do(any_engine: Engine) -> None:
+    assert await any_engine.insert_cron_jobs([], now=T0) == []
+    assert await any_engine.last_cron_ticks([]) == {}
+    assert await any_engine.last_cron_ticks(["never"]) == {}
+
+
+# -- queue state ---------------------------------------------------------------------------------------
+async def test_queue_state_persists_per_instance_and_queue(any_engine: Engine) -> None:
+    assert await any_engine.load_queue_states(APP) == {}
+    await any_engine.save_queue_state(APP, "mail", paused=True)
+    await any_engine.save_queue_state(APP, "mail", limit=4)
+    await any_engine.save_queue_state(APP, "bulk", limit=2)
+    await any_engine.save_queue_state("other", "mail", paused=False)
+    states = await any_engine.load_queue_states(APP)
+    assert {q: (s.paused, s.limit) for q, s in states.items()} == {"mail": (True, 4), "bulk": (None, 2)}
+    assert {q: (s.paused, s.limit) for q, s in (await any_engine.load_queue_states("other")).items()} == {
+        "mail": (False, None)
+    }
+
+
+@pytest.mark.parametrize(
+    ("saves", "expected"),
+    [
+        ([{"paused": True}], (True, None)),
+        ([{"paused": True}, {"paused": False}], (False, None)),
+        ([{"limit": 3}, {"limit": 9}], (None, 9)),
+        ([{"paused": True, "limit": 3}, {}], (True, 3)),
+        ([{"paused": False}, {"limit": 1}, {"paused": True}], (True, 1)),
+    ],
+    ids=["pause", "resume", "limit-replaced", "nothing-keeps", "parts-merge"],
+)
+async def test_a_save_changes_only_the_parts_it_names(
+    any_engine: Engine, saves: list[dict[str, Any]], expected: tuple[bool | None, int | None]
+) -> None:
+    for save in saves:
+        await any_engine.save_queue_state(APP, "q", **save)
+    state = (await any_engine.load_queue_states(APP))["q"]
+    assert (state.paused, state.limit) == expected
