@@ -1,0 +1,256 @@
+"""Cluster duties on SQLite: leadership, producers and rescue, lost claims, pruning, cron and queue
+state."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from conveyor.engine.sqlite.core import FILES, SqliteCore, ago
+from conveyor.engine.sqlite.database import Tx
+from conveyor.engine.sqlite.rows import (
+    check_now,
+    later_text,
+    parse_optional_time,
+    parse_time,
+    time_text,
+    utc_clock,
+)
+from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, QueueState, RescueResult
+
+
+class SqliteCluster(SqliteCore):
+    """Leadership, producer rows, rescue, ``still_executing``, ``lost_claims``, pruning, cron ticks
+    and persisted queue state."""
+
+    # -- leadership --------------------------------------------------------------------------
+    async def elect_leader(
+        self, name: str, node: str, ttl: float, *, now: datetime | None = None
+    ) -> LeaderInfo | None:
+        check_now(now)
+        statement = FILES["elect_leader"]
+
+        def run(tx: Tx) -> Any:
+            clock = utc_clock(now)
+            params = {
+                "name": name,
+                "node": node,
+                "now": time_text(clock),
+                "expires_at": later_text(clock, ttl),
+            }
+            return tx.conn.execute(statement, params).fetchone()
+
+        row = await self.database.write(run)
+        return LeaderInfo(row[0], parse_time(row[1])) if row else None
+
+    async def resign_leader(self, name: str, node: str) -> bool:
+        statement = FILES["resign_leader"]
+
+        def run(tx: Tx) -> bool:
+            rows = tx.conn.execute(statement, {"name": name, "node": node}).fetchall()
+            clock = time_text(utc_clock(None))
+            for resigned, by in rows:
+                tx.notify("leader", {"action": "resign", "node": by, "name": resigned}, clock)
+            return bool(rows)
+
+        return await self.database.write(run)
+
+    async def get_leader(self, name: str, *, now: datetime | None = None) -> LeaderInfo | None:
+        check_now(now)
+        statement = FILES["get_leader"]
+
+        def run(conn: sqlite3.Connection) -> Any:
+            return conn.execute(statement, {"name": name, "now": time_text(utc_clock(now))}).fetchone()
+
+        row = await self.database.read(run)
+        return LeaderInfo(row[0], parse_time(row[1]), parse_optional_time(row[2])) if row else None
+
+    # -- producers and rescue ----------------------------------------------------------------
+    async def record_producers(
+        self, name: str, node: str, beats: Sequence[ProducerBeat], *, now: datetime | None = None
+    ) -> None:
+        check_now(now)
+        if not beats:
+            return
+        records = orjson.dumps([{"uuid": b.uuid, "queue": b.queue, "meta": b.meta} for b in beats]).decode()
+        statement = FILES["upsert_producers"]
+
+        def run(tx: Tx) -> None:
+            clock = time_text(utc_clock(now))
+            tx.conn.execute(statement, {"name": name, "node": node, "producers": records, "now": clock})
+
+        await self.database.write(run)
+
+    async def delete_producers(self, uuids: Sequence[str]) -> None:
+        if not uuids:
+            return
+        params = {"uuids": orjson.dumps(list(uuids)).decode()}
+        statement = FILES["delete_producers"]
+        await self.database.write(lambda tx: tx.conn.execute(statement, params))
+
+    async def list_producers(self) -> list[ProducerInfo]:
+        statement = FILES["list_producers"]
+        rows = await self.database.read(lambda conn: conn.execute(statement).fetchall())
+        return [
+            ProducerInfo(r[0], r[1], r[2], r[3], orjson.loads(r[4]), parse_time(r[5]), parse_time(r[6]))
+            for r in rows
+        ]
+
+    async def rescue_jobs(
+        self,
+        *,
+        timeout: float,
+        backstop: float,
+        limit: int = 1000,
+        live: Sequence[str] = (),
+        now: datetime | None = None,
+    ) -> RescueResult:
+        check_now(now)
+        rescue, forget = FILES["rescue_jobs"], FILES["delete_dead_producers"]
+        live_json = orjson.dumps(list(live)).decode()
+
+        def run(tx: Tx) -> list[Any]:
+            clock = utc_clock(now)
+            stamp, dead_before = time_text(clock), ago(clock, timeout)
+            params = {
+                "now": stamp,
+                "dead_before": dead_before,
+                "backstop_before": ago(clock, backstop),
+                "limit": limit,
+                "live": live_json,
+            }
+            rows = sorted(tx.conn.execute(rescue, params).fetchall())
+            for queue in sorted({row[1] for row in rows if row[2] == "available"}):
+                tx.notify("insert", {"queue": queue}, stamp)
+            tx.conn.execute(forget, {"dead_before": dead_before, "live": live_json})
+            return rows
+
+        rows = await self.database.write(run)
+        return RescueResult(
+            available=tuple(r[0] for r in rows if r[2] == "available"),
+            discarded=tuple(r[0] for r in rows if r[2] == "discarded"),
+        )
+
+    # -- pruning -----------------------------------------------------------------------------
+    async def prune_jobs(
+        self,
+        *,
+        max_age: float,
+        limit: int,
+        keep_per_queue: int | None = None,
+        now: datetime | None = None,
+    ) -> int:
+        """Delete one bounded batch of old final jobs (and, with ``keep_per_queue``, one batch per
+        queue beyond that many); return how many rows went."""
+        check_now(now)
+
+        def run(tx: Tx) -> int:
+            clock = utc_clock(now)
+            conn = tx.conn
+            deleted = conn.execute(
+                FILES["prune_jobs"], {"cutoff": ago(clock, max_age), "limit": limit}
+            ).rowcount
+            if keep_per_queue is not None:
+                for (queue,) in conn.execute(FILES["final_queues"]).fetchall():
+                    params = {"queue": queue, "keep": keep_per_queue, "limit": limit}
+                    deleted += conn.execute(FILES["prune_queue_excess"], params).rowcount
+            conn.execute(FILES["prune_cron_ticks"], {"cutoff": ago(clock, max(max_age, 86400.0))})
+            return int(deleted)
+
+        return await self.database.write(run)
+
+    # -- cron --------------------------------------------------------------------------------
+    async def insert_cron_jobs(self, ticks: Sequence[CronTick], *, now: datetime | None = None) -> list[int]:
+        """Insert the job of each tick not handled before (by anyone); return the new job ids."""
+        check_now(now)
+        if not ticks:
+            return []
+        claim, insert = FILES["claim_cron_tick"], FILES["cron_job"]
+
+        def run(tx: Tx) -> list[int]:
+            clock = time_text(utc_clock(now))
+            ids: list[int] = []
+            queues: set[str] = set()
+            for tick in ticks:
+                claimed = tx.conn.execute(
+                    claim, {"name": tick.name, "tick": time_text(tick.tick), "now": clock}
+                ).fetchall()
+                if not claimed:
+                    continue
+                request = tick.request
+                params = {
+                    "queue": request.queue,
+                    "worker": request.worker,
+                    "args": request.args_json.decode(),
+                    "meta": request.meta_json.decode(),
+                    "tags": orjson.dumps(request.tags).decode(),
+                    "priority": request.priority,
+                    "max_attempts": request.max_attempts,
+                    "now": clock,
+                }
+                ids.append(tx.conn.execute(insert, params).fetchone()[0])
+                queues.add(request.queue)
+            for queue in sorted(queues):
+                tx.notify("insert", {"queue": queue}, clock)
+            return sorted(ids)
+
+        return await self.database.write(run)
+
+    async def last_cron_ticks(self, names: Sequence[str]) -> dict[str, datetime]:
+        if not names:
+            return {}
+        params = {"names": orjson.dumps(list(names)).decode()}
+        statement = FILES["last_cron_ticks"]
+        rows = await self.database.read(lambda conn: conn.execute(statement, params).fetchall())
+        return {row[0]: parse_time(row[1]) for row in rows}
+
+    # -- queue state -------------------------------------------------------------------------
+    async def save_queue_state(
+        self, name: str, queue: str, *, paused: bool | None = None, limit: int | None = None
+    ) -> None:
+        statement = FILES["save_queue_state"]
+
+        def run(tx: Tx) -> None:
+            params = {
+                "name": name,
+                "queue": queue,
+                "paused": None if paused is None else int(bool(paused)),
+                "limit": limit,
+                "now": time_text(utc_clock(None)),
+            }
+            tx.conn.execute(statement, params)
+
+        await self.database.write(run)
+
+    async def load_queue_states(self, name: str) -> dict[str, QueueState]:
+        statement = FILES["load_queue_states"]
+        rows = await self.database.read(lambda conn: conn.execute(statement, {"name": name}).fetchall())
+        return {
+            row[0]: QueueState(paused=None if row[1] is None else bool(row[1]), limit=row[2]) for row in rows
+        }
+
+    async def still_executing(self, attempts: Sequence[tuple[int, int]]) -> set[int]:
+        if not attempts:
+            return set()
+        params = {"jobs": orjson.dumps([{"id": i, "attempt": a} for i, a in attempts]).decode()}
+        statement = FILES["still_executing"]
+        rows = await self.database.read(lambda conn: conn.execute(statement, params).fetchall())
+        return {row[0] for row in rows}
+
+    async def lost_claims(
+        self, producers: Sequence[str], *, older_than: float, now: datetime | None = None
+    ) -> list[tuple[int, int]]:
+        check_now(now)
+        if not producers:
+            return []
+        statement = FILES["lost_claims"]
+        params = {
+            "producers": orjson.dumps(list(producers)).decode(),
+            "claimed_before": ago(utc_clock(now), older_than),
+        }
+        rows = await self.database.read(lambda conn: conn.execute(statement, params).fetchall())
+        return [(row[0], row[1]) for row in rows]

@@ -1,0 +1,121 @@
+"""Managing jobs on SQLite: get, list, cancel, retry, delete."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from conveyor.engine.sqlite.core import FILES, SqliteCore, compose
+from conveyor.engine.sqlite.database import Tx
+from conveyor.engine.sqlite.rows import check_now, read_jobs, time_text, utc_clock
+from conveyor.filters import JobFilter
+from conveyor.job import Job
+
+#: The filter fragments, in the order they are combined with AND, by JobFilter field.
+FILTER_PARTS = ("ids", "states", "queues", "workers", "tags", "before_id")
+DEFAULT_LIST_LIMIT = 100
+
+
+def _filter(criteria: JobFilter) -> tuple[str, dict[str, Any]]:
+    """The WHERE condition for ``criteria`` (only the parts it uses) and its parameters."""
+    values: dict[str, Any] = {
+        "ids": list(criteria.ids),
+        "states": [s.value for s in criteria.states],
+        "queues": list(criteria.queues),
+        "workers": list(criteria.workers),
+        "tags": list(criteria.tags),
+        "before_id": criteria.before_id,
+    }
+    used = tuple(name for name in FILTER_PARTS if values[name] not in (None, []))
+    params: dict[str, Any] = {
+        name: orjson.dumps(values[name]).decode() if name != "before_id" else values[name] for name in used
+    }
+    return _condition(used), params
+
+
+_conditions: dict[tuple[str, ...], str] = {}
+
+
+def _condition(used: tuple[str, ...]) -> str:
+    found = _conditions.get(used)
+    if found is None:
+        found = "\n  AND ".join(FILES[f"filter_{name}"].strip() for name in used) or "1"
+        _conditions[used] = found
+    return found
+
+
+class SqliteJobs(SqliteCore):
+    """``get_job``, ``list_jobs``, ``cancel_jobs``, ``retry_jobs``, ``delete_jobs``."""
+
+    async def get_job(self, job_id: int) -> Job | None:
+        statement = self._get
+
+        def run(conn: sqlite3.Connection) -> list[Any]:
+            return conn.execute(statement, {"id": job_id}).fetchall()
+
+        rows = await self.database.read(run)
+        return read_jobs(rows)[0] if rows else None
+
+    async def list_jobs(self, criteria: JobFilter) -> list[Job]:
+        condition, params = _filter(criteria)
+        params["limit"] = criteria.limit if criteria.limit is not None else DEFAULT_LIST_LIMIT
+        statement = compose("list_jobs", condition)
+
+        def run(conn: sqlite3.Connection) -> list[Any]:
+            return conn.execute(statement, params).fetchall()
+
+        return read_jobs(await self.database.read(run))
+
+    async def cancel_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
+        check_now(now)
+        condition, params = _filter(criteria)
+        params["limit"] = _limit(criteria)
+        targets_sql = compose("cancel_targets", condition)
+        cancel_sql = FILES["cancel_jobs"]
+
+        def run(tx: Tx) -> list[int]:
+            targets = tx.conn.execute(targets_sql, params).fetchall()
+            if not targets:
+                return []
+            clock = time_text(utc_clock(now))
+            ids = orjson.dumps([row[0] for row in targets]).decode()
+            cancelled = [row[0] for row in tx.conn.execute(cancel_sql, {"ids": ids, "now": clock})]
+            for job_id, state in targets:
+                if state == "executing":
+                    tx.notify("signal", {"action": "pkill", "job_id": job_id}, clock)
+            return sorted(cancelled)
+
+        return await self.database.write(run)
+
+    async def retry_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
+        check_now(now)
+        condition, params = _filter(criteria)
+        params["limit"] = _limit(criteria)
+        statement = compose("retry_jobs", condition)
+
+        def run(tx: Tx) -> list[int]:
+            clock = time_text(utc_clock(now))
+            rows = tx.conn.execute(statement, params | {"now": clock}).fetchall()
+            for queue in sorted({row[1] for row in rows}):
+                tx.notify("insert", {"queue": queue}, clock)
+            return sorted(row[0] for row in rows)
+
+        return await self.database.write(run)
+
+    async def delete_jobs(self, criteria: JobFilter) -> list[int]:
+        condition, params = _filter(criteria)
+        params["limit"] = _limit(criteria)
+        statement = compose("delete_jobs", condition)
+
+        def run(tx: Tx) -> list[int]:
+            return sorted(row[0] for row in tx.conn.execute(statement, params).fetchall())
+
+        return await self.database.write(run)
+
+
+def _limit(criteria: JobFilter) -> int:
+    """SQLite's LIMIT takes -1 for "no limit" (PostgreSQL: NULL)."""
+    return criteria.limit if criteria.limit is not None else -1
