@@ -1,6 +1,8 @@
-"""The SQLite engine on a temporary file: schema, inserts (own and in a caller's transaction),
-management, the hot path across OS processes, notifications, busy locks, the cluster duties'
-statements, choosing the engine from a URL, and a node running jobs end to end."""
+"""What only the SQLite engine has, on a temporary file: its schema and constraints, choosing it from a
+URL, large inserts and checkpoints, inserts in a caller's sqlite3/aiosqlite/SQLAlchemy transaction,
+claims racing across OS processes, notifications between processes, busy locks, and a node running
+jobs end to end. Behaviour every engine shares (jobs, hot path, cluster duties, notifications sent by
+operations) is proved for SQLite by the conformance suite in tests/conformance/."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,6 @@ from sqlalchemy.orm import Session
 
 from conveyor import (
     Conveyor,
-    JobFilter,
     JobRequest,
     JobState,
     SchemaError,
@@ -41,7 +42,6 @@ from conveyor.engine.base import Engine
 from conveyor.engine.sqlite import SqliteEngine, schema
 from conveyor.engine.sqlite.database import MEMORY
 from conveyor.engines import default_database_url, engine_from_url
-from conveyor.fleet import CronTick, ProducerBeat
 from tests import runtime_jobs
 from tests.sqlite_procs import fetch_all
 
@@ -83,10 +83,6 @@ def execute(path: str, statement: str, params: Any = ()) -> None:
         conn.execute(statement, params)
     finally:
         conn.close()
-
-
-def stamp(value: datetime) -> str:
-    return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", timespec="microseconds")
 
 
 def request(n: int = 0, **options: Any) -> JobRequest:
@@ -355,68 +351,6 @@ async def test_the_log_is_copied_into_the_database_file_off_the_writer(
     assert await asyncio.to_thread(checkpointed_size, db_path, expected) >= expected
 
 
-async def test_insert_is_atomic(sqlite_engine: SqliteEngine, db_path: str) -> None:
-    with pytest.raises(RuntimeError, match="source failed"):
-        await sqlite_engine.insert(many(2 * 5_000 + 10, RuntimeError("source failed")))
-    with pytest.raises(ValidationError):
-        await sqlite_engine.insert([request(1), "not a request"])  # type: ignore[list-item]
-    assert count(db_path) == 0
-    assert await sqlite_engine.insert([]) == []
-    # Ids are never reused, even after the newest job is deleted (AUTOINCREMENT, like an identity).
-    (first,) = await sqlite_engine.insert([request(1)])
-    await sqlite_engine.delete_jobs(JobFilter(ids=(first,)))
-    assert await sqlite_engine.insert([request(2)]) == [first + 1]
-
-
-async def test_scheduling(sqlite_engine: SqliteEngine) -> None:
-    now = datetime(2031, 5, 1, 12, 0, 0, 250_000, tzinfo=UTC)
-    ids = await sqlite_engine.insert(
-        [
-            request(0),
-            request(1, scheduled_at=now + timedelta(minutes=5)),
-            request(2, scheduled_at=now - timedelta(minutes=5)),
-            request(3, schedule_in=90),
-            request(4, schedule_in=0),
-            request(5, scheduled_at=now),
-        ],
-        now=now,
-    )
-    jobs = [await sqlite_engine.get_job(i) for i in ids]
-    assert all(j is not None for j in jobs)
-    found = {j.args["n"]: j for j in jobs if j is not None}
-    expected = {
-        0: (JobState.AVAILABLE, now),
-        1: (JobState.SCHEDULED, now + timedelta(minutes=5)),
-        2: (JobState.AVAILABLE, now - timedelta(minutes=5)),
-        3: (JobState.SCHEDULED, now + timedelta(seconds=90)),
-        4: (JobState.AVAILABLE, now),
-        5: (JobState.AVAILABLE, now),
-    }
-    assert {n: (j.state, j.scheduled_at) for n, j in found.items()} == expected
-    assert {j.inserted_at for j in found.values()} == {now}
-    # Scheduling on the machine's clock (now=None).
-    (later,) = await sqlite_engine.insert([request(6, schedule_in=3600)])
-    job = await sqlite_engine.get_job(later)
-    assert job is not None and job.state is JobState.SCHEDULED
-    assert abs(job.scheduled_at - (datetime.now(UTC) + timedelta(hours=1))) < timedelta(seconds=30)
-    with pytest.raises(ValidationError):
-        await sqlite_engine.insert([request(7)], now=datetime(2031, 1, 1))  # naive
-
-
-async def test_insert_notifies_queues_that_gained_available_jobs(sqlite_engine: SqliteEngine) -> None:
-    heard = Heard()
-    listener = await sqlite_engine.listen(["insert"], heard)
-    try:
-        assert heard.items[0][:2] == ("listener", {"event": "connected"})
-        await sqlite_engine.insert([request(1, queue="later", schedule_in=60)])
-        await sqlite_engine.insert([request(1, queue="a"), request(2, queue="b"), request(3, queue="a")])
-        assert await heard.wait_for("insert", 2) == [{"queue": "a"}, {"queue": "b"}]
-        await asyncio.sleep(0.1)
-        assert heard.on("insert") == [{"queue": "a"}, {"queue": "b"}]
-    finally:
-        await listener.stop()
-
-
 # -- inserting in the caller's transaction --------------------------------------------------------
 def notes_table(path: str) -> None:
     execute(path, "CREATE TABLE notes (note TEXT NOT NULL)")
@@ -578,160 +512,7 @@ async def test_unsupported_connections_are_refused(sqlite_engine: SqliteEngine, 
     assert count(db_path) == 0
 
 
-# -- managing jobs --------------------------------------------------------------------------------
-async def seed(engine: SqliteEngine) -> dict[str, int]:
-    ids = await engine.insert(
-        [
-            JobRequest("mail.Send", {"to": "a"}, queue="mail", tags=("email", "vip")),
-            JobRequest("mail.Send", {"to": "b"}, queue="mail", tags=("email",)),
-            JobRequest("reports.Build", {"month": "jan"}, queue="reports", tags=("vip",)),
-            JobRequest("reports.Build", {"month": "feb"}, queue="reports", schedule_in=3600),
-            JobRequest("mail.Send", {"to": "c"}, queue="bulk-mail", tags=("email", "vip", "eu")),
-        ]
-    )
-    return dict(zip(["mail_vip", "mail", "report_vip", "report_later", "bulk_vip"], ids, strict=True))
-
-
-def make_executing(path: str, job_id: int) -> None:
-    execute(
-        path,
-        "UPDATE oban_jobs SET state = 'executing', attempt = 1, attempted_at = ?, "
-        'attempted_by = \'["node-1","producer-1"]\' WHERE id = ?',
-        (stamp(datetime.now(UTC)), job_id),
-    )
-
-
-def ids_of(jobs: list[Any]) -> list[int]:
-    return [j.id for j in jobs]
-
-
-async def test_get_and_list_jobs(sqlite_engine: SqliteEngine) -> None:
-    ids = await seed(sqlite_engine)
-    every = sorted(ids.values(), reverse=True)
-    found = await sqlite_engine.get_job(ids["report_later"])
-    assert found is not None
-    assert (found.worker, found.state, found.args, found.tags) == (
-        "reports.Build",
-        JobState.SCHEDULED,
-        {"month": "feb"},
-        (),
-    )
-    assert await sqlite_engine.get_job(10**9) is None
-
-    async def listed(**criteria: Any) -> list[int]:
-        return ids_of(await sqlite_engine.list_jobs(JobFilter.build(**criteria)))
-
-    assert await listed() == every
-    assert await listed(states="scheduled") == [ids["report_later"]]
-    assert await listed(states=["scheduled", "available"]) == every
-    assert await listed(queues=["mail", "bulk-mail"]) == [ids["bulk_vip"], ids["mail"], ids["mail_vip"]]
-    assert await listed(workers="reports.Build") == [ids["report_later"], ids["report_vip"]]
-    assert await listed(tags="vip") == [ids["bulk_vip"], ids["report_vip"], ids["mail_vip"]]
-    assert await listed(tags=["email", "vip"]) == [ids["bulk_vip"], ids["mail_vip"]]
-    assert await listed(tags=["missing"]) == []
-    assert await listed(workers="mail.Send", tags="vip", queues="mail") == [ids["mail_vip"]]
-    assert await listed(ids=[ids["mail"], ids["report_vip"], 10**9]) == [ids["report_vip"], ids["mail"]]
-    assert await listed(limit=2, before_id=ids["report_later"]) == [ids["report_vip"], ids["mail"]]
-
-    paged = await sqlite_engine.insert(JobRequest("tests.page", {"n": n}) for n in range(130))
-    assert await listed(workers="tests.page") == sorted(paged, reverse=True)[:100]
-    assert len(await listed(workers="tests.page", limit=130)) == 130
-
-
-async def test_cancel_jobs(sqlite_engine: SqliteEngine, db_path: str) -> None:
-    ids = await seed(sqlite_engine)
-    execute(
-        db_path,
-        "UPDATE oban_jobs SET state = 'completed', completed_at = ? WHERE id = ?",
-        (stamp(datetime(2030, 1, 1, tzinfo=UTC)), ids["mail"]),
-    )
-    make_executing(db_path, ids["report_vip"])
-    heard = Heard()
-    listener = await sqlite_engine.listen(["signal"], heard)
-    try:
-        cancelled = await sqlite_engine.cancel_jobs(JobFilter(queues=("mail", "reports")))
-        assert cancelled == sorted([ids["mail_vip"], ids["report_vip"], ids["report_later"]])
-        assert await heard.wait_for("signal") == [{"action": "pkill", "job_id": ids["report_vip"]}]
-    finally:
-        await listener.stop()
-    for job_id in cancelled:
-        job = await sqlite_engine.get_job(job_id)
-        assert job is not None and job.state is JobState.CANCELLED and job.cancelled_at is not None
-    assert [r["state"] for r in rows(db_path, "id = ?", (ids["mail"],))] == ["completed"]
-    assert await sqlite_engine.cancel_jobs(JobFilter(queues=("mail", "reports"))) == []
-    more = await sqlite_engine.insert(JobRequest("tests.limit") for _ in range(5))
-    assert await sqlite_engine.cancel_jobs(JobFilter(workers=("tests.limit",), limit=2)) == more[:2]
-
-
-async def test_retry_jobs(sqlite_engine: SqliteEngine, db_path: str) -> None:
-    ids = await seed(sqlite_engine)
-    execute(
-        db_path,
-        "UPDATE oban_jobs SET state = 'discarded', attempt = 20, discarded_at = '2030-01-01 00:00:00.000000'"
-        " WHERE id = ?",
-        (ids["mail"],),
-    )
-    make_executing(db_path, ids["bulk_vip"])
-    heard = Heard()
-    listener = await sqlite_engine.listen(["insert"], heard)
-    try:
-        now = datetime(2031, 1, 1, tzinfo=UTC)
-        retried = await sqlite_engine.retry_jobs(JobFilter(), now=now)
-        assert retried == sorted([ids["mail"], ids["report_later"]])
-        assert sorted(p["queue"] for p in await heard.wait_for("insert", 2)) == ["mail", "reports"]
-    finally:
-        await listener.stop()
-    discarded = await sqlite_engine.get_job(ids["mail"])
-    assert discarded is not None
-    assert (discarded.state, discarded.attempt, discarded.max_attempts, discarded.discarded_at) == (
-        JobState.AVAILABLE,
-        20,
-        21,
-        None,
-    )
-    assert discarded.scheduled_at == now
-    assert await sqlite_engine.retry_jobs(JobFilter(ids=(ids["bulk_vip"], ids["mail_vip"]))) == []
-
-
-async def test_delete_jobs_spares_executing(sqlite_engine: SqliteEngine, db_path: str) -> None:
-    ids = await seed(sqlite_engine)
-    make_executing(db_path, ids["mail_vip"])
-    deleted = await sqlite_engine.delete_jobs(JobFilter(queues=("mail", "reports")))
-    assert deleted == sorted([ids["mail"], ids["report_vip"], ids["report_later"]])
-    assert [r["id"] for r in rows(db_path)] == sorted([ids["mail_vip"], ids["bulk_vip"]])
-    assert await sqlite_engine.delete_jobs(JobFilter(states=(JobState.AVAILABLE,), tags=("eu",))) == [
-        ids["bulk_vip"]
-    ]
-
-
-# -- the hot path ---------------------------------------------------------------------------------
-async def test_fetch_claims_in_priority_time_id_order(sqlite_engine: SqliteEngine, db_path: str) -> None:
-    now = datetime(2031, 1, 1, tzinfo=UTC)
-    ids = await sqlite_engine.insert(
-        [
-            request(0, priority=1),
-            request(1, priority=0, scheduled_at=now - timedelta(seconds=1)),
-            request(2, priority=0),
-            request(3, priority=0, scheduled_at=now - timedelta(seconds=2)),
-            request(4, queue="other"),
-            request(5, schedule_in=60),
-        ],
-        now=now,
-    )
-    jobs = await sqlite_engine.fetch_jobs("default", 3, node="node-1", producer="p-1", now=now)
-    assert [j.id for j in jobs] == [ids[3], ids[1], ids[2]]
-    assert {(j.state, j.attempt, j.attempted_by, j.attempted_at) for j in jobs} == {
-        (JobState.EXECUTING, 1, ("node-1", "p-1"), now)
-    }
-    assert await claim(sqlite_engine, n=10) == [ids[0]]
-    assert await claim(sqlite_engine, n=10) == []
-    assert await sqlite_engine.fetch_jobs("default", 0, node="n", producer="p") == []
-    # A job whose attempts are used up is never claimed.
-    (spent,) = await sqlite_engine.insert([request(9, queue="spent", max_attempts=1)])
-    execute(db_path, "UPDATE oban_jobs SET attempt = 1 WHERE id = ?", (spent,))
-    assert await claim(sqlite_engine, "spent") == []
-
-
+# -- the hot path across processes ---------------------------------------------------------------
 async def test_two_processes_never_claim_the_same_job(sqlite_engine: SqliteEngine, db_path: str) -> None:
     total = 5_000
     await sqlite_engine.insert(many(total, queue="race"))
@@ -761,97 +542,6 @@ async def test_two_processes_never_claim_the_same_job(sqlite_engine: SqliteEngin
     assert all(per_process), [len(p) for p in per_process]  # both processes took part
     assert {r["state"] for r in rows(db_path)} == {"executing"}
     assert {r["attempt"] for r in rows(db_path)} == {1}
-
-
-async def test_ack_applies_only_to_the_same_executing_attempt(sqlite_engine: SqliteEngine) -> None:
-    now = datetime(2031, 1, 1, tzinfo=UTC)
-    ids = await sqlite_engine.insert([request(n, meta={"keep": 1, "nested": {"a": 1}}) for n in range(6)])
-    assert await claim(sqlite_engine, n=6, now=now) == ids
-    error = {"attempt": 1, "at": "2031-01-01T00:00:00Z", "error": "boom"}
-    acks = [
-        Ack(ids[0], 1, JobState.COMPLETED, meta={"recorded": True, "return": "g2gD", "nested": {"b": None}}),
-        Ack(ids[1], 1, JobState.RETRYABLE, schedule_in=30, error=error),
-        Ack(ids[2], 1, JobState.SCHEDULED, schedule_in=5, snoozed=True),
-        Ack(ids[3], 1, JobState.DISCARDED, error=error),
-        Ack(ids[4], 1, JobState.CANCELLED, error=error),
-        Ack(ids[5], 2, JobState.COMPLETED),  # a stale or future attempt: skipped
-        Ack(10**9, 1, JobState.COMPLETED),  # no such job
-    ]
-    assert sorted(await sqlite_engine.ack_jobs(acks, now=now)) == ids[:5]
-    jobs = [await sqlite_engine.get_job(i) for i in ids]
-    assert all(j is not None for j in jobs)
-    done, retry, snoozed, discarded, cancelled, untouched = (j for j in jobs if j is not None)
-    assert (done.state, done.completed_at) == (JobState.COMPLETED, now)
-    # meta merges top-level keys as jsonb || does: a nested object is replaced, a null kept.
-    assert done.meta == {"keep": 1, "nested": {"b": None}, "recorded": True, "return": "g2gD"}
-    assert (retry.state, retry.scheduled_at, retry.errors, retry.attempt) == (
-        JobState.RETRYABLE,
-        now + timedelta(seconds=30),
-        (error,),
-        1,
-    )
-    assert (snoozed.state, snoozed.attempt, snoozed.meta["snoozed"], snoozed.scheduled_at) == (
-        JobState.SCHEDULED,
-        0,
-        1,
-        now + timedelta(seconds=5),
-    )
-    assert (discarded.state, discarded.discarded_at, discarded.errors) == (JobState.DISCARDED, now, (error,))
-    assert (cancelled.state, cancelled.cancelled_at) == (JobState.CANCELLED, now)
-    assert (untouched.state, untouched.attempt) == (JobState.EXECUTING, 1)
-    # A late ack for a job that moved on does nothing, even a duplicate of an applied one.
-    assert await sqlite_engine.ack_jobs([Ack(ids[0], 1, JobState.DISCARDED)]) == []
-    assert await sqlite_engine.ack_jobs([]) == []
-    # Snoozing again counts on.
-    assert await claim(sqlite_engine, n=1, now=now + timedelta(seconds=10)) == []
-    await sqlite_engine.stage_jobs(10, now=now + timedelta(seconds=10))
-    assert await claim(sqlite_engine, n=1) == [ids[2]]
-    assert await sqlite_engine.ack_jobs([Ack(ids[2], 1, JobState.SCHEDULED, schedule_in=1, snoozed=True)])
-    again = await sqlite_engine.get_job(ids[2])
-    assert again is not None and again.meta["snoozed"] == 2 and again.attempt == 0
-
-
-async def test_stage_due_jobs_in_batches_and_notify(sqlite_engine: SqliteEngine, db_path: str) -> None:
-    now = datetime(2031, 1, 1, tzinfo=UTC)
-    await sqlite_engine.insert(
-        [request(n, queue="a", schedule_in=10) for n in range(3)]
-        + [request(n, queue="b", schedule_in=20) for n in range(2)]
-        + [request(9, queue="c", schedule_in=3600)],
-        now=now,
-    )
-    execute(db_path, "UPDATE oban_jobs SET state = 'retryable' WHERE queue = 'b'")
-    heard = Heard()
-    listener = await sqlite_engine.listen(["insert"], heard)
-    try:
-        assert await sqlite_engine.stage_jobs(10, now=now + timedelta(seconds=5)) == {}
-        assert await sqlite_engine.stage_jobs(2, now=now + timedelta(seconds=30)) == {"a": 2}
-        assert await sqlite_engine.stage_jobs(10, now=now + timedelta(seconds=30)) == {"a": 1, "b": 2}
-        assert sorted(p["queue"] for p in await heard.wait_for("insert", 3)) == ["a", "a", "b"]
-    finally:
-        await listener.stop()
-    states = {(r["queue"], r["state"]) for r in rows(db_path)}
-    assert states == {("a", "available"), ("b", "available"), ("c", "scheduled")}
-
-
-async def test_release_gives_jobs_back_without_spending_the_attempt(
-    sqlite_engine: SqliteEngine, db_path: str
-) -> None:
-    ids = await sqlite_engine.insert([request(n, queue="rel") for n in range(3)])
-    jobs = await sqlite_engine.fetch_jobs("rel", 3, node="n", producer="p")
-    heard = Heard()
-    listener = await sqlite_engine.listen(["insert"], heard)
-    try:
-        given = [(jobs[0].id, 1), (jobs[1].id, 1), (jobs[2].id, 5)]
-        assert await sqlite_engine.release_jobs(given) == ids[:2]
-        assert await heard.wait_for("insert") == [{"queue": "rel"}]
-    finally:
-        await listener.stop()
-    assert [(r["state"], r["attempt"]) for r in rows(db_path)] == [
-        ("available", 0),
-        ("available", 0),
-        ("executing", 1),
-    ]
-    assert await sqlite_engine.release_jobs([]) == []
 
 
 # -- notifications --------------------------------------------------------------------------------
@@ -986,172 +676,6 @@ async def test_busy_timeout_bounds_the_wait(db_path: str) -> None:
         conn.execute("ROLLBACK")
         conn.close()
         await engine.close()
-
-
-# -- leadership, producers, rescue, pruning, cron, queue state ------------------------------------
-INSTANCE = "conveyor"
-
-
-async def test_lease_is_taken_renewed_and_taken_over_only_after_expiry(sqlite_engine: SqliteEngine) -> None:
-    t0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
-    first = await sqlite_engine.elect_leader(INSTANCE, "a", 10, now=t0)
-    assert first is not None and first.node == "a"
-    assert await sqlite_engine.elect_leader(INSTANCE, "b", 10, now=t0 + timedelta(seconds=5)) is None
-    renewed = await sqlite_engine.elect_leader(INSTANCE, "a", 10, now=t0 + timedelta(seconds=8))
-    assert renewed is not None and renewed.elected_at == first.elected_at
-    assert await sqlite_engine.elect_leader(INSTANCE, "b", 10, now=t0 + timedelta(seconds=17)) is None
-    moment = t0 + timedelta(seconds=18, microseconds=1)
-    taken = await sqlite_engine.elect_leader(INSTANCE, "b", 10, now=moment)
-    assert taken is not None and taken.node == "b" and taken.elected_at == moment
-    held = await sqlite_engine.get_leader(INSTANCE, now=t0 + timedelta(seconds=19))
-    assert held is not None and held.node == "b"
-    assert held.expires_at == t0 + timedelta(seconds=28, microseconds=1)
-    assert await sqlite_engine.get_leader(INSTANCE, now=t0 + timedelta(seconds=29)) is None
-    other = await sqlite_engine.elect_leader("other", "a", 10, now=t0 + timedelta(seconds=19))
-    assert other is not None and other.node == "a"
-    heard = Heard()
-    listener = await sqlite_engine.listen(["leader"], heard)
-    try:
-        assert not await sqlite_engine.resign_leader("other", "b")
-        assert await sqlite_engine.resign_leader("other", "a")
-        assert await heard.wait_for("leader") == [{"action": "resign", "node": "a", "name": "other"}]
-    finally:
-        await listener.stop()
-
-
-async def test_producers_and_rescue(sqlite_engine: SqliteEngine) -> None:
-    now = datetime.now(UTC)
-    dead, live = str(uuid.uuid4()), str(uuid.uuid4())
-    ids = await sqlite_engine.insert(
-        [
-            request(1, queue="q1", max_attempts=1),
-            request(2, queue="q2", max_attempts=3),
-            request(3, queue="q3"),
-            request(4, queue="q4"),
-            request(5, queue="q5"),
-        ]
-    )
-    for queue, producer in (("q1", dead), ("q2", dead), ("q3", live)):
-        await sqlite_engine.fetch_jobs(queue, 1, node="n", producer=producer, now=now - timedelta(hours=5))
-    unknown_old = await sqlite_engine.fetch_jobs(
-        "q4", 1, node="x", producer="ghost", now=now - timedelta(hours=2)
-    )
-    unknown_new = await sqlite_engine.fetch_jobs(
-        "q5", 1, node="x", producer="ghost", now=now - timedelta(minutes=5)
-    )
-    await sqlite_engine.record_producers(
-        INSTANCE, "gone", [ProducerBeat(dead, "q1", {"local_limit": 1})], now=now - timedelta(seconds=30)
-    )
-    await sqlite_engine.record_producers(INSTANCE, "alive", [ProducerBeat(live, "q3", {"local_limit": 2})])
-    await sqlite_engine.record_producers(INSTANCE, "alive", [ProducerBeat(live, "q3", {"local_limit": 3})])
-    producers = await sqlite_engine.list_producers()
-    assert [(p.node, p.queue, p.meta) for p in producers] == [
-        ("alive", "q3", {"local_limit": 3}),
-        ("gone", "q1", {"local_limit": 1}),
-    ]
-    heard = Heard()
-    listener = await sqlite_engine.listen(["insert"], heard)
-    try:
-        result = await sqlite_engine.rescue_jobs(timeout=10, backstop=3600)
-        assert result.discarded == (ids[0],)
-        assert result.available == (ids[1], unknown_old[0].id)
-        assert sorted(p["queue"] for p in await heard.wait_for("insert", 2)) == ["q2", "q4"]
-    finally:
-        await listener.stop()
-    states = {i: j.state for i in ids if (j := await sqlite_engine.get_job(i)) is not None}
-    assert states == {
-        ids[0]: JobState.DISCARDED,
-        ids[1]: JobState.AVAILABLE,
-        ids[2]: JobState.EXECUTING,  # its producer is alive, however long it runs
-        ids[3]: JobState.AVAILABLE,
-        unknown_new[0].id: JobState.EXECUTING,
-    }
-    rescued = await sqlite_engine.get_job(ids[1])
-    assert rescued is not None and rescued.meta["rescued"] == 1 and rescued.attempt == 1
-    assert [p.uuid for p in await sqlite_engine.list_producers()] == [live]  # the dead one is forgotten
-    asked = [(ids[0], 1), (ids[2], 1), (unknown_new[0].id, 1), (10**9, 1)]
-    assert await sqlite_engine.still_executing(asked) == {
-        ids[2],
-        unknown_new[0].id,
-    }
-    await sqlite_engine.delete_producers([live])
-    assert await sqlite_engine.list_producers() == []
-
-
-async def test_prune_jobs(sqlite_engine: SqliteEngine, db_path: str) -> None:
-    now = datetime.now(UTC)
-    old, young = stamp(now - timedelta(days=3)), stamp(now - timedelta(hours=1))
-    for state, column, when in (
-        ("completed", "completed_at", old),
-        ("cancelled", "cancelled_at", old),
-        ("discarded", "discarded_at", old),
-        ("completed", "completed_at", young),
-    ):
-        execute(
-            db_path,
-            f"INSERT INTO oban_jobs (state, queue, worker, {column}) VALUES (?, 'p', 'w', ?)",
-            (state, when),
-        )
-    for state in ("available", "scheduled", "retryable"):
-        execute(db_path, "INSERT INTO oban_jobs (state, queue, worker) VALUES (?, 'p', 'w')", (state,))
-    assert await sqlite_engine.prune_jobs(max_age=86400.0, limit=2) == 2
-    assert await sqlite_engine.prune_jobs(max_age=86400.0, limit=1000) == 1
-    assert [r["state"] for r in rows(db_path)] == ["completed", "available", "scheduled", "retryable"]
-    # Keeping the newest final jobs per queue.
-    for queue, n in (("a", 12), ("b", 3)):
-        for _ in range(n):
-            execute(
-                db_path,
-                "INSERT INTO oban_jobs (state, queue, worker, completed_at) VALUES ('completed', ?, 'w', ?)",
-                (queue, young),
-            )
-    newest_a = [r["id"] for r in rows(db_path, "queue = 'a'")][-5:]
-    assert await sqlite_engine.prune_jobs(max_age=86400.0, limit=100, keep_per_queue=5) == 7
-    assert [r["id"] for r in rows(db_path, "queue = 'a'")] == newest_a
-    assert len(rows(db_path, "queue = 'b'")) == 3
-
-
-async def test_cron_ticks_insert_once(sqlite_engine: SqliteEngine, db_path: str) -> None:
-    tick = datetime(2031, 1, 1, 12, 0)
-    now = datetime(2031, 1, 1, 12, 0, 1, tzinfo=UTC)
-    job = JobRequest("tests.cron", {"x": 1}, queue="cron", meta={"cron_name": "every"}, tags=("cron",))
-    heard = Heard()
-    listener = await sqlite_engine.listen(["insert"], heard)
-    try:
-        ticks = [CronTick("every", tick, job), CronTick("every", tick + timedelta(minutes=1), job)]
-        first = await sqlite_engine.insert_cron_jobs(ticks, now=now)
-        assert len(first) == 2
-        assert await sqlite_engine.insert_cron_jobs(ticks, now=now) == []
-        assert await heard.wait_for("insert") == [{"queue": "cron"}]
-    finally:
-        await listener.stop()
-    inserted = await sqlite_engine.get_job(first[0])
-    assert inserted is not None
-    assert (inserted.state, inserted.scheduled_at, inserted.meta, inserted.tags) == (
-        JobState.AVAILABLE,
-        now,
-        {"cron_name": "every"},
-        ("cron",),
-    )
-    assert await sqlite_engine.last_cron_ticks(["every", "never"]) == {
-        "every": (tick + timedelta(minutes=1)).replace(tzinfo=UTC)
-    }
-    # Pruning keeps each entry's latest tick.
-    await sqlite_engine.prune_jobs(max_age=1.0, limit=10, now=now + timedelta(days=3))
-    with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT count(*) FROM conveyor_cron_ticks").fetchone()[0] == 1
-
-
-async def test_queue_states(sqlite_engine: SqliteEngine) -> None:
-    assert await sqlite_engine.load_queue_states(INSTANCE) == {}
-    await sqlite_engine.save_queue_state(INSTANCE, "mail", paused=True)
-    await sqlite_engine.save_queue_state(INSTANCE, "mail", limit=4)
-    await sqlite_engine.save_queue_state(INSTANCE, "bulk", limit=2)
-    await sqlite_engine.save_queue_state("other", "mail", paused=False)
-    states = await sqlite_engine.load_queue_states(INSTANCE)
-    assert {q: (s.paused, s.limit) for q, s in states.items()} == {"mail": (True, 4), "bulk": (None, 2)}
-    await sqlite_engine.save_queue_state(INSTANCE, "mail", paused=False)
-    assert (await sqlite_engine.load_queue_states(INSTANCE))["mail"].paused is False
 
 
 # -- end to end -----------------------------------------------------------------------------------
