@@ -26,7 +26,6 @@ import pytest
 from psycopg import sql
 
 from conveyor import Conveyor, JobState, job
-from conveyor.acks import Ack
 from conveyor.cron import CronEntry, CronExpression
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.fleet import CronTick, ProducerBeat
@@ -414,30 +413,6 @@ async def test_cron_runs_the_current_minute_soon_after_a_node_takes_over(
     assert took < leadership.check_interval + SLACK, took
 
 
-# -- leadership -----------------------------------------------------------------------------------
-async def test_lease_is_taken_renewed_and_taken_over_only_after_expiry(engine: PostgresEngine) -> None:
-    t0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
-    first = await engine.elect_leader(INSTANCE, "a", 10, now=t0)
-    assert first is not None and first.node == "a"
-    assert await engine.elect_leader(INSTANCE, "b", 10, now=t0 + timedelta(seconds=5)) is None
-    renewed = await engine.elect_leader(INSTANCE, "a", 10, now=t0 + timedelta(seconds=8))
-    assert renewed is not None and renewed.elected_at == first.elected_at  # renewal keeps elected_at
-    assert await engine.elect_leader(INSTANCE, "b", 10, now=t0 + timedelta(seconds=17)) is None
-    taken = await engine.elect_leader(INSTANCE, "b", 10, now=t0 + timedelta(seconds=18, microseconds=1))
-    assert taken is not None and taken.node == "b"
-    assert taken.elected_at == (t0 + timedelta(seconds=18, microseconds=1))
-    held = await engine.get_leader(INSTANCE, now=t0 + timedelta(seconds=19))
-    assert held is not None and held.node == "b"
-    assert held.expires_at == t0 + timedelta(seconds=28, microseconds=1)
-    assert await engine.get_leader(INSTANCE, now=t0 + timedelta(seconds=29)) is None
-    # Instances are independent.
-    other = await engine.elect_leader("other", "a", 10, now=t0 + timedelta(seconds=19))
-    assert other is not None and other.node == "a"
-    # Only the holder can resign.
-    assert not await engine.resign_leader("other", "b")
-    assert await engine.resign_leader("other", "a")
-
-
 async def test_leadership_emits_elected_lost_and_resigned(engine: PostgresEngine) -> None:
     telemetry = Telemetry()
     events = Events()
@@ -753,89 +728,6 @@ async def test_long_job_on_a_live_node_is_not_rescued(dsn: str, prefix: str, eng
         await worker_app.stop()
 
 
-async def claim(engine: PostgresEngine, queue: str, producer: str, *, at: datetime | None = None) -> int:
-    (job,) = await engine.fetch_jobs(queue, 1, node=f"node-{producer[:4]}", producer=producer, now=at)
-    return job.id
-
-
-async def test_rescue_discards_jobs_without_attempts_left(engine: PostgresEngine) -> None:
-    dead = str(uuid.uuid4())
-    ids = await engine.insert(
-        [
-            jobs.noop.new(n=1).with_options(queue="q1", max_attempts=1),
-            jobs.noop.new(n=2).with_options(queue="q2", max_attempts=3),
-        ]
-    )
-    assert [await claim(engine, "q1", dead), await claim(engine, "q2", dead)] == ids
-    await engine.record_producers(
-        INSTANCE, "gone", [ProducerBeat(dead, "q1", {})], now=datetime.now(UTC) - timedelta(seconds=30)
-    )
-    result = await engine.rescue_jobs(timeout=10, backstop=3600)
-    assert result.discarded == (ids[0],)
-    assert result.available == (ids[1],)
-    discarded, available = [await engine.get_job(i) for i in ids]
-    assert discarded is not None and available is not None
-    assert discarded.state is JobState.DISCARDED and discarded.discarded_at is not None
-    assert discarded.meta["rescued"] == 1
-    assert available.state is JobState.AVAILABLE and available.attempt == 1
-    assert available.meta["rescued"] == 1
-    # The dead producer owned nothing else: its row is gone, and a second pass finds nothing.
-    assert await engine.list_producers() == []
-    again = await engine.rescue_jobs(timeout=10, backstop=3600)
-    assert again.available == () and again.discarded == ()
-
-
-async def test_backstop_rescues_old_jobs_of_unknown_producers_only(engine: PostgresEngine) -> None:
-    now = datetime.now(UTC)
-    backstop = 3600.0
-    await engine.insert([jobs.noop.new(n=i).with_options(queue=f"q{i}") for i in range(4)])
-    live = str(uuid.uuid4())
-    await engine.record_producers(INSTANCE, "live", [ProducerBeat(live, "q2", {})])
-    old_unknown = await claim(engine, "q0", str(uuid.uuid4()), at=now - timedelta(hours=2))
-    new_unknown = await claim(engine, "q1", str(uuid.uuid4()), at=now - timedelta(minutes=10))
-    old_live = await claim(engine, "q2", live, at=now - timedelta(hours=5))
-    just_under = await claim(engine, "q3", str(uuid.uuid4()), at=now - timedelta(seconds=backstop - 60))
-
-    result = await engine.rescue_jobs(timeout=15, backstop=backstop)
-    assert result.available == (old_unknown,)
-    assert result.discarded == ()
-    states = {i: (await engine.get_job(i)) for i in (old_unknown, new_unknown, old_live, just_under)}
-    assert {i: j.state for i, j in states.items() if j is not None} == {
-        old_unknown: JobState.AVAILABLE,
-        new_unknown: JobState.EXECUTING,
-        old_live: JobState.EXECUTING,  # a fresh heartbeat protects it however long it runs
-        just_under: JobState.EXECUTING,
-    }
-    # The live producer's row survives the rescue pass.
-    assert [p.uuid for p in await engine.list_producers()] == [live]
-
-
-async def test_stale_ack_after_rescue_does_not_overwrite_the_new_attempt(engine: PostgresEngine) -> None:
-    (job_id,) = await engine.insert([jobs.noop.new(n=7)])
-    old, new = str(uuid.uuid4()), str(uuid.uuid4())
-    await engine.record_producers(
-        INSTANCE, "old", [ProducerBeat(old, "default", {})], now=datetime.now(UTC) - timedelta(minutes=1)
-    )
-    await engine.record_producers(INSTANCE, "new", [ProducerBeat(new, "default", {})])
-    assert await claim(engine, "default", old) == job_id
-    assert (await engine.rescue_jobs(timeout=10, backstop=3600)).available == (job_id,)
-    # The old node was only slow: its ack arrives while the job is available again...
-    assert await engine.ack_jobs([Ack(job_id, 1, JobState.COMPLETED)]) == []
-    assert await claim(engine, "default", new) == job_id
-    # ...or after another node claimed it.
-    for state in (JobState.COMPLETED, JobState.DISCARDED, JobState.CANCELLED):
-        assert await engine.ack_jobs([Ack(job_id, 1, state, error={"attempt": 1, "error": "late"})]) == []
-    current = await engine.get_job(job_id)
-    assert current is not None
-    assert current.state is JobState.EXECUTING and current.attempt == 2
-    assert current.attempted_by == ("node-" + new[:4], new)
-    assert current.errors == ()
-    # The current attempt's ack applies.
-    assert await engine.ack_jobs([Ack(job_id, 2, JobState.COMPLETED)]) == [job_id]
-    finished = await engine.get_job(job_id)
-    assert finished is not None and finished.state is JobState.COMPLETED and finished.meta["rescued"] == 1
-
-
 # -- pruning --------------------------------------------------------------------------------------
 OLD_JOBS = 1_000_000
 FRESH_JOBS = 5_000
@@ -946,80 +838,6 @@ async def test_pruning_a_million_old_jobs_in_short_batches_while_a_node_drains(
     assert max(times) < 2.0, sorted(times)[-5:]
     counts = dict(await query(engine, "SELECT queue || ':' || state::text, count(*) FROM {jobs} GROUP BY 1"))
     assert counts == {"default:completed": FRESH_JOBS, "young:completed": 1000}, counts
-
-
-async def test_prune_keeps_the_newest_per_queue(engine: PostgresEngine) -> None:
-    await query(
-        engine,
-        """
-        INSERT INTO {jobs} (state, queue, worker, completed_at, cancelled_at, discarded_at)
-        SELECT s.state::{state}, q.queue, 'tests.cluster_jobs.noop',
-               CASE WHEN s.state = 'completed' THEN timezone('UTC', now()) END,
-               CASE WHEN s.state = 'cancelled' THEN timezone('UTC', now()) END,
-               CASE WHEN s.state = 'discarded' THEN timezone('UTC', now()) END
-        FROM (VALUES ('a', 12), ('b', 3), ('c', 7)) AS q(queue, n),
-             LATERAL generate_series(1, q.n) AS g,
-             LATERAL (SELECT (ARRAY['completed', 'cancelled', 'discarded'])[1 + g % 3]) AS s(state)
-        ORDER BY q.queue, g
-        """,
-    )
-    live = await engine.insert([jobs.noop.new().with_options(queue="a") for _ in range(4)])
-    before = {
-        q: [
-            i for (i,) in await query(engine, "SELECT id FROM {jobs} WHERE queue = %s ORDER BY id DESC", (q,))
-        ]
-        for q in "abc"
-    }
-
-    deleted = await engine.prune_jobs(max_age=86400.0, limit=100, keep_per_queue=5)
-    # Nothing is old; only the excess beyond five per queue goes (live jobs never count or go).
-    assert deleted == (12 - 5) + (7 - 5)
-    after = {
-        q: [
-            i for (i,) in await query(engine, "SELECT id FROM {jobs} WHERE queue = %s ORDER BY id DESC", (q,))
-        ]
-        for q in "abc"
-    }
-    final_a = [i for i in before["a"] if i not in live]
-    assert after["a"] == live[::-1] + final_a[:5]
-    assert after["b"] == before["b"]
-    assert after["c"] == before["c"][:5]
-
-    # A small limit deletes in bounded steps and converges to the same result.
-    await query(
-        engine,
-        "UPDATE {jobs} SET state = 'completed', completed_at = timezone('UTC', now()) WHERE queue = 'a'",
-    )
-    steps = []
-    while (n := await engine.prune_jobs(max_age=86400.0, limit=2, keep_per_queue=3)) > 0:
-        steps.append(n)
-    assert steps and all(n <= 2 * 3 for n in steps)  # at most `limit` per queue per call
-    remaining = dict(await query(engine, "SELECT queue, count(*) FROM {jobs} GROUP BY queue"))
-    assert remaining == {"a": 3, "b": 3, "c": 3}
-
-
-async def test_prune_removes_old_final_jobs_of_every_kind_and_nothing_else(engine: PostgresEngine) -> None:
-    now = datetime.now(UTC)
-    await query(
-        engine,
-        """
-        INSERT INTO {jobs} (state, queue, worker, completed_at, cancelled_at, discarded_at, scheduled_at)
-        VALUES ('completed', 'p', 'w', %(old)s, NULL, NULL, %(old)s),
-               ('cancelled', 'p', 'w', NULL, %(old)s, NULL, %(old)s),
-               ('discarded', 'p', 'w', NULL, NULL, %(old)s, %(old)s),
-               ('completed', 'p', 'w', %(young)s, NULL, NULL, %(old)s),
-               ('available', 'p', 'w', NULL, NULL, NULL, %(old)s),
-               ('scheduled', 'p', 'w', NULL, NULL, NULL, %(old)s),
-               ('retryable', 'p', 'w', NULL, NULL, NULL, %(old)s)
-        """,
-        {
-            "old": (now - timedelta(days=3)).replace(tzinfo=None),
-            "young": (now - timedelta(hours=1)).replace(tzinfo=None),
-        },
-    )
-    assert await engine.prune_jobs(max_age=86400.0, limit=1000) == 3
-    rows = await query(engine, "SELECT state::text FROM {jobs} ORDER BY id")
-    assert [r[0] for r in rows] == ["completed", "available", "scheduled", "retryable"]
 
 
 # -- telemetry of the duties ----------------------------------------------------------------------

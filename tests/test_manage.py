@@ -144,13 +144,6 @@ async def test_list_jobs_pages_newest_first(app: Conveyor) -> None:
     ]
 
 
-async def test_list_jobs_defaults_to_100(app: Conveyor) -> None:
-    ids = await app.enqueue_many(JobRequest("tests.many") for _ in range(130))
-    listed = ids_of(await app.list_jobs())
-    assert listed == sorted(ids, reverse=True)[:100]
-    assert len(await app.list_jobs(limit=130)) == 130
-
-
 # -- cancel ----------------------------------------------------------------------------------
 
 
@@ -176,12 +169,6 @@ async def test_cancel_jobs(app: Conveyor, dsn: str, prefix: str) -> None:
     assert await app.cancel_jobs(queues=["mail", "reports"]) == []
 
 
-async def test_cancel_jobs_limit_takes_lowest_ids(app: Conveyor) -> None:
-    ids = await app.enqueue_many(JobRequest("tests.limit") for _ in range(5))
-    assert await app.cancel_jobs(workers="tests.limit", limit=2) == ids[:2]
-    assert ids_of(await app.list_jobs(states="cancelled")) == [ids[1], ids[0]]
-
-
 async def test_cancel_job(app: Conveyor) -> None:
     ids = await seed(app)
     assert await app.cancel_job(ids["report_later"]) is True
@@ -205,18 +192,6 @@ async def test_cancel_executing_job_signals_its_node(app: Conveyor, dsn: str, pr
     assert found.state is JobState.CANCELLED
     assert found.cancelled_at is not None
     assert found.attempt == 1
-
-
-async def test_cancel_signals_only_executing_jobs(app: Conveyor, dsn: str, prefix: str) -> None:
-    ids = await seed(app)
-    make_executing(dsn, prefix, ids["mail"])
-    make_executing(dsn, prefix, ids["report_vip"])
-    async with listening(dsn, signal_channel(prefix)) as signals:
-        cancelled = await app.cancel_jobs()
-        payloads = await signals.collect(0.4)
-    assert cancelled == sorted(ids.values())
-    assert sorted(json.loads(p)["job_id"] for p in payloads) == sorted([ids["mail"], ids["report_vip"]])
-    assert all(json.loads(p)["action"] == "pkill" for p in payloads)
 
 
 # -- retry -----------------------------------------------------------------------------------
@@ -245,29 +220,6 @@ async def test_retry_discarded_job_with_no_attempts_left(app: Conveyor, dsn: str
     assert abs(found.scheduled_at - datetime.now(UTC)) < timedelta(seconds=30)
 
 
-async def test_retry_jobs_by_state(app: Conveyor, dsn: str, prefix: str) -> None:
-    ids = await seed(app)
-    set_state(dsn, prefix, ids["mail"], "completed", attempt=1, completed_at=datetime(2030, 1, 1))
-    set_state(dsn, prefix, ids["report_vip"], "cancelled", cancelled_at=datetime(2030, 1, 1))
-    make_executing(dsn, prefix, ids["bulk_vip"])
-
-    retried = await app.retry_jobs()
-    # Available and executing jobs are left alone; scheduled ones become available now.
-    assert retried == sorted([ids["mail"], ids["report_vip"], ids["report_later"]])
-    completed = await app.get_job(ids["mail"])
-    assert completed is not None
-    assert (completed.state, completed.completed_at, completed.max_attempts) == (JobState.AVAILABLE, None, 20)
-    cancelled = await app.get_job(ids["report_vip"])
-    assert cancelled is not None and (cancelled.state, cancelled.cancelled_at) == (JobState.AVAILABLE, None)
-    scheduled = await app.get_job(ids["report_later"])
-    assert scheduled is not None and scheduled.state is JobState.AVAILABLE
-    assert scheduled.scheduled_at < datetime.now(UTC) + timedelta(seconds=30)
-    assert state_of(dsn, prefix, ids["bulk_vip"]) == "executing"
-    assert await app.retry_job(ids["bulk_vip"]) is False
-    assert await app.retry_job(ids["mail_vip"]) is False
-    assert await app.retry_job(10**9) is False
-
-
 # -- delete ----------------------------------------------------------------------------------
 
 
@@ -282,14 +234,6 @@ async def test_delete_jobs_spares_executing(app: Conveyor, dsn: str, prefix: str
     assert await app.delete_job(ids["bulk_vip"]) is True
     assert await app.get_job(ids["bulk_vip"]) is None
     assert await app.delete_job(ids["bulk_vip"]) is False
-
-
-async def test_delete_by_state_and_tags(app: Conveyor, dsn: str, prefix: str) -> None:
-    ids = await seed(app)
-    set_state(dsn, prefix, ids["bulk_vip"], "completed", completed_at=datetime(2030, 1, 1))
-    assert await app.delete_jobs(states="completed", tags="vip") == [ids["bulk_vip"]]
-    assert await app.delete_jobs(states="completed") == []
-    assert len(await app.list_jobs()) == 4
 
 
 # -- the blocking twins ----------------------------------------------------------------------
