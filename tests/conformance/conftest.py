@@ -54,6 +54,17 @@ async def any_engine(engine_name: str, tmp_path: Path) -> AsyncIterator[Engine]:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
 
 
+@pytest.fixture
+async def unopened_engine(engine_name: str, tmp_path: Path) -> AsyncIterator[Engine]:
+    """An engine of each kind that was built but never opened."""
+    schemas: list[str] = []
+    engine = ENGINES[engine_name](tmp_path, schemas)
+    try:
+        yield engine
+    finally:
+        await engine.close()
+
+
 @pytest.fixture(params=["postgres", "sqlite"])
 async def node_app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Conveyor]:
     """A started node (queue "default", limit 5, fast polling, no leadership) on each engine."""

@@ -26,14 +26,6 @@ async def fetch(engine: Engine, queue: str = "default", demand: int = 10, now: d
     return [j.id for j in jobs]
 
 
-# -- schema ------------------------------------------------------------------------------------
-async def test_install_is_idempotent(any_engine: Engine) -> None:
-    version = await any_engine.schema_version()
-    assert version is not None
-    assert await any_engine.install() == version
-    await any_engine.check_schema()
-
-
 # -- insert and read -----------------------------------------------------------------------------
 async def test_insert_stores_every_field_and_returns_ids_in_order(any_engine: Engine) -> None:
     requests = [

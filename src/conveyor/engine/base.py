@@ -2,10 +2,32 @@
 
 An engine owns every statement (insert, fetch, ack, stage, prune, rescue, leadership, notifications,
 job queries, queue state). The app and the runtime depend on this Protocol only, so a new database
-slots in by implementing it and passing the shared conformance tests.
+slots in by implementing it and registering a factory in ``tests/conformance/conftest.py``
+(``ENGINES``): the conformance suite in ``tests/conformance/`` is the executable form of the
+docstrings below (see ``docs/adding-an-engine.md``).
 
-Every time-dependent operation takes an optional ``now`` (a timezone-aware datetime). ``None`` means
-the database's own clock; tests pass a value to control time.
+Conventions every method keeps:
+
+* Time. Every time-dependent operation takes an optional ``now`` (a timezone-aware datetime; a naive
+  one is refused with ``ValidationError`` before anything is written). ``None`` means the engine's
+  own clock (the database server's, or the machine's where there is no server); tests pass a value
+  to control time. Times read back are aware UTC datetimes, exact to the microsecond.
+* Ids. Job ids are positive integers, increasing in insertion order and never reused, even after the
+  newest job is deleted. Methods returning ids return them in ascending order unless stated.
+* Atomicity. Each method is one transaction: it happens entirely or not at all, including the
+  notifications it sends, which go out when (and only if) its writes commit.
+* Notifications. Channel names are logical ("insert", "signal", "leader"); payloads are JSON
+  objects. Besides ``notify``, operations send these themselves:
+
+  - ``{"queue": q}`` on "insert", once per queue that gained *available* jobs, after ``insert``
+    (and ``insert_sync``), ``retry_jobs``, ``release_jobs``, ``rescue_jobs`` (rescued to available,
+    not discarded), ``stage_jobs`` and ``insert_cron_jobs``. Nothing is sent when no job became
+    available (scheduled inserts, stale releases, already handled ticks). ``fetch_jobs`` and
+    ``ack_jobs`` send nothing.
+  - ``{"action": "pkill", "job_id": id}`` on "signal", from ``cancel_jobs``, for each cancelled job
+    that was executing (its node stops running it).
+  - ``{"action": "resign", "node": node, "name": name}`` on "leader", from ``resign_leader`` when a
+    lease was dropped.
 """
 
 from __future__ import annotations
@@ -32,17 +54,20 @@ class Engine(Protocol):
     name: str
 
     async def open(self) -> None:
-        """Acquire connections. Calling it twice is harmless."""
+        """Acquire connections (and fail fast, with the reason, when the database cannot be reached).
+        Calling it twice is harmless. Methods that use the engine's own connections raise
+        ``EngineClosedError`` (a transient error) before ``open`` and after ``close``. An engine is
+        not meant to be opened again after ``close``: build a new one."""
 
     async def close(self) -> None:
-        """Release every connection."""
+        """Release every connection. Calling it twice, or before ``open``, is harmless."""
 
     # -- schema ------------------------------------------------------------------------------
     async def install(self) -> int:
         """Create or upgrade the schema (idempotent); return the schema version now installed."""
 
     async def uninstall(self) -> None:
-        """Drop every object the schema installed."""
+        """Drop every object the schema installed; ``schema_version`` is None afterwards."""
 
     async def schema_version(self) -> int | None:
         """The installed schema version, or None when nothing is installed."""
@@ -54,7 +79,13 @@ class Engine(Protocol):
     async def insert(
         self, requests: Iterable[JobRequest], *, conn: Any = None, now: datetime | None = None
     ) -> list[int]:
-        """Insert jobs atomically and return their ids in order.
+        """Insert jobs atomically and return their ids in input order (an empty input: ``[]``).
+
+        Each job is ``available`` when its ``scheduled_at`` (or ``now`` + ``schedule_in``; ``now``
+        when neither is given) is at or before ``now``, else ``scheduled``; ``inserted_at`` is
+        ``now``; ``attempt`` 0. Anything in ``requests`` that is not a ``JobRequest`` fails the whole
+        call with a message naming ``JobRequest``; an iterable that raises midway writes nothing.
+        Notifies "insert" once per queue that gained available jobs.
 
         With ``conn`` (a caller's connection or session) the insert joins the caller's transaction:
         their commit makes the jobs visible and sends the insert notifications, their rollback
@@ -67,68 +98,121 @@ class Engine(Protocol):
         """``insert`` through a caller's synchronous connection or session."""
 
     # -- managing jobs -----------------------------------------------------------------------
-    async def get_job(self, job_id: int) -> Job | None: ...
+    async def get_job(self, job_id: int) -> Job | None:
+        """The job with this id, or None. A row that cannot be decoded still comes back, with
+        ``Job.unreadable`` saying why."""
 
     async def list_jobs(self, criteria: JobFilter) -> list[Job]:
-        """Matching jobs, newest (highest id) first."""
+        """Matching jobs, newest (highest id) first, at most ``criteria.limit`` (100 when None).
+
+        Criteria combine with AND; each list matches any of its values, except ``tags``, which
+        matches jobs carrying all of them; ``before_id`` keeps ids below it (the next page)."""
 
     async def cancel_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
-        """Cancel every matching job that is not final yet; return the ids cancelled."""
+        """Cancel every matching job that is not final yet (available, scheduled, retryable,
+        executing): state ``cancelled``, ``cancelled_at`` = now. Final jobs are left alone. With
+        ``criteria.limit``, the lowest matching ids go first. Return the ids cancelled, ascending.
+
+        For each job that was executing, send ``{"action": "pkill", "job_id": id}`` on "signal" so
+        its node stops it; that node's late ack no longer applies (the row is not executing)."""
 
     async def retry_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
-        """Make every matching job that is not available or executing available now."""
+        """Make every matching job that is not available or executing available now:
+        ``scheduled_at`` = now, ``completed_at``/``cancelled_at``/``discarded_at`` cleared,
+        ``attempt`` and ``errors`` kept, and ``max_attempts`` raised to ``attempt + 1`` if the job
+        had used them all up (one more try). With ``criteria.limit``, the lowest ids go first.
+        Return the ids retried, ascending; notify "insert" once per queue among them."""
 
     async def delete_jobs(self, criteria: JobFilter) -> list[int]:
-        """Delete every matching job that is not executing; return the ids deleted."""
+        """Delete every matching job that is not executing (its node still owns it); with
+        ``criteria.limit``, the lowest ids first. Return the ids deleted, ascending."""
 
     # -- the hot path ------------------------------------------------------------------------
     async def fetch_jobs(
         self, queue: str, demand: int, *, node: str, producer: str, now: datetime | None = None
     ) -> list[Job]:
-        """Claim up to ``demand`` available jobs of ``queue`` (priority, scheduled_at, id order),
-        marking them executing by ``[node, producer]`` and spending one attempt each. Safe to call
-        from many nodes at once: no job is ever claimed twice."""
+        """Claim up to ``demand`` (>= 0) available jobs of ``queue`` whose ``attempt`` is below
+        ``max_attempts``, in (priority, scheduled_at, id) order, and return them in that order.
+
+        Each claimed job becomes ``executing`` with ``attempt`` + 1, ``attempted_at`` = now and
+        ``attempted_by`` = ``(node, producer)`` (rescue and ``lost_claims`` find a producer's jobs
+        by it). Scheduled, retryable and final jobs are never claimed, whatever their time.
+        Safe to call from many tasks, processes and nodes at once: no job is claimed twice.
+        Sends no notification."""
 
     async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
-        """Write many finished attempts in one statement; return the ids written. An ack whose
-        job is no longer executing that attempt is skipped."""
+        """Write many finished attempts at once; return the ids written (any order).
+
+        An ack applies only while its job is still ``executing`` the same ``attempt``; any other
+        ack (a stale or future attempt, a job cancelled, rescued, released, deleted or acked
+        already, an unknown id) is skipped and changes nothing. What an applied ack writes:
+
+        - ``state`` = the ack's; ``completed_at``/``discarded_at``/``cancelled_at`` = now for
+          completed/discarded/cancelled; ``scheduled_at`` = now + ``schedule_in`` when given;
+        - ``error``, when given, appended to ``errors``;
+        - ``meta`` merged into the job's meta key by key (top level; a given key replaces the old
+          value, nested objects included; null values are kept);
+        - a snooze (``snoozed``) gives the attempt back (``attempt`` - 1) and counts
+          ``meta["snoozed"]`` up by one.
+
+        Values another client stored in ``errors``/``meta`` never make the batch fail.
+        Sends no notification."""
 
     async def release_jobs(self, attempts: Sequence[tuple[int, int]]) -> list[int]:
-        """Give executing (id, attempt) pairs back as available without spending the attempt."""
+        """Give executing (id, attempt) pairs back as available without spending the attempt
+        (``attempt`` - 1), at shutdown. Pairs whose job is not executing that attempt are skipped.
+        Return the ids released; notify "insert" once per queue among them."""
 
     async def stage_jobs(self, limit: int, *, now: datetime | None = None) -> dict[str, int]:
-        """Make up to ``limit`` due scheduled/retryable jobs available; return counts per queue and
-        wake those queues' producers on every node."""
+        """Make up to ``limit`` (>= 0) due scheduled/retryable jobs (``scheduled_at`` <= now)
+        available, earliest ``scheduled_at`` (then id) first. Return ``{queue: count}`` of the jobs
+        staged (``{}`` for none) and notify "insert" once per queue among them, waking those
+        queues' producers on every node."""
 
     # -- notifications -----------------------------------------------------------------------
     async def notify(self, name: str, payload: dict[str, Any]) -> None:
-        """Send ``payload`` on the logical channel ``name`` ("insert", "signal", ...)."""
+        """Send ``payload`` (a JSON object) on the logical channel ``name`` ("insert", "signal",
+        "leader", ...) to every listener of that channel, in this process and on other nodes.
+        Notifications from one sender arrive in the order sent."""
 
     async def listen(self, names: Iterable[str], handler: NotificationHandler) -> Listener:
-        """Deliver notifications on the named channels to ``handler(name, payload)`` until the
-        returned listener is stopped. After a reconnect the handler gets ("listener", {...}) so the
-        node can look again for what it missed."""
+        """Deliver notifications on the named channels (only those) to ``handler(name, payload)``
+        until the returned listener is stopped. The handler first gets
+        ``("listener", {"event": "connected"})`` once listening has begun, and again after each
+        reconnect, so the node can look again for what it missed. Delivery is best effort: polling
+        stays the correctness guarantee."""
 
     # -- leadership --------------------------------------------------------------------------
     async def elect_leader(
         self, name: str, node: str, ttl: float, *, now: datetime | None = None
     ) -> LeaderInfo | None:
-        """Take or renew the lease ``name`` for ``ttl`` seconds; None when another node holds it."""
+        """Take or renew the lease ``name`` for ``ttl`` seconds; None when another node holds it.
+
+        A lease held by ``node`` is renewed (``expires_at`` = now + ttl, ``elected_at`` kept); one
+        held by another node is taken only once strictly past its ``expires_at`` (``elected_at`` =
+        now). Leases of different names are independent."""
 
     async def resign_leader(self, name: str, node: str) -> bool:
-        """Drop our lease and announce it on the leader channel."""
+        """Drop the lease ``name`` if ``node`` holds it, and announce it on "leader"
+        (``{"action": "resign", "node": node, "name": name}``) so another node takes over at once.
+        Return whether a lease was dropped (False, and no notification, otherwise)."""
 
-    async def get_leader(self, name: str, *, now: datetime | None = None) -> LeaderInfo | None: ...
+    async def get_leader(self, name: str, *, now: datetime | None = None) -> LeaderInfo | None:
+        """The holder of the lease ``name`` while ``now`` <= its ``expires_at``, else None."""
 
     # -- producers, rescue, pruning, cron ------------------------------------------------------
     async def record_producers(
         self, name: str, node: str, beats: Sequence[ProducerBeat], *, now: datetime | None = None
     ) -> None:
-        """Insert or refresh the heartbeat rows of a node's producers."""
+        """Insert or refresh the heartbeat rows of a node's producers (by uuid): a new row starts
+        with ``started_at`` = ``updated_at`` = now; a known one gets the beat's meta and
+        ``updated_at`` = now. An empty ``beats`` does nothing."""
 
-    async def delete_producers(self, uuids: Sequence[str]) -> None: ...
+    async def delete_producers(self, uuids: Sequence[str]) -> None:
+        """Delete these producers' rows (a clean stop); unknown uuids are ignored."""
 
-    async def list_producers(self) -> list[ProducerInfo]: ...
+    async def list_producers(self) -> list[ProducerInfo]:
+        """Every producer row, by node then queue."""
 
     async def rescue_jobs(
         self,
@@ -139,29 +223,55 @@ class Engine(Protocol):
         live: Sequence[str] = (),
         now: datetime | None = None,
     ) -> RescueResult:
-        """Make jobs of producers silent for ``timeout`` seconds available again (discarded when
-        exhausted); as a backstop, also executing jobs with no producer row older than ``backstop``.
-        Producers whose uuid is in ``live`` (the caller's own, known to be running) are never dead,
-        however old their rows; dead producers that own no executing job any more are deleted."""
+        """Rescue up to ``limit`` orphaned executing jobs (lowest ids first) and return them.
+
+        Orphans are the executing jobs of dead producers (``updated_at`` more than ``timeout``
+        seconds before now) and, as a backstop, executing jobs with no producer row at all claimed
+        more than ``backstop`` seconds ago. A job whose producer row is fresh is never touched,
+        however long it runs; producers whose uuid is in ``live`` (the caller's own, known to be
+        running) are never dead, however old their rows.
+
+        A rescued job becomes ``available`` (its attempt stays spent) or, when ``attempt`` >=
+        ``max_attempts``, ``discarded`` with ``discarded_at`` = now; either way ``meta["rescued"]``
+        counts up by one. Notify "insert" once per queue that got available jobs. Then delete the
+        dead producers (outside ``live``) that own no executing job any more; one that still does
+        (beyond ``limit``) stays until a later pass rescues the rest."""
 
     async def prune_jobs(
         self, *, max_age: float, limit: int, keep_per_queue: int | None = None, now: datetime | None = None
     ) -> int:
-        """Delete one bounded batch of final jobs older than ``max_age``; return the count."""
+        """Delete one bounded batch of old final jobs; return how many rows went.
+
+        Up to ``limit`` completed/cancelled/discarded jobs whose ``completed_at``/``cancelled_at``/
+        ``discarded_at`` is more than ``max_age`` seconds before now; other states never. With
+        ``keep_per_queue``, also up to ``limit`` per queue of its final jobs beyond the newest
+        ``keep_per_queue`` (highest ids), whatever their age. Also forget cron ticks older than
+        ``max(max_age, 1 day)``, except each entry's latest (``last_cron_ticks`` stays right)."""
 
     async def insert_cron_jobs(self, ticks: Sequence[CronTick], *, now: datetime | None = None) -> list[int]:
-        """Insert the job of each tick that nobody inserted before; return the new ids."""
+        """Insert the job of each tick (name, tick moment) that nobody handled before; return
+        the new ids, ascending.
+
+        A tick is claimed by recording it, so concurrent leaders and repeated calls insert it
+        once, and a tick listed twice in one call is one job. Each job is inserted ``available``
+        with ``scheduled_at`` = ``inserted_at`` = now and the request's queue, worker, args, meta,
+        tags, priority and max_attempts. Notify "insert" once per queue that got a job. Recorded
+        ticks are kept until ``prune_jobs`` forgets them (see there)."""
 
     async def last_cron_ticks(self, names: Sequence[str]) -> dict[str, datetime]:
-        """The latest tick recorded for each named cron entry."""
+        """The latest tick recorded for each named cron entry (aware UTC); entries never ticked
+        are absent."""
 
     # -- queue state -------------------------------------------------------------------------
     async def save_queue_state(
         self, name: str, queue: str, *, paused: bool | None = None, limit: int | None = None
     ) -> None:
-        """Persist a pause or a limit so nodes starting the queue later apply it."""
+        """Persist a pause or a limit of ``queue`` for the instance ``name`` so nodes starting the
+        queue later apply it. None leaves that part as it was."""
 
-    async def load_queue_states(self, name: str) -> dict[str, QueueState]: ...
+    async def load_queue_states(self, name: str) -> dict[str, QueueState]:
+        """Every persisted queue state of the instance ``name``, by queue (parts never saved are
+        None)."""
 
     async def still_executing(self, attempts: Sequence[tuple[int, int]]) -> set[int]:
         """The ids among ``attempts`` (job id, attempt) whose rows are still executing that attempt
@@ -171,9 +281,10 @@ class Engine(Protocol):
     async def lost_claims(
         self, producers: Sequence[str], *, older_than: float, now: datetime | None = None
     ) -> list[tuple[int, int]]:
-        """(id, attempt) of the jobs executing for these producers, claimed more than ``older_than``
-        seconds ago. A producer that is not running one of them lost the reply to the fetch that
-        claimed it (the claim committed, the answer never came) and gives it back."""
+        """(id, attempt) of the jobs executing for these producers (by ``attempted_by``), claimed
+        more than ``older_than`` seconds before now (strictly); ``[]`` for no producers. A producer
+        that is not running one of them lost the reply to the fetch that claimed it (the claim
+        committed, the answer never came) and gives it back."""
 
     # -- failures ----------------------------------------------------------------------------
     def is_transient(self, exc: BaseException) -> bool:
@@ -187,4 +298,7 @@ class Engine(Protocol):
 
 
 class Listener(Protocol):
-    async def stop(self) -> None: ...
+    """What ``Engine.listen`` returns."""
+
+    async def stop(self) -> None:
+        """Stop delivering; the handler hears nothing more once this returns. Harmless twice."""
