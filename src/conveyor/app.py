@@ -27,6 +27,7 @@ from conveyor.portal import Portal
 from conveyor.recorded import decode_result
 from conveyor.request import JobRequest
 from conveyor.resolver import Resolver
+from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor.runtime.node import Node
 from conveyor.settings import load_settings
 from conveyor.telemetry import Telemetry
@@ -80,8 +81,11 @@ class Conveyor:
         jobs: Iterable[Any] = (),
         config_file: str | None = None,
         configured_queues: bool = False,
+        clock: Clock | None = None,
         **settings: Any,
     ) -> None:
+        #: The node's clock (``conveyor.testing``-style fake time in tests); the real one by default.
+        self.clock: Clock = clock or SYSTEM_CLOCK
         self.settings = load_settings(
             {"database_url": database_url, **settings},
             config_file=config_file,
@@ -130,7 +134,9 @@ class Conveyor:
                 *self.settings.crontab,
                 *entries_for([*self.resolver.definitions(), *definitions_in(modules)]),
             ]
-            self.node = Node(self.settings, engine, self.resolver, self.telemetry, crontab=crontab)
+            self.node = Node(
+                self.settings, engine, self.resolver, self.telemetry, crontab=crontab, clock=self.clock
+            )
             await self.node.start()
 
     async def stop(self, grace: float | None = None) -> None:

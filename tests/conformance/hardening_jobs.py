@@ -82,3 +82,14 @@ def thread_escape(kind: str) -> None:
 def process_escape(kind: str) -> None:
     """Raises the named BaseException in a worker process."""
     raise ESCAPES[kind]("raised by job code")
+
+
+#: Set by a test to let ``waits_for_release`` finish (jobs on the loop share the test's process).
+RELEASE: dict[str, asyncio.Event] = {}
+
+
+@job(queue="default")
+async def waits_for_release(key: str) -> str:
+    """Runs until the test sets ``RELEASE[key]``: a job as long as the test wants, in no real time."""
+    await RELEASE.setdefault(key, asyncio.Event()).wait()
+    return key

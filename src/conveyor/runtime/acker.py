@@ -14,12 +14,13 @@ import asyncio
 import logging
 import math
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
 from conveyor.acks import Ack, error_entry
 from conveyor.engine.base import Engine
 from conveyor.job import JobState
 from conveyor.runtime.alarm import Alarm
+from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("conveyor.acker")
 
@@ -51,13 +52,18 @@ def fallback_acks(ack: Ack, refused: BaseException, at: datetime) -> list[Ack]:
 class Acker:
     """Collects acks from every producer of a node and flushes them in batches."""
 
-    def __init__(self, engine: Engine, *, batch_size: int = 1000, delay: float = 0.002) -> None:
+    def __init__(
+        self, engine: Engine, *, batch_size: int = 1000, delay: float = 0.002, clock: Clock = SYSTEM_CLOCK
+    ) -> None:
         self.engine = engine
+        self.clock = clock
         self.batch_size = batch_size
         self.delay = delay
         self._pending: list[Ack] = []
         self._writing: list[Ack] = []
         # Rung by push() or stop(): on any ack while idle, on a full batch while gathering one.
+        # Gathering and retry pauses are latency mechanics, kept in real time even on a fake clock;
+        # the clock only dates what is written (completed_at, errors' "at", retry schedules).
         self._alarm = Alarm()
         self._gathering = False
         self._task: asyncio.Task[None] | None = None
@@ -138,7 +144,7 @@ class Acker:
             ack.state.value,
             refused,
         )
-        for fallback in fallback_acks(ack, refused, datetime.now(UTC)):
+        for fallback in fallback_acks(ack, refused, self.clock.now()):
             refused = await self._attempt([fallback])
             if refused is None:
                 return
@@ -149,7 +155,7 @@ class Acker:
         failures = 0
         while True:
             try:
-                await self.engine.ack_jobs(batch)
+                await self.engine.ack_jobs(batch, now=self.clock.database_now())
             except Exception as exc:
                 if not self.engine.is_transient(exc):
                     return exc

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
+
 
 class Alarm:
     """``await alarm.sleep(seconds)`` until ``alarm.ring()`` or the time passes.
@@ -14,9 +16,10 @@ class Alarm:
     times a second. One task sleeps on an alarm at a time.
     """
 
-    __slots__ = ("_waiter",)
+    __slots__ = ("_clock", "_waiter")
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._clock = clock
         self._waiter: asyncio.Future[None] | None = None
 
     @property
@@ -29,9 +32,8 @@ class Alarm:
 
     async def sleep(self, seconds: float | None) -> None:
         """Until ``ring()`` or ``seconds`` pass (None: until rung)."""
-        loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
-        timer = None if seconds is None else loop.call_later(seconds, _resolve, waiter)
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        timer = None if seconds is None else self._clock.call_later(seconds, lambda: _resolve(waiter))
         try:
             await waiter
         finally:

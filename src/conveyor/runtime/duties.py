@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from conveyor.cron import CronEntry, floor_minute
@@ -21,16 +21,12 @@ from conveyor.telemetry import Telemetry
 
 log = logging.getLogger("conveyor.duties")
 
-Clock = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
 
 class LeaderDuty(Service):
+    """A service that works only while its node leads; it keeps time by its leadership's clock."""
+
     def __init__(self, engine: Engine, telemetry: Telemetry, leadership: Leadership, interval: float) -> None:
-        super().__init__(interval)
+        super().__init__(interval, leadership.clock)
         self.engine = engine
         self.telemetry = telemetry
         self.leadership = leadership
@@ -80,7 +76,10 @@ class Lifeline(LeaderDuty):
             log.debug("no rescue yet: in contact with the database for %.1fs only", contact)
             return
         result = await self.engine.rescue_jobs(
-            timeout=self.producer_timeout, backstop=self.backstop, live=self.heartbeat.live_producers
+            timeout=self.producer_timeout,
+            backstop=self.backstop,
+            live=self.heartbeat.live_producers,
+            now=self.clock.database_now(),
         )
         count = len(result.available) + len(result.discarded)
         if count:
@@ -115,7 +114,10 @@ class Pruner(LeaderDuty):
         total = 0
         while not self._stopping and self.leadership.is_leader:
             deleted = await self.engine.prune_jobs(
-                max_age=self.max_age, limit=self.limit, keep_per_queue=self.keep_per_queue
+                max_age=self.max_age,
+                limit=self.limit,
+                keep_per_queue=self.keep_per_queue,
+                now=self.clock.database_now(),
             )
             total += deleted
             if deleted < self.limit:
@@ -138,12 +140,10 @@ class CronScheduler(LeaderDuty):
         entries: Sequence[CronEntry],
         *,
         started_at: datetime,
-        clock: Clock = utc_now,
     ) -> None:
         super().__init__(engine, telemetry, leadership, 60.0)
         self.entries = tuple(entries)
         self.started_at = started_at
-        self.clock = clock
         self._rebooted = False
 
     async def tick(self) -> None:
@@ -155,7 +155,7 @@ class CronScheduler(LeaderDuty):
             self.interval = self.leadership.check_interval
 
     async def lead(self) -> None:
-        now = self.clock()
+        now = self.clock.now()
         await self.run_at(now)
         # Sleep until just after the next minute starts.
         following = floor_minute(now) + timedelta(minutes=1, seconds=0.05)
@@ -177,7 +177,7 @@ class CronScheduler(LeaderDuty):
             else:
                 due = list(entry.ticks(minute - timedelta(minutes=1), minute))
             ticks += [self._tick(entry, moment) for moment in due]
-        ids: list[int] = await self.engine.insert_cron_jobs(ticks)
+        ids: list[int] = await self.engine.insert_cron_jobs(ticks, now=self.clock.database_now())
         self._rebooted = True
         if ids:
             self.telemetry.emit("cron.inserted", count=len(ids), job_ids=ids)

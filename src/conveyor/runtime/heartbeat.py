@@ -3,13 +3,13 @@ dead node's jobs (rescue them) from a live node's long-running ones (leave them)
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterable
 
 from conveyor.engine.base import Engine
 from conveyor.fleet import ProducerBeat
 from conveyor.runtime.acker import Acker
+from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor.runtime.producer import Producer
 from conveyor.runtime.service import Service
 
@@ -29,9 +29,10 @@ class Heartbeat(Service):
         interval: float,
         acker: Acker,
         lost_after: float = 15.0,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.acker = acker
-        super().__init__(interval)
+        super().__init__(interval, clock)
         #: A job claimed for one of our producers this long ago that none of them runs was claimed
         #: by a fetch whose reply never arrived: it is given back.
         self.lost_after = lost_after
@@ -62,19 +63,20 @@ class Heartbeat(Service):
         """Seconds of unbroken contact with the database (0 when the last heartbeat failed)."""
         if self.contact_since is None:
             return 0.0
-        return asyncio.get_running_loop().time() - self.contact_since
+        return self.clock.monotonic() - self.contact_since
 
     async def tick(self) -> None:
         try:
             if self.producers:
-                await self.engine.record_producers(self.instance, self.node, self.beats())
+                now = self.clock.database_now()
+                await self.engine.record_producers(self.instance, self.node, self.beats(), now=now)
             else:  # nothing to record, but contact with the database is still measured
-                await self.engine.get_leader(self.instance)
+                await self.engine.get_leader(self.instance, now=self.clock.database_now())
         except Exception:
             self.contact_since = None
             raise
         if self.contact_since is None:
-            self.contact_since = asyncio.get_running_loop().time()
+            self.contact_since = self.clock.monotonic()
         # A job cancelled (or deleted) while its pkill signal was missed still gets stopped, and so
         # does one rescued from us while we were cut off from the database.
         running = [(job_id, r.context.job.attempt) for p in self.producers for job_id, r in p.running.items()]
@@ -95,7 +97,9 @@ class Heartbeat(Service):
         settled = [p for p in self.producers if not p.fetching]
         if not settled:
             return
-        claimed = await self.engine.lost_claims([p.uuid for p in settled], older_than=self.lost_after)
+        claimed = await self.engine.lost_claims(
+            [p.uuid for p in settled], older_than=self.lost_after, now=self.clock.database_now()
+        )
         # A job that finished but whose ack is not written yet is still executing in the database.
         ours = {job_id for p in self.producers for job_id in p.running} | self.acker.held()
         lost = [(job_id, attempt) for job_id, attempt in claimed if job_id not in ours]

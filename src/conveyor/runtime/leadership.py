@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from conveyor.engine.base import Engine
+from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor.runtime.service import Service
 from conveyor.telemetry import Telemetry
 
@@ -19,9 +20,18 @@ log = logging.getLogger("conveyor.leader")
 class Leadership(Service):
     name = "leadership"
 
-    def __init__(self, engine: Engine, telemetry: Telemetry, *, name: str, node: str, ttl: float) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        telemetry: Telemetry,
+        *,
+        name: str,
+        node: str,
+        ttl: float,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
         self.check_interval = ttl / 10
-        super().__init__(self.check_interval)
+        super().__init__(self.check_interval, clock)
         self.engine = engine
         self.telemetry = telemetry
         self.instance = name
@@ -30,7 +40,9 @@ class Leadership(Service):
         self.is_leader = False
 
     async def tick(self) -> None:
-        elected = await self.engine.elect_leader(self.instance, self.node, self.ttl - self.check_interval)
+        elected = await self.engine.elect_leader(
+            self.instance, self.node, self.ttl - self.check_interval, now=self.clock.database_now()
+        )
         was_leader, self.is_leader = self.is_leader, elected is not None
         self.interval = self.ttl / 2 if self.is_leader else self.check_interval
         if self.is_leader and not was_leader:

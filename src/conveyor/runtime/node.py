@@ -6,13 +6,13 @@ import asyncio
 import logging
 from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from conveyor.cron import CronEntry
 from conveyor.engine.base import Engine
 from conveyor.resolver import Resolver
 from conveyor.runtime.acker import Acker
+from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor.runtime.duties import CronScheduler, LeaderDuty, Lifeline, Pruner
 from conveyor.runtime.heartbeat import Heartbeat
 from conveyor.runtime.leadership import Leadership
@@ -42,16 +42,20 @@ class Node:
         telemetry: Telemetry,
         *,
         crontab: Sequence[CronEntry] = (),
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.settings = settings
+        self.clock = clock
         self.name = settings.node
         self.engine = engine
         self.telemetry = telemetry
         self._thread_count = settings.thread_count
         self.threads = ThreadPoolExecutor(self._thread_count, thread_name_prefix="conveyor-job")
         self.processes = ProcessPool(settings.processes)
-        self.runner = JobRunner(resolver, telemetry, threads=self.threads, processes=self.processes)
-        self.acker = Acker(engine, batch_size=settings.ack_batch_size, delay=settings.ack_delay)
+        self.runner = JobRunner(
+            resolver, telemetry, threads=self.threads, processes=self.processes, clock=clock
+        )
+        self.acker = Acker(engine, batch_size=settings.ack_batch_size, delay=settings.ack_delay, clock=clock)
         self.producers: dict[str, Producer] = {q.name: self._producer(q) for q in settings.queues}
         self.stager = Stager(
             engine,
@@ -59,6 +63,7 @@ class Node:
             self._wake_queue,
             interval=settings.stage_interval,
             limit=settings.stage_limit,
+            clock=clock,
         )
         self.heartbeat = Heartbeat(
             engine,
@@ -68,9 +73,10 @@ class Node:
             interval=settings.heartbeat_interval,
             acker=self.acker,
             lost_after=settings.producer_timeout,
+            clock=clock,
         )
         self.leadership = Leadership(
-            engine, telemetry, name=settings.name, node=self.name, ttl=settings.leader_ttl
+            engine, telemetry, name=settings.name, node=self.name, ttl=settings.leader_ttl, clock=clock
         )
         self.duties: list[LeaderDuty] = []
         if settings.leadership:
@@ -99,7 +105,7 @@ class Node:
                 )
             if crontab:
                 self.duties.append(
-                    CronScheduler(engine, telemetry, self.leadership, crontab, started_at=datetime.now(UTC))
+                    CronScheduler(engine, telemetry, self.leadership, crontab, started_at=clock.now())
                 )
         self._listener: Stoppable | None = None
         self._control_tasks: set[asyncio.Task[None]] = set()
@@ -174,6 +180,7 @@ class Node:
             node=self.name,
             poll_interval=self.settings.poll_interval,
             executor=queue.executor,
+            clock=self.clock,
         )
 
     async def _apply_persisted(self, only: str | None = None) -> None:

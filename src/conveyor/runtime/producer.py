@@ -13,6 +13,7 @@ from conveyor.context import JobContext
 from conveyor.definition import ExecutorKind
 from conveyor.engine.base import Engine
 from conveyor.runtime.acker import Acker
+from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor.runtime.runner import JobRunner
 from conveyor.runtime.service import Service
 
@@ -39,8 +40,9 @@ class Producer(Service):
         node: str,
         poll_interval: float,
         executor: ExecutorKind = ExecutorKind.AUTO,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        super().__init__(poll_interval)
+        super().__init__(poll_interval, clock)
         self.name = f"producer:{queue}"
         self.queue = queue
         self.limit = limit
@@ -68,7 +70,9 @@ class Producer(Service):
             return
         self.fetching = True
         try:
-            jobs = await self.engine.fetch_jobs(self.queue, demand, node=self.node, producer=self.uuid)
+            jobs = await self.engine.fetch_jobs(
+                self.queue, demand, node=self.node, producer=self.uuid, now=self.clock.database_now()
+            )
         finally:
             self.fetching = False
         self._backlog = len(jobs) == demand

@@ -8,9 +8,7 @@ import contextvars
 import logging
 import math
 import traceback
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from typing import Any
 
 from conveyor.acks import Ack, error_entry
@@ -22,20 +20,16 @@ from conveyor.job import Job, JobState
 from conveyor.outcomes import Cancel, Discard, Outcome, Record, Snooze
 from conveyor.recorded import encode_result
 from conveyor.resolver import Resolver
+from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor.runtime.invoke import call_async, call_blocking
 from conveyor.runtime.process_pool import ProcessPool, RemoteError
 from conveyor.telemetry import Telemetry
 
 log = logging.getLogger("conveyor.job")
 
-Clock = Callable[[], datetime]
 
 #: The longest pause a custom backoff may ask for (longer ones are cut to it): 365 days.
 MAX_BACKOFF_SECONDS = 365 * 86400.0
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 class JobTimeout(ConveyorError, TimeoutError):
@@ -57,7 +51,7 @@ class JobRunner:
         *,
         threads: ThreadPoolExecutor,
         processes: ProcessPool | None,
-        clock: Clock = utc_now,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.resolver = resolver
         self.telemetry = telemetry
@@ -77,8 +71,7 @@ class JobRunner:
     async def run(self, context: JobContext, queue_default: ExecutorKind = ExecutorKind.AUTO) -> Ack:
         job = context.job
         self.telemetry.emit("job.start", job=job)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
+        started = self.clock.monotonic()
         try:
             if job.unreadable is not None:
                 raise UnreadableRow(job.unreadable)
@@ -107,7 +100,7 @@ class JobRunner:
         else:
             if context.cancel_requested:  # a thread job told to stop has returned
                 ack = self._cancelled(job, context)
-        duration = loop.time() - started
+        duration = self.clock.monotonic() - started
         self.telemetry.emit("job.stop", job=job, state=ack.state, duration=duration, ack=ack)
         return ack
 
@@ -205,7 +198,7 @@ class JobRunner:
         return self._failed(job, exc)
 
     def _error(self, job: Job, text: str) -> dict[str, Any]:
-        return error_entry(job.attempt, self.clock(), text)
+        return error_entry(job.attempt, self.clock.now(), text)
 
 
 def _cancelled_from_outside() -> bool:

@@ -10,6 +10,7 @@ import logging
 from abc import ABC, abstractmethod
 
 from conveyor.runtime.alarm import Alarm
+from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("conveyor.service")
 
@@ -22,11 +23,12 @@ class Service(ABC):
 
     name: str = "service"
 
-    def __init__(self, interval: float | None) -> None:
+    def __init__(self, interval: float | None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.interval = interval
+        self.clock = clock
         # A wake during a tick is remembered by the flag; one during a sleep rings the alarm.
         self._woken = False
-        self._alarm = Alarm()
+        self._alarm = Alarm(clock)
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
 

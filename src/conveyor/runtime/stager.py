@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from conveyor.engine.base import Engine
+from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor.runtime.service import Service
 from conveyor.telemetry import Telemetry
 
@@ -20,15 +21,16 @@ class Stager(Service):
         *,
         interval: float = 1.0,
         limit: int = 5000,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
-        super().__init__(interval)
+        super().__init__(interval, clock)
         self.engine = engine
         self.telemetry = telemetry
         self.on_staged = on_staged
         self.limit = limit
 
     async def tick(self) -> None:
-        staged = await self.engine.stage_jobs(self.limit)
+        staged = await self.engine.stage_jobs(self.limit, now=self.clock.database_now())
         if not staged:
             return
         for queue in staged:

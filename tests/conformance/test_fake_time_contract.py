@@ -1,0 +1,154 @@
+"""Cluster behaviour on fake time, on every engine: a node whose clock is a ``FakeClock`` sees
+minutes pass in milliseconds, and the database is told the same time (engine calls get ``now``)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from conveyor import Conveyor, JobFilter, JobState
+from conveyor.fleet import ProducerBeat
+from conveyor.runtime.clock import FakeClock
+from conveyor.runtime.service import Service
+from tests.conformance import hardening_jobs as hj
+from tests.conftest import DSN
+
+AppFactory = Callable[..., Conveyor]
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AppFactory]:
+    """Apps on one fresh database of each engine; all are stopped and the schema dropped after."""
+    schema = f"conveyor_fake_{uuid.uuid4().hex[:10]}"
+    apps: list[Conveyor] = []
+
+    def factory(**settings: Any) -> Conveyor:
+        if request.param == "postgres":
+            app = Conveyor(DSN, prefix=schema, **settings)
+        else:
+            app = Conveyor(f"sqlite:///{tmp_path}/fake.db", **settings)
+        apps.append(app)
+        return app
+
+    yield factory
+    for app in apps:
+        await app.stop(grace=1)
+    if request.param == "postgres":
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
+
+
+async def advance(clock: FakeClock, seconds: float, step: float = 0.5) -> None:
+    """Move fake time in steps, giving the services' database calls real time to finish between."""
+    moved = 0.0
+    while moved < seconds:
+        await clock.advance(min(step, seconds - moved))
+        moved += step
+        await asyncio.sleep(0.01)
+
+
+async def settle(app: Conveyor, job_id: int, state: JobState, timeout: float = 10) -> Any:
+    """The job once it is in ``state`` (real time passes here, fake time stands still)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        job = await app.get_job(job_id)
+        if job is not None and job.state is state:
+            return job
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"job {job_id} is not {state.value}: {await app.get_job(job_id)}")
+
+
+NODE = {"queues": {"default": 5}, "poll_interval": 1.0, "stage_interval": 1.0}
+
+
+async def test_a_dead_producers_job_is_rescued_and_a_live_long_job_is_not(make: AppFactory) -> None:
+    clock = FakeClock()
+    app = make(clock=clock, **NODE)
+    await app.install()
+    engine = await app.engine()
+    dead = str(uuid.uuid4())
+    await engine.record_producers("conveyor", "gone", [ProducerBeat(dead, "default", {})], now=clock.now())
+    (orphan,) = await engine.insert([hj.quick.new(n=7)], now=clock.now())
+    await engine.fetch_jobs("default", 1, node="gone", producer=dead, now=clock.now())
+    await app.start()
+    key = uuid.uuid4().hex
+    long_job = await app.enqueue(hj.waits_for_release.new(key=key))
+    await settle(app, long_job, JobState.EXECUTING)
+    await advance(clock, 10)  # the dead producer is not stale yet (timeout 15 s)
+    assert (await app.get_job(orphan)).state is JobState.EXECUTING  # type: ignore[union-attr]
+    await advance(clock, 120)  # two minutes: rescued and run here; the live long job untouched
+    rescued = await settle(app, orphan, JobState.COMPLETED)
+    assert rescued.meta["rescued"] == 1
+    running = await app.get_job(long_job)
+    assert running is not None and running.state is JobState.EXECUTING and "rescued" not in running.meta
+    hj.RELEASE[key].set()
+    done = await settle(app, long_job, JobState.COMPLETED)
+    assert done.attempt == 1
+
+
+async def test_a_silent_leader_is_replaced_within_one_ttl(make: AppFactory) -> None:
+    clock = FakeClock()
+    first = make(clock=clock, node="first", **NODE)
+    await first.install()
+    await first.start()
+    second = make(clock=clock, node="second", **NODE)
+    await second.start()
+    assert first.node is not None and second.node is not None
+    assert first.node.leadership.is_leader and not second.node.leadership.is_leader
+    await Service.stop(first.node.leadership)  # its loop ends without resigning: as if it froze
+    await advance(clock, 25)  # less than the 30 s lease
+    assert not second.node.leadership.is_leader
+    await advance(clock, 10)
+    assert second.node.leadership.is_leader
+
+
+async def test_cron_inserts_one_job_per_minute(make: AppFactory) -> None:
+    start = datetime.now(UTC).replace(second=30, microsecond=0) + timedelta(minutes=5)
+    clock = FakeClock(start)
+    app = make(clock=clock, crontab=[("* * * * *", hj.quick, {"n": 1})], **NODE)
+    await app.install()
+    await app.start()
+    quick = JobFilter(workers=("tests.conformance.hardening_jobs.quick",))
+    await advance(clock, 3 * 60, step=5)
+    await asyncio.sleep(0.3)
+    # The minute the node started in, then each of the next three minutes: once each.
+    assert len(await app.list_jobs(quick)) == 4
+    await advance(clock, 25, step=5)  # up to hh:mm:55 of the same minute: nothing more
+    await asyncio.sleep(0.3)
+    assert len(await app.list_jobs(quick)) == 4
+
+
+async def test_old_finished_jobs_are_pruned_by_age(make: AppFactory) -> None:
+    clock = FakeClock()
+    app = make(clock=clock, prune_max_age=3600, prune_interval=30, **NODE)
+    await app.install()
+    await app.start()
+    done = await app.enqueue(hj.quick.new(n=1))
+    await settle(app, done, JobState.COMPLETED)
+    await advance(clock, 1800, step=30)
+    assert await app.get_job(done) is not None  # half an hour old: kept
+    await advance(clock, 1900, step=30)
+    assert await app.get_job(done) is None  # over an hour old: pruned
+
+
+async def test_fake_timers_fire_in_order_each_at_its_own_time() -> None:
+    clock = FakeClock(datetime(2030, 1, 1, tzinfo=UTC))
+    fired: list[tuple[str, float]] = []
+    clock.call_later(5, lambda: fired.append(("five", clock.monotonic())))
+    clock.call_later(1, lambda: fired.append(("one", clock.monotonic())))
+    cancelled = clock.call_later(2, lambda: fired.append(("never", clock.monotonic())))
+    cancelled.cancel()
+    sleeper = asyncio.create_task(clock.sleep(3))
+    await asyncio.sleep(0)
+    await clock.advance(4)
+    assert fired == [("one", 1.0)] and sleeper.done()
+    await clock.advance(10)
+    assert fired == [("one", 1.0), ("five", 5.0)]
+    assert clock.now() == datetime(2030, 1, 1, 0, 0, 14, tzinfo=UTC) and clock.database_now() == clock.now()
