@@ -672,62 +672,6 @@ async def test_jobs_of_a_killed_node_run_again_once_on_a_live_node(
             await survivor.stop()
 
 
-@pytest.mark.slow
-async def test_long_job_on_a_live_node_is_not_rescued(dsn: str, prefix: str, engine: PostgresEngine) -> None:
-    """A 60-second job outlives producer_timeout sixty times over while the leader checks every 0.3 s."""
-    jobs.create_runs_table(dsn, prefix)
-    producer_timeout, job_seconds = 1.0, 60.0
-    # A genuinely orphaned job in a queue nobody runs shows the lifeline is at work meanwhile.
-    orphan_id = (await engine.insert([jobs.noop.new().with_options(queue="orphans")]))[0]
-    ghost = str(uuid.uuid4())
-    (claimed,) = await engine.fetch_jobs("orphans", 1, node="ghost", producer=ghost)
-    assert claimed.id == orphan_id
-    await engine.record_producers(
-        INSTANCE, "ghost", [ProducerBeat(ghost, "orphans", {})], now=datetime.now(UTC) - timedelta(minutes=5)
-    )
-    key = uuid.uuid4().hex[:6]
-    worker_app = make_app(
-        dsn, prefix, node=f"worker-{key}", leadership=False, heartbeat_interval=0.3, queues={"default": 1}
-    )
-    leader_app = make_app(
-        dsn,
-        prefix,
-        node=f"leader-{key}",
-        queues={"other": 1},
-        leader_ttl=2.0,
-        heartbeat_interval=0.3,
-        producer_timeout=producer_timeout,
-        rescue_interval=0.3,
-    )
-    events = listen(leader_app)
-    try:
-        await worker_app.start()
-        await leader_app.start()
-        assert leader_app.node is not None and leader_app.node.leadership.is_leader
-        job_id = await leader_app.enqueue(jobs.record_run.new(dsn=dsn, prefix=prefix, first=job_seconds))
-        done = await poll(
-            lambda: engine.get_job(job_id),
-            lambda j: j is not None and j.state is JobState.COMPLETED,
-            timeout=job_seconds + 10,
-            what="the long job to complete",
-            every=0.1,
-        )
-        assert done is not None
-        assert await runs_of(engine, job_id) == [(os.getpid(), 1)]
-        assert "rescued" not in done.meta
-        assert done.attempt == 1 and done.attempted_by[0] == f"worker-{key}"
-        assert done.completed_at is not None and done.attempted_at is not None
-        assert (done.completed_at - done.attempted_at).total_seconds() >= job_seconds - 0.1
-        # Meanwhile the leader did rescue the orphan, and only the orphan.
-        rescued = [e["available"] for e in events.named("lifeline.rescued")]
-        assert rescued == [(orphan_id,)]
-        orphan = await engine.get_job(orphan_id)
-        assert orphan is not None and orphan.state is JobState.AVAILABLE and orphan.meta["rescued"] == 1
-    finally:
-        await leader_app.stop()
-        await worker_app.stop()
-
-
 # -- pruning --------------------------------------------------------------------------------------
 OLD_JOBS = 1_000_000
 FRESH_JOBS = 5_000

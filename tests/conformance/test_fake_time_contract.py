@@ -93,6 +93,26 @@ async def test_a_dead_producers_job_is_rescued_and_a_live_long_job_is_not(make: 
     assert done.attempt == 1
 
 
+async def test_a_live_nodes_long_job_is_never_rescued_by_the_leader(make: AppFactory) -> None:
+    """Ten minutes of a job on a worker node, producer_timeout 15 s, the leader checking every 5 s."""
+    clock = FakeClock()
+    worker = make(clock=clock, node="worker", leadership=False, **NODE)
+    await worker.install()
+    await worker.start()
+    leader = make(clock=clock, node="leader", **{**NODE, "queues": {"other": 1}})
+    await leader.start()
+    assert leader.node is not None and leader.node.leadership.is_leader
+    key = uuid.uuid4().hex
+    job_id = await leader.enqueue(hj.waits_for_release.new(key=key))
+    await settle(leader, job_id, JobState.EXECUTING)
+    await advance(clock, 600, step=2)
+    running = await leader.get_job(job_id)
+    assert running is not None and running.state is JobState.EXECUTING and "rescued" not in running.meta
+    hj.RELEASE[key].set()
+    done = await settle(leader, job_id, JobState.COMPLETED)
+    assert done.attempt == 1 and done.attempted_by[0] == "worker"
+
+
 async def test_a_silent_leader_is_replaced_within_one_ttl(make: AppFactory) -> None:
     clock = FakeClock()
     first = make(clock=clock, node="first", **NODE)
