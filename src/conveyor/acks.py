@@ -60,15 +60,3 @@ class Ack:
     meta: dict[str, Any] | None = None
     #: A snooze gives the attempt back and counts itself in ``meta.snoozed``.
     snoozed: bool = False
-
-    def record(self) -> dict[str, Any]:
-        """The JSON object the ack statements read."""
-        return {
-            "id": self.job_id,
-            "attempt": self.attempt,
-            "state": self.state.value,
-            "schedule_in": self.schedule_in,
-            "error": self.error,
-            "meta": self.meta,
-            "snoozed": self.snoozed,
-        }

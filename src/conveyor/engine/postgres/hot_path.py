@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import orjson
 
@@ -11,6 +12,19 @@ from conveyor.acks import Ack
 from conveyor.engine.postgres.core import PostgresCore, read_result
 from conveyor.engine.postgres.rows import naive_utc
 from conveyor.job import Job
+
+
+def ack_record(ack: Ack) -> dict[str, Any]:
+    """One element of the JSON array ``ack_jobs.sql`` reads with ``jsonb_to_recordset``."""
+    return {
+        "id": ack.job_id,
+        "attempt": ack.attempt,
+        "state": ack.state.value,
+        "schedule_in": ack.schedule_in,
+        "error": ack.error,
+        "meta": ack.meta,
+        "snoozed": ack.snoozed,
+    }
 
 
 class PostgresHotPath(PostgresCore):
@@ -34,7 +48,7 @@ class PostgresHotPath(PostgresCore):
         if not acks:
             return []
         params = {
-            "acks": orjson.dumps([ack.record() for ack in acks]).decode(),
+            "acks": orjson.dumps([ack_record(ack) for ack in acks]).decode(),
             "now": naive_utc(now),
         }
         statement = self._ack_statement or await self._detect_errors_type()
