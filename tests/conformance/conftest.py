@@ -98,21 +98,20 @@ async def unopened_engine(engine_name: str, tmp_path: Path) -> AsyncIterator[Eng
             _release_schema(schema)
 
 
-@pytest.fixture(params=["postgres", "sqlite"])
-async def node_app(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Conveyor]:
+@pytest.fixture
+async def node_app(engine_name: str, tmp_path: Path) -> AsyncIterator[Conveyor]:
     """A started node (queue "default", limit 5, fast polling, no leadership) on each engine."""
     options = {"queues": {"default": 5}, "poll_interval": 0.1, "stage_interval": 0.1, "leadership": False}
-    schema = f"conveyor_conf_{uuid.uuid4().hex[:10]}"
-    if request.param == "postgres":
-        app = Conveyor(DSN, prefix=schema, **options)
-    else:
-        app = Conveyor(f"sqlite:///{tmp_path}/node.db", **options)
-    await app.install()
-    await app.start()
+    schemas: list[str] = []
+    engine = ENGINES[engine_name](tmp_path, schemas)
+    await engine.open()
+    app = Conveyor(engine=engine, **options)
     try:
+        await app.install()
+        await app.start()
         yield app
     finally:
         await app.stop(grace=1)
-        if request.param == "postgres":
-            with psycopg.connect(DSN, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
+        await engine.close()
+        for schema in schemas:
+            _release_schema(schema)
