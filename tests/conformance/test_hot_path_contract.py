@@ -269,3 +269,20 @@ async def test_stage_takes_the_earliest_due_first(any_engine: Engine) -> None:
     assert await any_engine.stage_jobs(1, now=T0 + timedelta(minutes=1)) == {"default": 1}
     assert (await job(any_engine, early)).state is JobState.AVAILABLE
     assert (await job(any_engine, late)).state is JobState.SCHEDULED
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda e: e.fetch_jobs("default", -1, node=NODE, producer=PRODUCER, now=T0),
+        lambda e: e.stage_jobs(-1, now=T0),
+    ],
+    ids=["fetch-negative-demand", "stage-negative-limit"],
+)
+async def test_a_negative_bound_is_refused_and_changes_nothing(any_engine: Engine, call: Any) -> None:
+    await any_engine.insert([req(), req(schedule_in=10)], now=T0)
+    with pytest.raises(Exception) as caught:
+        await call(any_engine)
+    assert not any_engine.is_transient(caught.value)
+    states = sorted(j.state for j in await any_engine.list_jobs(JobFilter()))
+    assert states == sorted([JobState.AVAILABLE, JobState.SCHEDULED])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -326,3 +326,18 @@ async def test_bulk_actions_select_with_the_filter(any_engine: Engine, action: s
     untouched = [n for n in "abc" if n not in expected]
     for name in untouched:
         assert (await job(any_engine, ids[name])).state is JobState.SCHEDULED
+
+
+# -- any time zone ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("offset", [0, 5.5, -8, 14], ids=["utc", "plus-5-30", "minus-8", "plus-14"])
+async def test_aware_times_in_any_zone_mean_the_same_instant(any_engine: Engine, offset: float) -> None:
+    zone = timezone(timedelta(hours=offset))
+    now = T0.astimezone(zone)
+    (job_id,) = await any_engine.insert([req(scheduled_at=now + timedelta(minutes=1))], now=now)
+    found = await job(any_engine, job_id)
+    assert (found.inserted_at, found.scheduled_at) == (T0, T0 + timedelta(minutes=1))
+    assert found.inserted_at.utcoffset() == timedelta(0)
+    assert await any_engine.stage_jobs(10, now=now + timedelta(seconds=59)) == {}
+    assert await any_engine.stage_jobs(10, now=now + timedelta(seconds=60)) == {"default": 1}
+    assert await fetch(any_engine, now=now) == [job_id]
+    assert (await job(any_engine, job_id)).attempted_at == T0

@@ -78,12 +78,6 @@ def test_errors_of_the_caller_are_not_transient(any_engine: Engine, exc: BaseExc
     assert not any_engine.is_transient(exc)
 
 
-async def test_a_refused_statement_is_not_transient(any_engine: Engine) -> None:
-    with pytest.raises(Exception) as caught:
-        await any_engine.fetch_jobs("default", -1, node="n", producer="p", now=T0)
-    assert not any_engine.is_transient(caught.value)
-
-
 async def test_stopping_a_listener_twice_is_harmless(any_engine: Engine) -> None:
     heard = Heard()
     listener = await any_engine.listen(["signal"], heard)
