@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -97,62 +97,6 @@ async def test_request_by_worker_name_for_another_node(app: Conveyor) -> None:
     found = await app.get_job(await app.enqueue(request))
     assert found is not None
     assert (found.worker, found.queue, found.args) == ("MyApp.Workers.Mailer", "elixir", {"id": 1})
-
-
-async def test_scheduled_at_in_future_is_scheduled(app: Conveyor) -> None:
-    # 09:00 at +02:00 is 07:00 UTC.
-    when = datetime(2099, 6, 1, 9, 0, tzinfo=timezone(timedelta(hours=2)))
-    found = await app.get_job(await app.enqueue(plain.new(n=1).with_options(scheduled_at=when)))
-    assert found is not None
-    assert found.state is JobState.SCHEDULED
-    assert found.scheduled_at == when
-    assert found.scheduled_at == datetime(2099, 6, 1, 7, 0, tzinfo=UTC)
-
-
-async def test_scheduled_at_in_past_is_available(app: Conveyor) -> None:
-    when = datetime(2001, 1, 1, tzinfo=UTC)
-    found = await app.get_job(await app.enqueue(plain.new(n=1).with_options(scheduled_at=when)))
-    assert found is not None
-    assert found.state is JobState.AVAILABLE
-    assert found.scheduled_at == when
-
-
-async def test_scheduled_at_is_compared_with_the_given_now(app: Conveyor) -> None:
-    request = plain.new(n=1).with_options(scheduled_at=T0 - timedelta(seconds=1))
-    found = await app.get_job(await app.enqueue(request, now=T0))
-    assert found is not None
-    assert found.state is JobState.AVAILABLE
-    assert found.inserted_at == T0
-    request = plain.new(n=2).with_options(scheduled_at=T0 + timedelta(seconds=1))
-    found = await app.get_job(await app.enqueue(request, now=T0))
-    assert found is not None
-    assert found.state is JobState.SCHEDULED
-
-
-async def test_schedule_in_counts_from_now(app: Conveyor) -> None:
-    ids = await app.enqueue_many(
-        [
-            plain.new(n=1).with_options(schedule_in=90),
-            plain.new(n=2).with_options(schedule_in=timedelta(hours=1, microseconds=500)),
-            plain.new(n=3).with_options(schedule_in=0),
-            plain.new(n=4).with_options(schedule_in=0.25),
-        ],
-        now=T0,
-    )
-    jobs = [await app.get_job(i) for i in ids]
-    assert [j.state if j else None for j in jobs] == [
-        JobState.SCHEDULED,
-        JobState.SCHEDULED,
-        JobState.AVAILABLE,
-        JobState.SCHEDULED,
-    ]
-    assert [j.scheduled_at if j else None for j in jobs] == [
-        T0 + timedelta(seconds=90),
-        T0 + timedelta(hours=1, microseconds=500),
-        T0,
-        T0 + timedelta(seconds=0.25),
-    ]
-    assert all(j is not None and j.inserted_at == T0 for j in jobs)
 
 
 async def test_schedule_in_uses_database_clock(app: Conveyor, dsn: str) -> None:
@@ -318,21 +262,6 @@ async def test_bulk_notifies_each_available_queue_once(
         )
         payloads = await listener.collect(0.3)
     assert sorted(payloads) == ['{"queue": "alpha"}', '{"queue": "beta"}']
-
-
-async def test_large_scheduled_batch_sends_no_notification(app: Conveyor, dsn: str, prefix: str) -> None:
-    async with listening(dsn, insert_channel(prefix)) as listener:
-        await app.enqueue_many(plain.new(n=n).with_options(schedule_in=60) for n in range(500))
-        assert await listener.collect(0.3) == []
-    assert count_jobs(dsn, prefix) == 500
-
-
-async def test_scheduled_jobs_send_no_notification(app: Conveyor, dsn: str, prefix: str) -> None:
-    async with listening(dsn, insert_channel(prefix)) as listener:
-        await app.enqueue(plain.new(n=1).with_options(schedule_in=60))
-        await app.enqueue(plain.new(n=2).with_options(scheduled_at=datetime(2099, 1, 1, tzinfo=UTC)))
-        assert await listener.collect(0.3) == []
-    assert count_jobs(dsn, prefix) == 2
 
 
 async def test_notification_arrives_only_after_commit(app: Conveyor, dsn: str, prefix: str) -> None:

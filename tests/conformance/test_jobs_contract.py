@@ -66,8 +66,24 @@ async def test_args_survive_the_round_trip(any_engine: Engine, args: dict[str, A
             JobState.SCHEDULED,
             T0 + timedelta(microseconds=1),
         ),
+        ({"schedule_in": 0.25}, JobState.SCHEDULED, T0 + timedelta(seconds=0.25)),
+        (
+            {"schedule_in": timedelta(hours=1, microseconds=500)},
+            JobState.SCHEDULED,
+            T0 + timedelta(hours=1, microseconds=500),
+        ),
     ],
-    ids=["now", "future", "past", "exactly-now", "schedule-in", "schedule-in-0", "a-microsecond-later"],
+    ids=[
+        "now",
+        "future",
+        "past",
+        "exactly-now",
+        "schedule-in",
+        "schedule-in-0",
+        "a-microsecond-later",
+        "schedule-in-a-fraction",
+        "schedule-in-a-timedelta",
+    ],
 )
 async def test_scheduling_decides_state_and_time(
     any_engine: Engine, options: dict[str, Any], state: JobState, scheduled_at: datetime
