@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import UTC, timedelta
 from typing import Any
 
 import pytest
@@ -286,3 +286,16 @@ async def test_a_negative_bound_is_refused_and_changes_nothing(any_engine: Engin
     assert not any_engine.is_transient(caught.value)
     states = sorted(j.state for j in await any_engine.list_jobs(JobFilter()))
     assert states == sorted([JobState.AVAILABLE, JobState.SCHEDULED])
+
+
+async def test_fetched_jobs_come_in_claim_order_with_utc_times(any_engine: Engine) -> None:
+    ids = await any_engine.insert([req(args={"n": n}, priority=3 - n % 4) for n in range(12)])
+    jobs = await any_engine.fetch_jobs("default", 12, node=NODE, producer=PRODUCER)
+    assert [j.id for j in jobs] == sorted(ids, key=lambda i: (3 - (i - ids[0]) % 4, i))
+    first = jobs[0]
+    assert first.inserted_at.tzinfo is UTC and first.scheduled_at.tzinfo is UTC
+    assert first.attempted_at is not None and first.attempted_at.tzinfo is UTC
+    written = await any_engine.ack_jobs([Ack(j.id, j.attempt, JobState.COMPLETED) for j in jobs])
+    assert sorted(written) == sorted(ids)
+    done = await job(any_engine, ids[0])
+    assert done.completed_at is not None and done.completed_at.tzinfo is UTC
