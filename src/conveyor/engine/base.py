@@ -14,8 +14,12 @@ Conventions every method keeps:
   to control time. Times read back are aware UTC datetimes, exact to the microsecond.
 * Ids. Job ids are positive integers, increasing in insertion order and never reused, even after the
   newest job is deleted. Methods returning ids return them in ascending order unless stated.
-* Atomicity. Each method is one transaction: it happens entirely or not at all, including the
-  notifications it sends, which go out when (and only if) its writes commit.
+* Atomicity. Each method's change to jobs is one transaction: it happens entirely or not at all,
+  and the notifications it causes go out when (and only if) it commits. ``prune_jobs`` and
+  ``rescue_jobs`` may commit their later steps (per-queue excess, cron ticks; forgetting dead
+  producers) separately: each step is safe to repeat on the next pass.
+* Producer uuids are UUIDs in canonical lowercase text (``str(uuid.uuid4())``): PostgreSQL stores
+  them as ``uuid`` and refuses anything else, and rescue matches them against ``attempted_by``.
 * Notifications. Channel names are logical ("insert", "signal", "leader"); payloads are JSON
   objects. Besides ``notify``, operations send these themselves:
 
