@@ -299,3 +299,10 @@ async def test_fetched_jobs_come_in_claim_order_with_utc_times(any_engine: Engin
     assert sorted(written) == sorted(ids)
     done = await job(any_engine, ids[0])
     assert done.completed_at is not None and done.completed_at.tzinfo is UTC
+
+
+async def test_two_acks_of_one_attempt_in_a_batch_apply_once(any_engine: Engine) -> None:
+    job_id = await put(any_engine, JobState.EXECUTING)
+    acks = [Ack(job_id, 1, JobState.COMPLETED), Ack(job_id, 1, JobState.DISCARDED)]
+    assert await any_engine.ack_jobs(acks, now=T0) == [job_id]
+    assert (await job(any_engine, job_id)).state in (JobState.COMPLETED, JobState.DISCARDED)

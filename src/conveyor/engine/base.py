@@ -159,7 +159,9 @@ class Engine(Protocol):
         - a snooze (``snoozed``) gives the attempt back (``attempt`` - 1) and counts
           ``meta["snoozed"]`` up by one.
 
-        Values another client stored in ``errors``/``meta`` never make the batch fail.
+        Values another client stored in ``errors``/``meta`` never make the batch fail. A batch
+        holds one ack per attempt; given two for the same attempt, exactly one applies (which one
+        is unspecified: PostgreSQL and SQLite pick differently) and the id is returned once.
         Sends no notification."""
 
     async def release_jobs(self, attempts: Sequence[tuple[int, int]]) -> list[int]:
