@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -101,7 +102,12 @@ async def unopened_engine(engine_name: str, tmp_path: Path) -> AsyncIterator[Eng
 @pytest.fixture
 async def node_app(engine_name: str, tmp_path: Path) -> AsyncIterator[Conveyor]:
     """A started node (queue "default", limit 5, fast polling, no leadership) on each engine."""
-    options = {"queues": {"default": 5}, "poll_interval": 0.1, "stage_interval": 0.1, "leadership": False}
+    options: dict[str, Any] = {
+        "queues": {"default": 5},
+        "poll_interval": 0.1,
+        "stage_interval": 0.1,
+        "leadership": False,
+    }
     schemas: list[str] = []
     engine = ENGINES[engine_name](tmp_path, schemas)
     await engine.open()

@@ -333,11 +333,15 @@ async def test_bulk_actions_select_with_the_filter(any_engine: Engine, action: s
             strict=True,
         )
     )
-    selector, expected = CRITERIA[criterion]
-    if selector == "pick":
+    given, expected = CRITERIA[criterion]
+    selector: dict[str, Any]
+    if given == "pick":
         selector = {"ids": [ids["b"], 10**9]}
-    elif selector == "before":
+    elif given == "before":
         selector = {"before_id": ids["c"]}
+    else:
+        assert isinstance(given, dict)
+        selector = given
     assert await ACTIONS[action](any_engine, JobFilter.build(**selector)) == [ids[n] for n in expected]
     untouched = [n for n in "abc" if n not in expected]
     for name in untouched:
