@@ -20,7 +20,6 @@ import pytest
 from psycopg import sql
 
 from conveyor import Conveyor, Job, JobState
-from conveyor.acks import Ack
 from conveyor.engine.postgres import PostgresEngine
 from tests import helpers
 from tests import runtime_jobs as jobs
@@ -262,56 +261,6 @@ async def test_a_jobs_own_timeout_error_is_an_ordinary_error(
     (entry,) = found.errors
     assert "TimeoutError: the upstream service timed out" in entry["error"]
     assert "exceeded its timeout" not in entry["error"]
-
-
-async def test_ack_uses_the_injected_clock(engine: PostgresEngine) -> None:
-    """Engine level: ``now=`` drives scheduled_at and the final timestamps, and stale acks do nothing."""
-    ids = await engine.insert([jobs.noop.new(key="a"), jobs.noop.new(key="b"), jobs.noop.new(key="c")])
-    claimed = await engine.fetch_jobs("default", 3, node="test-node", producer="p1")
-    assert sorted(j.id for j in claimed) == ids
-    assert all(j.state is JobState.EXECUTING and j.attempt == 1 for j in claimed)
-    now = datetime(2031, 5, 6, 7, 8, 9, 500000, tzinfo=UTC)
-    error = {"attempt": 1, "at": now.isoformat(), "error": "boom"}
-    written = await engine.ack_jobs(
-        [
-            Ack(ids[0], 1, JobState.RETRYABLE, schedule_in=30.25, error=error),
-            Ack(ids[1], 1, JobState.COMPLETED),
-            Ack(ids[2], 7, JobState.COMPLETED),  # a stale attempt: ignored
-        ],
-        now=now,
-    )
-    assert sorted(written) == ids[:2]
-    retryable, completed, untouched = [await engine.get_job(i) for i in ids]
-    assert retryable is not None and completed is not None and untouched is not None
-    assert retryable.state is JobState.RETRYABLE
-    assert retryable.scheduled_at == now + timedelta(seconds=30.25)
-    assert retryable.errors == (error,)
-    assert completed.state is JobState.COMPLETED and completed.completed_at == now
-    assert untouched.state is JobState.EXECUTING and untouched.completed_at is None
-
-    # A snooze gives the attempt back and counts itself in meta.
-    snoozed_at = now + timedelta(minutes=1)
-    assert await engine.ack_jobs(
-        [Ack(ids[2], 1, JobState.SCHEDULED, schedule_in=5, snoozed=True)], now=snoozed_at
-    ) == [ids[2]]
-    snoozed = await engine.get_job(ids[2])
-    assert snoozed is not None
-    assert snoozed.state is JobState.SCHEDULED
-    assert snoozed.attempt == 0
-    assert snoozed.meta == {"snoozed": 1}
-    assert snoozed.scheduled_at == snoozed_at + timedelta(seconds=5)
-
-
-async def test_fetch_skips_available_jobs_without_attempts_left(engine: PostgresEngine) -> None:
-    """An available row whose attempts are used up must not block the queue behind it."""
-    stuck, fresh = await engine.insert(
-        [jobs.noop.new(key="stuck").with_options(max_attempts=1), jobs.noop.new(key="fresh")]
-    )
-    await query(engine, "UPDATE {jobs} SET attempt = 1 WHERE id = %s", (stuck,))
-    claimed = await engine.fetch_jobs("default", 1, node="test-node", producer="p1")
-    assert [j.id for j in claimed] == [fresh]
-    left = await engine.get_job(stuck)
-    assert left is not None and left.state is JobState.AVAILABLE and left.attempt == 1
 
 
 # -- outcomes -------------------------------------------------------------------------------------

@@ -72,6 +72,16 @@ async def test_fetch_never_claims_a_job_whose_attempts_are_used_up(any_engine: E
     assert await fetch(any_engine, now=T0 + timedelta(days=1)) == []
 
 
+async def test_a_job_without_attempts_left_does_not_block_the_queue_behind_it(any_engine: Engine) -> None:
+    stuck = await put(any_engine, JobState.RETRYABLE, max_attempts=1)
+    later = T0 + timedelta(days=1)
+    await any_engine.stage_jobs(10, now=later)
+    (fresh,) = await any_engine.insert([req(priority=9)], now=later)
+    assert await fetch(any_engine, demand=1, now=later) == [fresh]
+    left = await job(any_engine, stuck)
+    assert (left.state, left.attempt) == (JobState.AVAILABLE, 1)
+
+
 async def test_each_fetch_spends_one_attempt(any_engine: Engine) -> None:
     job_id = await put(any_engine, JobState.RETRYABLE, max_attempts=3)
     later = T0 + timedelta(hours=2)
@@ -104,6 +114,10 @@ LATER = T0 + timedelta(minutes=1)
             {"state": JobState.RETRYABLE, "scheduled_at": LATER + timedelta(seconds=30), "errors": 1},
         ),
         (
+            {"state": JobState.RETRYABLE, "schedule_in": 30.25, "error": ERROR},
+            {"state": JobState.RETRYABLE, "scheduled_at": LATER + timedelta(seconds=30.25), "errors": 1},
+        ),
+        (
             {"state": JobState.SCHEDULED, "schedule_in": 5, "snoozed": True},
             {"state": JobState.SCHEDULED, "scheduled_at": LATER + timedelta(seconds=5), "attempt": 0},
         ),
@@ -120,7 +134,15 @@ LATER = T0 + timedelta(minutes=1)
             {"state": JobState.CANCELLED, "cancelled_at": LATER, "errors": 0},
         ),
     ],
-    ids=["completed", "retryable", "snoozed", "discarded", "cancelled-with-error", "cancelled"],
+    ids=[
+        "completed",
+        "retryable",
+        "retryable-in-a-fraction",
+        "snoozed",
+        "discarded",
+        "cancelled-with-error",
+        "cancelled",
+    ],
 )
 async def test_ack_writes_the_outcome(
     any_engine: Engine, ack: dict[str, Any], expected: dict[str, Any]
