@@ -12,7 +12,7 @@ import dataclasses
 import importlib
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from conveyor.control import list_queues, send_queue_signal
 from conveyor.cron import definitions_in, entries_for
@@ -33,7 +33,24 @@ from conveyor.settings import load_settings
 from conveyor.telemetry import Telemetry
 
 T = TypeVar("T")
+P = ParamSpec("P")
 Operation = Callable[[Engine], Awaitable[T]]
+
+
+def blocking_twin(
+    method: Callable[Concatenate[Conveyor, P], Awaitable[T]],
+) -> Callable[Concatenate[Conveyor, P], T]:
+    """The ``_sync`` twin of an async method: the same coroutine, run on the app's portal (a private
+    event loop thread), where ``Conveyor._run`` gives it the portal's own engine."""
+
+    def twin(self: Conveyor, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        result: T = self._portal.call(method, self, *args, **kwargs)
+        return result
+
+    twin.__name__ = f"{method.__name__}_sync"
+    twin.__qualname__ = f"Conveyor.{twin.__name__}"
+    twin.__doc__ = f"Blocking twin of ``{method.__name__}`` (see the module's naming convention)."
+    return twin
 
 
 class Conveyor:
@@ -202,63 +219,46 @@ class Conveyor:
         """Every queue on every live node: limit, running count, paused flag."""
         return await self._run(lambda e: list_queues(e, self.settings))
 
-    def pause_queue_sync(self, queue: str, *, node: str | None = None, persist: bool = False) -> None:
-        self._signal_sync("pause", queue, node=node, persist=persist)
-
-    def resume_queue_sync(self, queue: str, *, node: str | None = None, persist: bool = False) -> None:
-        self._signal_sync("resume", queue, node=node, persist=persist)
-
-    def scale_queue_sync(
-        self, queue: str, limit: int, *, node: str | None = None, persist: bool = False
-    ) -> None:
-        self._signal_sync("scale", queue, node=node, limit=limit, persist=persist)
-
-    def start_queue_sync(self, queue: str, limit: int, *, node: str | None = None) -> None:
-        self._signal_sync("start", queue, node=node, limit=limit)
-
-    def stop_queue_sync(self, queue: str, *, node: str | None = None) -> None:
-        self._signal_sync("stop", queue, node=node)
-
-    def queues_sync(self) -> list[QueueInfo]:
-        return self._run_sync(lambda e: list_queues(e, self.settings))
+    pause_queue_sync = blocking_twin(pause_queue)
+    resume_queue_sync = blocking_twin(resume_queue)
+    scale_queue_sync = blocking_twin(scale_queue)
+    start_queue_sync = blocking_twin(start_queue)
+    stop_queue_sync = blocking_twin(stop_queue)
+    queues_sync = blocking_twin(queues)
 
     async def _signal(self, action: str, queue: str, **options: Any) -> None:
-        engine = await self.engine()
-        await send_queue_signal(engine, self.settings, self.node, action, queue, **options)
-
-    def _signal_sync(self, action: str, queue: str, **options: Any) -> None:
-        # The blocking twins only signal: a node lives on the app's own loop, never on the portal.
-        self._run_sync(lambda e: send_queue_signal(e, self.settings, None, action, queue, **options))
+        node = self._local_node()
+        await self._run(lambda e: send_queue_signal(e, self.settings, node, action, queue, **options))
 
     async def nudge(self, queue: str | None = None) -> None:
         """Make producers fetch now: this node's directly, every node's through a notification."""
-        if self.node is not None:
-            self.node.nudge(queue)
+        node = self._local_node()
+        if node is not None:
+            node.nudge(queue)
         await self._run(lambda e: e.notify("insert", {"queue": queue or "*"}))
 
-    def nudge_sync(self, queue: str | None = None) -> None:
-        self._run_sync(lambda e: e.notify("insert", {"queue": queue or "*"}))
+    nudge_sync = blocking_twin(nudge)
+
+    def _local_node(self) -> Node | None:
+        """This process's node, when the caller runs on its loop; from the portal (a ``_sync``
+        twin) the node is reached like any other, through the database: it lives on another loop."""
+        return None if self._portal.is_current() else self.node
 
     async def _run(self, operation: Operation[T]) -> T:
+        """Run ``operation`` on the engine of the calling loop: the app's own, or the portal's."""
+        if self._portal.is_current():
+            if self._portal_engine is None:
+                self._portal_engine = self._engine_factory()
+                await self._portal_engine.open()
+            return await operation(self._portal_engine)
         return await operation(await self.engine())
-
-    def _run_sync(self, operation: Operation[T]) -> T:
-        result: T = self._portal.call(self._on_portal, operation)
-        return result
-
-    async def _on_portal(self, operation: Operation[T]) -> T:
-        if self._portal_engine is None:
-            self._portal_engine = self._engine_factory()
-            await self._portal_engine.open()
-        return await operation(self._portal_engine)
 
     # -- schema ------------------------------------------------------------------------------
     async def install(self) -> int:
         """Create or upgrade the database schema; return the version installed."""
         return await self._run(lambda e: e.install())
 
-    def install_sync(self) -> int:
-        return self._run_sync(lambda e: e.install())
+    install_sync = blocking_twin(install)
 
     # -- enqueueing --------------------------------------------------------------------------
     async def enqueue(self, request: JobRequest, *, conn: Any = None, now: datetime | None = None) -> int:
@@ -287,7 +287,7 @@ class Conveyor:
             engine = self._engine or self._engine_factory()
             self._engine = engine
             return engine.insert_sync(requests, conn=conn, now=now)
-        return self._run_sync(lambda e: e.insert(requests, now=now))
+        return self._portal.call(self._run, lambda e: e.insert(requests, now=now))
 
     # -- managing jobs -----------------------------------------------------------------------
     async def get_job(self, job_id: int) -> Job | None:
@@ -295,71 +295,57 @@ class Conveyor:
         check_job_id(job_id, "job_id")
         return await self._run(lambda e: e.get_job(job_id))
 
-    def get_job_sync(self, job_id: int) -> Job | None:
-        check_job_id(job_id, "job_id")
-        return self._run_sync(lambda e: e.get_job(job_id))
+    get_job_sync = blocking_twin(get_job)
 
-    async def list_jobs(self, criteria: JobFilter | None = None, **filters: Any) -> list[Job]:
+    async def list_jobs(self, /, criteria: JobFilter | None = None, **filters: Any) -> list[Job]:
         """Jobs matching a filter (state, queue, worker, tags, ids), newest first, paged."""
         found = _criteria(criteria, filters)
         return await self._run(lambda e: e.list_jobs(found))
 
-    def list_jobs_sync(self, criteria: JobFilter | None = None, **filters: Any) -> list[Job]:
-        found = _criteria(criteria, filters)
-        return self._run_sync(lambda e: e.list_jobs(found))
+    list_jobs_sync = blocking_twin(list_jobs)
 
-    async def cancel_jobs(self, criteria: JobFilter | None = None, **filters: Any) -> list[int]:
+    async def cancel_jobs(self, /, criteria: JobFilter | None = None, **filters: Any) -> list[int]:
         """Cancel matching jobs that are not final; return the ids cancelled."""
         found = _criteria(criteria, filters)
         return await self._run(lambda e: e.cancel_jobs(found))
 
-    def cancel_jobs_sync(self, criteria: JobFilter | None = None, **filters: Any) -> list[int]:
-        found = _criteria(criteria, filters)
-        return self._run_sync(lambda e: e.cancel_jobs(found))
+    cancel_jobs_sync = blocking_twin(cancel_jobs)
 
-    async def retry_jobs(self, criteria: JobFilter | None = None, **filters: Any) -> list[int]:
+    async def retry_jobs(self, /, criteria: JobFilter | None = None, **filters: Any) -> list[int]:
         """Make matching jobs available again now; return their ids."""
         found = _criteria(criteria, filters)
         return await self._run(lambda e: e.retry_jobs(found))
 
-    def retry_jobs_sync(self, criteria: JobFilter | None = None, **filters: Any) -> list[int]:
-        found = _criteria(criteria, filters)
-        return self._run_sync(lambda e: e.retry_jobs(found))
+    retry_jobs_sync = blocking_twin(retry_jobs)
 
-    async def delete_jobs(self, criteria: JobFilter | None = None, **filters: Any) -> list[int]:
+    async def delete_jobs(self, /, criteria: JobFilter | None = None, **filters: Any) -> list[int]:
         """Delete matching jobs that are not executing; return their ids."""
         found = _criteria(criteria, filters)
         return await self._run(lambda e: e.delete_jobs(found))
 
-    def delete_jobs_sync(self, criteria: JobFilter | None = None, **filters: Any) -> list[int]:
-        found = _criteria(criteria, filters)
-        return self._run_sync(lambda e: e.delete_jobs(found))
+    delete_jobs_sync = blocking_twin(delete_jobs)
 
     async def get_result(self, job_id: int) -> Any:
         """The value a completed job recorded; LookupError if it recorded none or does not exist."""
         return _result_of(job_id, await self.get_job(job_id))
 
-    def get_result_sync(self, job_id: int) -> Any:
-        return _result_of(job_id, self.get_job_sync(job_id))
+    get_result_sync = blocking_twin(get_result)
 
     async def cancel_job(self, job_id: int) -> bool:
         """Cancel one job by id; False when it does not exist or is already final."""
         return bool(await self.cancel_jobs(ids=[job_id]))
 
-    def cancel_job_sync(self, job_id: int) -> bool:
-        return bool(self.cancel_jobs_sync(ids=[job_id]))
+    cancel_job_sync = blocking_twin(cancel_job)
 
     async def retry_job(self, job_id: int) -> bool:
         return bool(await self.retry_jobs(ids=[job_id]))
 
-    def retry_job_sync(self, job_id: int) -> bool:
-        return bool(self.retry_jobs_sync(ids=[job_id]))
+    retry_job_sync = blocking_twin(retry_job)
 
     async def delete_job(self, job_id: int) -> bool:
         return bool(await self.delete_jobs(ids=[job_id]))
 
-    def delete_job_sync(self, job_id: int) -> bool:
-        return bool(self.delete_jobs_sync(ids=[job_id]))
+    delete_job_sync = blocking_twin(delete_job)
 
 
 def _criteria(criteria: JobFilter | None, filters: dict[str, Any]) -> JobFilter:

@@ -32,6 +32,11 @@ class Portal:
                 self._loop, self._thread = loop, thread
             return self._loop
 
+    def is_current(self) -> bool:
+        """Is the caller running on the portal's own thread (inside a ``_sync`` twin)?"""
+        thread = self._thread
+        return thread is not None and threading.current_thread() is thread
+
     def call(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """Run ``fn(*args, **kwargs)`` on the portal loop and wait for its result."""
         loop = self._ensure_loop()
