@@ -1,6 +1,8 @@
 """The engine conformance suite: every engine proves the same behaviour through the Engine API.
 
 A new engine joins by adding a factory to ENGINES; no test below may use engine-specific SQL.
+A factory gets the test's tmp_path and a list it may note created databases in (to be cleaned up);
+called again with the same list it returns another engine on the same database (several nodes).
 """
 
 from __future__ import annotations
@@ -32,12 +34,12 @@ _RECYCLED_TABLES = (
 
 
 def _postgres(tmp_path: Path, schemas: list[str]) -> Engine:
-    name = _spare_schemas.pop() if _spare_schemas else f"conveyor_conf_{uuid.uuid4().hex[:10]}"
-    schemas.append(name)
-    return PostgresEngine(DSN, prefix=name, max_connections=4)
+    if not schemas:
+        schemas.append(_spare_schemas.pop() if _spare_schemas else f"conveyor_conf_{uuid.uuid4().hex[:10]}")
+    return PostgresEngine(DSN, prefix=schemas[0], max_connections=4)
 
 
-def _release_schema(schema: str) -> None:
+def release_schema(schema: str) -> None:
     """Empty a test's schema for the next one, or drop it when it is not intact (uninstalled)."""
     with psycopg.connect(DSN, autocommit=True) as conn:
         try:
@@ -83,7 +85,7 @@ async def any_engine(engine_name: str, tmp_path: Path) -> AsyncIterator[Engine]:
     finally:
         await engine.close()
         for schema in schemas:
-            _release_schema(schema)
+            release_schema(schema)
 
 
 @pytest.fixture
@@ -96,7 +98,7 @@ async def unopened_engine(engine_name: str, tmp_path: Path) -> AsyncIterator[Eng
     finally:
         await engine.close()
         for schema in schemas:
-            _release_schema(schema)
+            release_schema(schema)
 
 
 @pytest.fixture
@@ -120,4 +122,4 @@ async def node_app(engine_name: str, tmp_path: Path) -> AsyncIterator[Conveyor]:
         await app.stop(grace=1)
         await engine.close()
         for schema in schemas:
-            _release_schema(schema)
+            release_schema(schema)

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
 from conveyor import Conveyor, JobFilter, JobState
@@ -18,31 +17,27 @@ from conveyor.fleet import ProducerBeat
 from conveyor.runtime.clock import FakeClock
 from conveyor.runtime.service import Service
 from tests.conformance import hardening_jobs as hj
-from tests.conftest import DSN
+from tests.conformance.conftest import ENGINES, release_schema
 
 AppFactory = Callable[..., Conveyor]
 
 
-@pytest.fixture(params=["postgres", "sqlite"])
-async def make(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AppFactory]:
-    """Apps on one fresh database of each engine; all are stopped and the schema dropped after."""
-    schema = f"conveyor_fake_{uuid.uuid4().hex[:10]}"
+@pytest.fixture
+async def make(engine_name: str, tmp_path: Path) -> AsyncIterator[AppFactory]:
+    """Apps on one fresh database of each registered engine; all stopped and cleaned up after."""
+    schemas: list[str] = []
     apps: list[Conveyor] = []
 
     def factory(**settings: Any) -> Conveyor:
-        if request.param == "postgres":
-            app = Conveyor(DSN, prefix=schema, **settings)
-        else:
-            app = Conveyor(f"sqlite:///{tmp_path}/fake.db", **settings)
+        app = Conveyor(engine=ENGINES[engine_name](tmp_path, schemas), **settings)
         apps.append(app)
         return app
 
     yield factory
     for app in apps:
-        await app.stop(grace=1)
-    if request.param == "postgres":
-        with psycopg.connect(DSN, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
+        await app.stop(grace=1)  # closes its engine too
+    for schema in schemas:
+        release_schema(schema)
 
 
 async def advance(clock: FakeClock, seconds: float, step: float = 0.5) -> None:
