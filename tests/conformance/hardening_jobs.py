@@ -93,3 +93,17 @@ async def waits_for_release(key: str) -> str:
     """Runs until the test sets ``RELEASE[key]``: a job as long as the test wants, in no real time."""
     await RELEASE.setdefault(key, asyncio.Event()).wait()
     return key
+
+
+@job(queue="default", timeout=30, max_attempts=1)
+async def outlives_its_timeout() -> None:
+    """Never finishes on its own: only its 30 s timeout (on the node's clock) ends it."""
+    await asyncio.Event().wait()
+
+
+@job(queue="default", timeout=30, max_attempts=1)
+def thread_outlives_its_timeout() -> None:
+    """A thread job past its 30 s timeout: it stops once told (or after 5 real seconds)."""
+    deadline = time.monotonic() + 5
+    while not current_job().is_cancelled() and time.monotonic() < deadline:
+        time.sleep(0.01)

@@ -153,6 +153,23 @@ async def test_old_finished_jobs_are_pruned_by_age(make: AppFactory) -> None:
     assert await app.get_job(done) is None  # over an hour old: pruned
 
 
+async def test_job_timeouts_run_on_the_nodes_clock(make: AppFactory) -> None:
+    clock = FakeClock()
+    app = make(clock=clock, **NODE)
+    await app.install()
+    await app.start()
+    ids = await app.enqueue_many([hj.outlives_its_timeout.new(), hj.thread_outlives_its_timeout.new()])
+    for job_id in ids:
+        await settle(app, job_id, JobState.EXECUTING)
+    await advance(clock, 20)
+    for job_id in ids:  # 20 s of fake time: within the timeout
+        assert (await app.get_job(job_id)).state is JobState.EXECUTING  # type: ignore[union-attr]
+    await advance(clock, 15)
+    for job_id in ids:
+        job = await settle(app, job_id, JobState.DISCARDED)
+        assert "JobTimeout: job exceeded its timeout of 30s" in job.errors[-1]["error"]
+
+
 async def test_fake_timers_fire_in_order_each_at_its_own_time() -> None:
     clock = FakeClock(datetime(2030, 1, 1, tzinfo=UTC))
     fired: list[tuple[str, float]] = []

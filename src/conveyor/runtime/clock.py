@@ -18,6 +18,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import Any, Protocol
 
 
 class Timer(ABC):
@@ -45,6 +47,11 @@ class Clock(ABC):
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
         """Run ``callback`` (on the event loop) once ``delay`` seconds have passed."""
 
+    def timeout(self, seconds: float) -> Deadline:
+        """An ``async with`` block that this clock cancels after ``seconds``: it then raises
+        ``TimeoutError``, and its ``expired()`` tells that timeout from one raised inside."""
+        return _ClockDeadline(self, seconds)
+
     async def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` on this clock."""
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -58,6 +65,53 @@ class Clock(ABC):
             await waiter
         finally:
             timer.cancel()
+
+
+class Deadline(Protocol):
+    """What ``Clock.timeout`` returns (``asyncio.Timeout`` is one)."""
+
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None: ...
+
+    def expired(self) -> bool: ...
+
+
+class _ClockDeadline:
+    """``asyncio.timeout`` on any clock: when the clock's timer fires, the task is cancelled, and that
+    cancellation (only that one) leaves the block as ``TimeoutError``."""
+
+    def __init__(self, clock: Clock, seconds: float) -> None:
+        self._clock = clock
+        self._seconds = seconds
+        self._expired = False
+        self._task: asyncio.Task[Any] | None = None
+        self._timer: Timer | None = None
+
+    def expired(self) -> bool:
+        return self._expired
+
+    def _expire(self) -> None:
+        self._expired = True
+        if self._task is not None:
+            self._task.cancel()
+
+    async def __aenter__(self) -> _ClockDeadline:
+        self._task = asyncio.current_task()
+        self._timer = self._clock.call_later(self._seconds, self._expire)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        if self._timer is not None:
+            self._timer.cancel()
+        cancelled = exc_type is not None and issubclass(exc_type, asyncio.CancelledError)
+        if self._expired and cancelled and self._task is not None and self._task.uncancel() == 0:
+            raise TimeoutError from exc
+        return None
 
 
 class _LoopTimer(Timer):
@@ -87,6 +141,9 @@ class SystemClock(Clock):
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
+
+    def timeout(self, seconds: float) -> Deadline:
+        return asyncio.timeout(seconds)
 
 
 @dataclass(order=True)

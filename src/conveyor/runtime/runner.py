@@ -117,8 +117,11 @@ class JobRunner:
             loop = asyncio.get_running_loop()
             ctx = contextvars.copy_context()
             future = loop.run_in_executor(self.threads, ctx.run, call_blocking, definition, context)
+            if timeout is None:
+                return await future
             try:
-                return await asyncio.wait_for(future, timeout)
+                async with self.clock.timeout(timeout):
+                    return await future
             except TimeoutError:
                 if not future.cancelled():  # the job's own TimeoutError, not our deadline
                     raise
@@ -127,7 +130,7 @@ class JobRunner:
                 raise JobTimeout(timeout or 0) from None
         if timeout is None:
             return await call_async(definition, context)
-        deadline = asyncio.timeout(timeout)
+        deadline = self.clock.timeout(timeout)
         try:
             async with deadline:
                 return await call_async(definition, context)
