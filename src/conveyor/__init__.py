@@ -5,6 +5,7 @@ from conveyor.context import JobContext, current_job
 from conveyor.definition import ExecutorKind, JobDefinition, job, worker
 from conveyor.errors import (
     ConveyorError,
+    DatabaseUnreachableError,
     JobNotFoundError,
     SchemaError,
     UnknownOptionError,
@@ -16,14 +17,18 @@ from conveyor.filters import JobFilter
 from conveyor.job import Job, JobState
 from conveyor.outcomes import Cancel, Discard, Record, Snooze
 from conveyor.request import JobRequest
+from conveyor.runtime.clock import Clock, FakeClock, SystemClock
 from conveyor.settings import QueueSettings, Settings
 
 __all__ = [
     "Cancel",
+    "Clock",
     "Conveyor",
     "ConveyorError",
+    "DatabaseUnreachableError",
     "Discard",
     "ExecutorKind",
+    "FakeClock",
     "Job",
     "JobContext",
     "JobDefinition",
@@ -36,6 +41,7 @@ __all__ = [
     "SchemaError",
     "Settings",
     "Snooze",
+    "SystemClock",
     "UnknownOptionError",
     "UnsupportedConnectionError",
     "ValidationError",
