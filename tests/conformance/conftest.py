@@ -74,12 +74,10 @@ def engine_name(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def any_engine(engine_name: str, tmp_path: Path) -> AsyncIterator[Engine]:
-    """An installed, open engine of each kind, dropped afterwards."""
+async def unopened_engine(engine_name: str, tmp_path: Path) -> AsyncIterator[Engine]:
+    """An engine of each kind that was built but never opened; closed and cleaned up afterwards."""
     schemas: list[str] = []
     engine = ENGINES[engine_name](tmp_path, schemas)
-    await engine.open()
-    await engine.install()
     try:
         yield engine
     finally:
@@ -89,16 +87,11 @@ async def any_engine(engine_name: str, tmp_path: Path) -> AsyncIterator[Engine]:
 
 
 @pytest.fixture
-async def unopened_engine(engine_name: str, tmp_path: Path) -> AsyncIterator[Engine]:
-    """An engine of each kind that was built but never opened."""
-    schemas: list[str] = []
-    engine = ENGINES[engine_name](tmp_path, schemas)
-    try:
-        yield engine
-    finally:
-        await engine.close()
-        for schema in schemas:
-            release_schema(schema)
+async def any_engine(unopened_engine: Engine) -> Engine:
+    """An installed, open engine of each kind (cleaned up by ``unopened_engine``)."""
+    await unopened_engine.open()
+    await unopened_engine.install()
+    return unopened_engine
 
 
 @pytest.fixture

@@ -148,7 +148,8 @@ class Acker:
             refused = await self._attempt([fallback])
             if refused is None:
                 return
-        log.error("no ack of job %s could be written (%r); it stays executing", ack.job_id, refused)
+        # The job stays executing until its own node's heartbeat gives it back as a lost claim.
+        log.error("no ack of job %s could be written (%r); it will be given back", ack.job_id, refused)
 
     async def _attempt(self, batch: Sequence[Ack]) -> Exception | None:
         """Write ``batch``, retrying while failures are transient; return a refusal, else None."""
