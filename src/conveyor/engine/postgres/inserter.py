@@ -17,12 +17,19 @@ Two ways in, chosen per call by its size:
 
 Either way all chunks run in one transaction (or a savepoint inside the caller's), so a batch is
 atomic, and memory stays bounded by a chunk on both sides.
+
+The steps are written once, as a generator of ``Step`` values (``Inserter.steps``), like the SQLite
+inserter's; ``run_async`` drives them on an async connection (the pool's or a caller's) and
+``run_sync`` on a caller's blocking one.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
+from contextlib import AsyncExitStack, ExitStack
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -46,6 +53,35 @@ COPY_CHUNK = 5_000
 COPY_WRITE_ROWS = 500
 
 
+@dataclass(frozen=True, slots=True)
+class Atomic:
+    """Make the rest of the steps one unit: a transaction, or a savepoint in the caller's."""
+
+
+@dataclass(frozen=True, slots=True)
+class Execute:
+    """Run a statement; the driver sends back its rows."""
+
+    query: bytes
+    params: dict[str, Any]
+    binary: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CopyIn:
+    """Stream ``blocks`` into ``COPY query``. ``meanwhile`` runs once they are written, before the
+    COPY ends (so the next chunk is prepared while the server still ingests this one); the driver
+    sends back what it returns."""
+
+    query: bytes
+    blocks: Iterator[bytes]
+    meanwhile: Callable[[], Any]
+
+
+Step = Atomic | Execute | CopyIn
+Steps = Generator[Step, Any, list[int]]
+
+
 def _copy_capable(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
     # COPY data is formatted as UTF-8; on a connection with another client encoding the statement
     # path lets psycopg encode the parameters instead.
@@ -63,123 +99,114 @@ class Inserter:
         self._notify = sql["insert_notify"].encode()
         self._channel = insert_channel
 
-    def _params(self, payload: str, now: datetime | None) -> dict[str, Any]:
-        return {"jobs": payload, "now": now, "channel": self._channel}
-
-    def _notify_params(self, formatter: CopyRows) -> dict[str, Any]:
-        return {"channel": self._channel, "queues": sorted(formatter.available_queues)}
-
-    # -- async -------------------------------------------------------------------------------
     async def insert(
-        self,
-        conn: psycopg.AsyncConnection[Any],
-        requests: Iterable[JobRequest],
-        now: datetime | None,
+        self, conn: psycopg.AsyncConnection[Any], requests: Iterable[JobRequest], now: datetime | None
     ) -> list[int]:
+        return await run_async(conn, self.steps(requests, now, copy=_copy_capable(conn)))
+
+    def insert_sync(
+        self, conn: psycopg.Connection[Any], requests: Iterable[JobRequest], now: datetime | None
+    ) -> list[int]:
+        return run_sync(conn, self.steps(requests, now, copy=_copy_capable(conn)))
+
+    def steps(self, requests: Iterable[JobRequest], now: datetime | None, *, copy: bool) -> Steps:
+        """The statements of one insert; returns the ids in input order."""
         clock = naive_utc(now)
         source = iter(requests)
         head = take_requests(source, COPY_THRESHOLD)
         if not head:
             return []
         source = itertools.chain(head, source)
-        async with conn.cursor(row_factory=tuple_row) as cur:
-            if len(head) < COPY_THRESHOLD or not _copy_capable(conn):
-                return await self._insert_statements(conn, cur, source, clock)
-            async with foreign.atomic_async(conn):
-                return await self._insert_copy(cur, source, clock)
+        if len(head) < COPY_THRESHOLD or not copy:
+            return (yield from self._statement_steps(source, clock))
+        yield Atomic()
+        return (yield from self._copy_steps(source, clock))
 
-    async def _insert_copy(
-        self, cur: psycopg.AsyncCursor[tuple[Any, ...]], source: Iterator[JobRequest], now: datetime | None
-    ) -> list[int]:
-        await cur.execute(self._clock, {"now": now})
-        formatter = CopyRows(_first(await cur.fetchone()))
-        ids: list[int] = []
-        rows = formatter.take(source, COPY_CHUNK)
-        while rows:
-            await cur.execute(self._reserve, {"count": len(rows)}, binary=True)
-            chunk_ids: list[int] = _first(await cur.fetchone())
-            async with cur.copy(self._copy) as copy:
-                for start in range(0, len(rows), COPY_WRITE_ROWS):
-                    end = start + COPY_WRITE_ROWS
-                    await copy.write(formatter.with_ids(rows[start:end], chunk_ids[start:end]))
-                # Format the next chunk while the server is still ingesting this one.
-                rows = formatter.take(source, COPY_CHUNK)
-            ids += chunk_ids
-        if formatter.available_queues:
-            await cur.execute(self._notify, self._notify_params(formatter))
-        return ids
-
-    async def _insert_statements(
-        self,
-        conn: psycopg.AsyncConnection[Any],
-        cur: psycopg.AsyncCursor[tuple[Any, ...]],
-        requests: Iterable[JobRequest],
-        now: datetime | None,
-    ) -> list[int]:
+    def _statement_steps(self, requests: Iterator[JobRequest], now: datetime | None) -> Steps:
         payloads = chunked_payloads(requests, INSERT_CHUNK)
         first = next(payloads, None)
         if first is None:
             return []
         second = next(payloads, None)
-        if second is None:  # One statement is atomic by itself: no transaction round trips.
-            await cur.execute(self._statement, self._params(first, now))
-            return [row[0] for row in await cur.fetchall()]
+        if second is not None:  # One statement is atomic by itself: no transaction round trips.
+            yield Atomic()
         ids: list[int] = []
-        async with foreign.atomic_async(conn):
-            for payload in (first, second, *payloads):
-                await cur.execute(self._statement, self._params(payload, now))
-                ids += [row[0] for row in await cur.fetchall()]
+        for payload in (first, *(() if second is None else (second,)), *payloads):
+            rows = yield Execute(self._statement, {"jobs": payload, "now": now, "channel": self._channel})
+            ids += [row[0] for row in rows]
         return ids
 
-    # -- sync: the same steps on a caller's blocking connection ------------------------------
-    def insert_sync(
-        self,
-        conn: psycopg.Connection[Any],
-        requests: Iterable[JobRequest],
-        now: datetime | None,
-    ) -> list[int]:
-        clock = naive_utc(now)
-        source = iter(requests)
-        head = take_requests(source, COPY_THRESHOLD)
-        if not head:
-            return []
-        source = itertools.chain(head, source)
-        with conn.cursor(row_factory=tuple_row) as cur, foreign.atomic_sync(conn):
-            if len(head) < COPY_THRESHOLD or not _copy_capable(conn):
-                return self._insert_statements_sync(cur, source, clock)
-            return self._insert_copy_sync(cur, source, clock)
-
-    def _insert_copy_sync(
-        self, cur: psycopg.Cursor[tuple[Any, ...]], source: Iterator[JobRequest], now: datetime | None
-    ) -> list[int]:
-        cur.execute(self._clock, {"now": now})
-        formatter = CopyRows(_first(cur.fetchone()))
+    def _copy_steps(self, source: Iterator[JobRequest], now: datetime | None) -> Steps:
+        formatter = CopyRows(_first((yield Execute(self._clock, {"now": now}))))
         ids: list[int] = []
         rows = formatter.take(source, COPY_CHUNK)
         while rows:
-            cur.execute(self._reserve, {"count": len(rows)}, binary=True)
-            chunk_ids: list[int] = _first(cur.fetchone())
-            with cur.copy(self._copy) as copy:
-                for start in range(0, len(rows), COPY_WRITE_ROWS):
-                    end = start + COPY_WRITE_ROWS
-                    copy.write(formatter.with_ids(rows[start:end], chunk_ids[start:end]))
-                rows = formatter.take(source, COPY_CHUNK)
+            chunk_ids: list[int] = _first((yield Execute(self._reserve, {"count": len(rows)}, binary=True)))
+            blocks = (
+                formatter.with_ids(
+                    rows[start : start + COPY_WRITE_ROWS], chunk_ids[start : start + COPY_WRITE_ROWS]
+                )
+                for start in range(0, len(rows), COPY_WRITE_ROWS)
+            )
+            next_rows = functools.partial(formatter.take, source, COPY_CHUNK)
+            rows = yield CopyIn(self._copy, blocks, next_rows)
             ids += chunk_ids
         if formatter.available_queues:
-            cur.execute(self._notify, self._notify_params(formatter))
-        return ids
-
-    def _insert_statements_sync(
-        self, cur: psycopg.Cursor[tuple[Any, ...]], requests: Iterable[JobRequest], now: datetime | None
-    ) -> list[int]:
-        ids: list[int] = []
-        for payload in chunked_payloads(requests, INSERT_CHUNK):
-            cur.execute(self._statement, self._params(payload, now))
-            ids += [row[0] for row in cur.fetchall()]
+            queues = sorted(formatter.available_queues)
+            yield Execute(self._notify, {"channel": self._channel, "queues": queues})
         return ids
 
 
-def _first(row: tuple[Any, ...] | None) -> Any:
+async def run_async(conn: psycopg.AsyncConnection[Any], steps: Steps) -> list[int]:
+    """Run the steps on an async connection."""
+    async with AsyncExitStack() as stack:
+        cur = await stack.enter_async_context(conn.cursor(row_factory=tuple_row))
+        result: Any = None
+        while True:
+            try:
+                step = steps.send(result)
+            except StopIteration as stop:
+                ids: list[int] = stop.value
+                return ids
+            result = None
+            if isinstance(step, Execute):
+                await cur.execute(step.query, step.params, binary=step.binary)
+                result = await cur.fetchall()
+            elif isinstance(step, CopyIn):
+                async with cur.copy(step.query) as copy:
+                    for block in step.blocks:
+                        await copy.write(block)
+                    result = step.meanwhile()
+            else:
+                await stack.enter_async_context(foreign.atomic_async(conn))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def run_sync(conn: psycopg.Connection[Any], steps: Steps) -> list[int]:
+    """Run the steps on a caller's blocking connection: always inside a savepoint (or transaction),
+    so a failure leaves the caller's transaction usable."""
+    with ExitStack() as stack:
+        cur = stack.enter_context(conn.cursor(row_factory=tuple_row))
+        stack.enter_context(foreign.atomic_sync(conn))
+        result: Any = None
+        while True:
+            try:
+                step = steps.send(result)
+            except StopIteration as stop:
+                ids: list[int] = stop.value
+                return ids
+            result = None
+            if isinstance(step, Execute):
+                cur.execute(step.query, step.params, binary=step.binary)
+                result = cur.fetchall()
+            elif isinstance(step, CopyIn):
+                with cur.copy(step.query) as copy:
+                    for block in step.blocks:
+                        copy.write(block)
+                    result = step.meanwhile()
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _first(rows: list[tuple[Any, ...]]) -> Any:
     """The only column of a one-row result."""
-    assert row is not None
-    return row[0]
+    return rows[0][0]
