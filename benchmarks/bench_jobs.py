@@ -1,4 +1,4 @@
-"""Jobs the runtime scenarios run (``runtime.py``). They live in a module of their own so a node, and
+"""Jobs the runtime scenarios run (``_runtime.py``). They live in a module of their own so a node, and
 the spawned processes of its process pool, can import them again by the worker name stored in the
 row (``bench_jobs.noop`` and so on: ``run.py`` runs with this folder first on ``sys.path``).
 """

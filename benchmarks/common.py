@@ -23,8 +23,8 @@ from rich.console import Console
 from rich.table import Table
 
 from conveyor import Conveyor, JobRequest
+from conveyor.engine._sqlfiles import quote_identifier
 from conveyor.engine.postgres import PostgresEngine
-from conveyor.engine.sqlfiles import quote_identifier
 from conveyor.engine.sqlite import SqliteEngine
 
 DEFAULT_DSN = os.environ.get(

@@ -32,8 +32,8 @@ import psycopg
 from common import Figures, Settings, fresh_app, latency_figures, rate
 
 from conveyor import Conveyor, JobRequest
+from conveyor.engine._sqlfiles import quote_identifier
 from conveyor.engine.postgres import PostgresEngine
-from conveyor.engine.sqlfiles import quote_identifier
 
 DRAIN_JOBS = 50_000
 DRAIN_CONCURRENCY = (20, 100)

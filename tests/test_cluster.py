@@ -26,11 +26,11 @@ import pytest
 from psycopg import sql
 
 from conveyor import Conveyor, JobState, job
+from conveyor._runtime.duties import CronScheduler, Pruner
+from conveyor._runtime.leadership import Leadership
 from conveyor.cron import CronEntry, CronExpression
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.fleet import CronTick, ProducerBeat
-from conveyor.runtime.duties import CronScheduler, Pruner
-from conveyor.runtime.leadership import Leadership
 from conveyor.telemetry import Telemetry
 from tests import cluster_jobs as jobs
 from tests.helpers import make_app

@@ -29,10 +29,10 @@ from hypothesis import HealthCheck, Phase, assume, event, example, given, note, 
 from hypothesis import strategies as st
 
 from conveyor import Conveyor, JobRequest, ValidationError, job
+from conveyor._options import MAX_DELAY_SECONDS, QUEUE_PATTERN
 from conveyor.cron import CronEntry, CronExpression
 from conveyor.errors import ConveyorError, UnknownOptionError
 from conveyor.job import Job, JobState
-from conveyor.options import MAX_DELAY_SECONDS, QUEUE_PATTERN
 from conveyor.recorded import decode_result, encode_result
 from conveyor.request import ENQUEUE_OPTIONS
 from conveyor.settings import FIELD_NAMES, Settings

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 
 from conveyor import Conveyor, JobRequest, JobState, SchemaError
 from conveyor.cli.main import main
+from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.postgres import PostgresEngine, schema
-from conveyor.engine.sqlfiles import SqlFiles
 from tests.helpers import count_jobs, execute
 
 CONSTRAINTS = {

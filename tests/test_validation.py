@@ -28,9 +28,9 @@ from conveyor import (
     job,
     worker,
 )
+from conveyor._resolver import Resolver, import_definition
 from conveyor.definition import JobDefinition
 from conveyor.engines import engine_from_url
-from conveyor.resolver import Resolver, import_definition
 from tests.helpers import CHUNK, count_jobs
 
 

@@ -1,5 +1,6 @@
 """Conveyor: job orchestration for Python, with jobs stored in PostgreSQL or SQLite, Oban-compatible."""
 
+from conveyor._runtime.clock import Clock, FakeClock, SystemClock
 from conveyor.app import Conveyor
 from conveyor.context import JobContext, current_job
 from conveyor.definition import ExecutorKind, JobDefinition, job, worker
@@ -17,7 +18,6 @@ from conveyor.filters import JobFilter
 from conveyor.job import Job, JobState
 from conveyor.outcomes import Cancel, Discard, Record, Snooze
 from conveyor.request import JobRequest
-from conveyor.runtime.clock import Clock, FakeClock, SystemClock
 from conveyor.settings import QueueSettings, Settings
 
 __all__ = [

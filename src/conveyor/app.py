@@ -14,7 +14,12 @@ from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from conveyor.control import list_queues, send_queue_signal
+from conveyor._control import list_queues, send_queue_signal
+from conveyor._options import check_job_id
+from conveyor._portal import Portal
+from conveyor._resolver import Resolver
+from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
+from conveyor._runtime.node import Node
 from conveyor.cron import definitions_in, entries_for
 from conveyor.engine.base import Engine
 from conveyor.engines import default_database_url, engine_from_url
@@ -22,13 +27,8 @@ from conveyor.errors import ConveyorError, JobNotFoundError, ValidationError
 from conveyor.filters import JobFilter
 from conveyor.fleet import QueueInfo
 from conveyor.job import Job
-from conveyor.options import check_job_id
-from conveyor.portal import Portal
 from conveyor.recorded import decode_result
 from conveyor.request import JobRequest
-from conveyor.resolver import Resolver
-from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
-from conveyor.runtime.node import Node
 from conveyor.settings import load_settings
 from conveyor.telemetry import Telemetry
 

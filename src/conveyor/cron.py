@@ -20,10 +20,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import orjson
 
+from conveyor._resolver import import_definition
 from conveyor.definition import JobDefinition, definition_of
 from conveyor.errors import ValidationError, WorkerNotFoundError
 from conveyor.request import JobRequest
-from conveyor.resolver import import_definition
 
 NICKNAMES = {
     "@yearly": "0 0 1 1 *",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
-from conveyor import options as opt
+from conveyor import _options as opt
 from conveyor.errors import ValidationError
 from conveyor.request import ENQUEUE_OPTIONS, JobRequest, check_option_names
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from conveyor import options as opt
+from conveyor import _options as opt
 from conveyor.errors import ValidationError
 from conveyor.job import JobState
 

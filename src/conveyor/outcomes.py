@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from conveyor import options as opt
+from conveyor import _options as opt
 
 
 class Outcome(Exception):

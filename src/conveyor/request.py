@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-from conveyor import options as opt
+from conveyor import _options as opt
 from conveyor.errors import UnknownOptionError, ValidationError
 
 #: Options a caller may set on one request (``with_options``) or as a worker's defaults.

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conveyor import options as opt
+from conveyor import _options as opt
 from conveyor.cron import CronEntry
 from conveyor.definition import ExecutorKind
 from conveyor.errors import ValidationError

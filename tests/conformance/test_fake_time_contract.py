@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from conveyor import Conveyor, JobFilter, JobState
+from conveyor._runtime.clock import FakeClock
+from conveyor._runtime.service import Service
 from conveyor.fleet import ProducerBeat
-from conveyor.runtime.clock import FakeClock
-from conveyor.runtime.service import Service
 from tests.conformance import hardening_jobs as hj
 from tests.conformance.conftest import ENGINES, release_schema
 

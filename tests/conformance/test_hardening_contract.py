@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 
 from conveyor import Conveyor, JobRequest, JobState
+from conveyor._runtime.acker import Acker
+from conveyor._runtime.duties import Lifeline
+from conveyor._runtime.heartbeat import Heartbeat
+from conveyor._runtime.leadership import Leadership
+from conveyor._runtime.runner import MAX_BACKOFF_SECONDS
 from conveyor.acks import MAX_ERROR_CHARS, Ack
 from conveyor.engine.base import Engine
 from conveyor.errors import EngineClosedError
 from conveyor.fleet import ProducerBeat
-from conveyor.runtime.acker import Acker
-from conveyor.runtime.duties import Lifeline
-from conveyor.runtime.heartbeat import Heartbeat
-from conveyor.runtime.leadership import Leadership
-from conveyor.runtime.runner import MAX_BACKOFF_SECONDS
 from conveyor.telemetry import Telemetry
 from tests.conformance import hardening_jobs as hj
 from tests.conformance.test_runtime_contract import wait_final

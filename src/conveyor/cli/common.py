@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from conveyor.app import Conveyor
-from conveyor.engine.migrations import schema_problem
+from conveyor.engine._migrations import schema_problem
 from conveyor.engine.postgres import schema as postgres_schema
 from conveyor.engine.postgres.connect import CONNECT_TIMEOUT, connect_once, one_line
 from conveyor.engine.sqlite import schema as sqlite_schema

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from conveyor import options as opt
+from conveyor import _options as opt
 from conveyor.cli.common import build_app, database_options, json_option, print_json, print_table
 from conveyor.errors import ValidationError
 

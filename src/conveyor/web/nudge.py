@@ -13,9 +13,9 @@ from urllib.parse import parse_qs
 
 import orjson
 
+from conveyor._options import check_queue
 from conveyor.app import Conveyor
 from conveyor.errors import ValidationError
-from conveyor.options import check_queue
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

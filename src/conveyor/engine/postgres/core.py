@@ -13,14 +13,14 @@ from psycopg.adapt import Loader
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool
 
+from conveyor._options import check_prefix
+from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.postgres import schema
 from conveyor.engine.postgres.connect import connect_once
 from conveyor.engine.postgres.inserter import Inserter
 from conveyor.engine.postgres.rows import read_jobs, salvage_rows
-from conveyor.engine.sqlfiles import SqlFiles
 from conveyor.errors import EngineClosedError, SchemaError
 from conveyor.job import Job
-from conveyor.options import check_prefix
 
 log = logging.getLogger("conveyor.engine")
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from conveyor.engine import payloads
+from conveyor.engine import _payloads as payloads
 from conveyor.engine.base import NotificationHandler
 from conveyor.engine.postgres import faults, foreign
 from conveyor.engine.postgres.cluster import PostgresCluster

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from conveyor.engine import sqlalchemy_bridge
+from conveyor.engine import _sqlalchemy_bridge as sqlalchemy_bridge
 from conveyor.errors import UnsupportedConnectionError
 
 ASYNC_EXPECTED = (

@@ -36,9 +36,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import tuple_row
 
+from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.postgres import foreign
 from conveyor.engine.postgres.rows import CopyRows, chunked_payloads, naive_utc, take_requests
-from conveyor.engine.sqlfiles import SqlFiles
 from conveyor.request import JobRequest
 
 #: Jobs per ``insert_jobs.sql`` statement: large enough to amortise round trips, small enough that a

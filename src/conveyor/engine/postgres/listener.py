@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import psycopg
 
-from conveyor.engine import payloads
+from conveyor.engine import _payloads as payloads
 from conveyor.engine.base import NotificationHandler
 
 log = logging.getLogger("conveyor.listener")

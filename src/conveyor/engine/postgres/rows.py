@@ -12,10 +12,10 @@ import psycopg
 from psycopg import pq
 from psycopg.adapt import Transformer
 
-from conveyor.engine.salvage import COLUMNS, UNREAD, describe, salvage_job
+from conveyor._options import check_aware
+from conveyor.engine._salvage import COLUMNS, UNREAD, describe, salvage_job
 from conveyor.errors import ValidationError
 from conveyor.job import Job, JobState
-from conveyor.options import check_aware
 from conveyor.request import JobRequest
 
 
@@ -105,7 +105,7 @@ def read_jobs(rows: Sequence[Sequence[Any]]) -> list[Job]:
 
 
 def salvage_rows(cur: psycopg.AsyncCursor[Any]) -> list[Job]:
-    """Every row of ``cur``'s result, decoded column by column (see ``conveyor.engine.salvage``).
+    """Every row of ``cur``'s result, decoded column by column (see ``conveyor.engine._salvage``).
 
     Runs only after the fast path failed on some row: psycopg loads a whole result at once, so one
     unloadable value (a ``1e400`` in args, an ``infinity`` timestamp) would otherwise lose them all.

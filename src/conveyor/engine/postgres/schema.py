@@ -11,9 +11,9 @@ from typing import Any
 
 import psycopg
 
-from conveyor.engine.migrations import LATEST_VERSION as _LATEST
-from conveyor.engine.migrations import MIGRATIONS, missing_from, schema_problem
-from conveyor.engine.sqlfiles import SqlFiles, quote_identifier
+from conveyor.engine._migrations import LATEST_VERSION as _LATEST
+from conveyor.engine._migrations import MIGRATIONS, missing_from, schema_problem
+from conveyor.engine._sqlfiles import SqlFiles, quote_identifier
 from conveyor.errors import SchemaError
 
 #: The schema version this Conveyor installs (the same on every engine).

@@ -38,8 +38,8 @@ from typing import Any, TypeVar
 
 import orjson
 
-from conveyor.engine import payloads
-from conveyor.engine.sqlfiles import SqlFiles
+from conveyor.engine import _payloads as payloads
+from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.sqlite.checkpointer import Checkpointer
 from conveyor.engine.sqlite.listener import Hub
 from conveyor.errors import ConveyorError, EngineClosedError

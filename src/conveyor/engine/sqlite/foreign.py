@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from conveyor.engine import sqlalchemy_bridge
+from conveyor.engine import _sqlalchemy_bridge as sqlalchemy_bridge
 from conveyor.engine.sqlite.database import FIRST_BUSY_PAUSE, MAX_BUSY_PAUSE, is_busy
 from conveyor.errors import UnsupportedConnectionError
 

@@ -24,7 +24,7 @@ from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from conveyor.engine import payloads
+from conveyor.engine import _payloads as payloads
 from conveyor.engine.sqlite.rows import INSERT_COLUMNS, InsertRows, take_requests
 from conveyor.engine.sqlite.schema import FILES
 from conveyor.request import JobRequest

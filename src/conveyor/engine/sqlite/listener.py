@@ -28,9 +28,9 @@ from collections.abc import Iterable
 from concurrent.futures import Future
 from typing import Any
 
-from conveyor.engine import payloads
+from conveyor.engine import _payloads as payloads
+from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.base import NotificationHandler
-from conveyor.engine.sqlfiles import SqlFiles
 
 log = logging.getLogger("conveyor.listener")
 

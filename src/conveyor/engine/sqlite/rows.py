@@ -14,10 +14,10 @@ from typing import Any
 
 import orjson
 
-from conveyor.engine.salvage import COLUMNS, UNREAD, describe, salvage_job
+from conveyor._options import check_aware
+from conveyor.engine._salvage import COLUMNS, UNREAD, describe, salvage_job
 from conveyor.errors import ValidationError
 from conveyor.job import Job, JobState
-from conveyor.options import check_aware
 from conveyor.request import JobRequest
 
 #: Distinct tag lists remembered per insert; more are encoded each time.
@@ -103,7 +103,7 @@ def _text_list(value: Any) -> bool:
 
 def read_jobs(rows: Sequence[Sequence[Any]]) -> list[Job]:
     """The jobs of ``rows``; a row that cannot be decoded as it is comes back with
-    ``Job.unreadable`` set instead of failing the rows around it (``conveyor.engine.salvage``)."""
+    ``Job.unreadable`` set instead of failing the rows around it (``conveyor.engine._salvage``)."""
     try:
         return [job_from_row(row) for row in rows]
     except Exception:
@@ -116,7 +116,7 @@ _TIME_COLUMNS = frozenset(range(12, 18))
 
 
 def salvage_row(row: Sequence[Any]) -> Job:
-    """One row decoded column by column (see ``conveyor.engine.salvage``)."""
+    """One row decoded column by column (see ``conveyor.engine._salvage``)."""
     try:
         return job_from_row(row)
     except Exception:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 
-from conveyor.engine.migrations import LATEST_VERSION as _LATEST
-from conveyor.engine.migrations import MIGRATIONS, missing_from, schema_problem
-from conveyor.engine.sqlfiles import SqlFiles
+from conveyor.engine._migrations import LATEST_VERSION as _LATEST
+from conveyor.engine._migrations import MIGRATIONS, missing_from, schema_problem
+from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.errors import ValidationError
 
 #: The schema version this Conveyor installs (the same on every engine).

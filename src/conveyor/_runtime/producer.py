@@ -9,13 +9,13 @@ import logging
 import uuid
 from dataclasses import dataclass
 
+from conveyor._runtime.acker import Acker
+from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
+from conveyor._runtime.runner import JobRunner
+from conveyor._runtime.service import Service
 from conveyor.context import JobContext
 from conveyor.definition import ExecutorKind
 from conveyor.engine.base import Engine
-from conveyor.runtime.acker import Acker
-from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
-from conveyor.runtime.runner import JobRunner
-from conveyor.runtime.service import Service
 
 log = logging.getLogger("conveyor.producer")
 

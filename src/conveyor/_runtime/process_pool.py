@@ -39,8 +39,8 @@ class RemoteError(Exception):
 
 def _serve(conn: multiprocessing.connection.Connection) -> None:
     """The worker process's loop: receive (worker name, job), run it, send the result back."""
-    from conveyor.resolver import Resolver
-    from conveyor.runtime.invoke import call_blocking
+    from conveyor._resolver import Resolver
+    from conveyor._runtime.invoke import call_blocking
 
     resolver = Resolver()
     while True:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from conveyor import options as opt
+from conveyor import _options as opt
+from conveyor._runtime.node import Node
+from conveyor._runtime.signals import ident_for, queue_signal
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 from conveyor.fleet import QueueInfo
-from conveyor.runtime.node import Node
-from conveyor.runtime.signals import ident_for, queue_signal
 from conveyor.settings import Settings
 
 QUEUE_ACTIONS = ("pause", "resume", "scale", "start", "stop")

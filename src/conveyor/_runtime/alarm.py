@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
+from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
 
 
 class Alarm:

@@ -11,6 +11,10 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from conveyor._resolver import Resolver
+from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
+from conveyor._runtime.invoke import call_async, call_blocking
+from conveyor._runtime.process_pool import ProcessPool, RemoteError
 from conveyor.acks import Ack, error_entry
 from conveyor.backoff import default_backoff
 from conveyor.context import JobContext
@@ -19,10 +23,6 @@ from conveyor.errors import ConveyorError
 from conveyor.job import Job, JobState
 from conveyor.outcomes import Cancel, Discard, Outcome, Record, Snooze
 from conveyor.recorded import encode_result
-from conveyor.resolver import Resolver
-from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
-from conveyor.runtime.invoke import call_async, call_blocking
-from conveyor.runtime.process_pool import ProcessPool, RemoteError
 from conveyor.telemetry import Telemetry
 
 log = logging.getLogger("conveyor.job")

@@ -6,12 +6,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from conveyor._runtime.acker import Acker
+from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
+from conveyor._runtime.producer import Producer
+from conveyor._runtime.service import Service
 from conveyor.engine.base import Engine
 from conveyor.fleet import ProducerBeat
-from conveyor.runtime.acker import Acker
-from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
-from conveyor.runtime.producer import Producer
-from conveyor.runtime.service import Service
 
 log = logging.getLogger("conveyor.heartbeat")
 

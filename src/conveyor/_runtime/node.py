@@ -8,19 +8,19 @@ from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+from conveyor._resolver import Resolver
+from conveyor._runtime.acker import Acker
+from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
+from conveyor._runtime.duties import CronScheduler, LeaderDuty, Lifeline, Pruner
+from conveyor._runtime.heartbeat import Heartbeat
+from conveyor._runtime.leadership import Leadership
+from conveyor._runtime.process_pool import ProcessPool
+from conveyor._runtime.producer import Producer
+from conveyor._runtime.runner import JobRunner
+from conveyor._runtime.signals import addressed_to
+from conveyor._runtime.stager import Stager
 from conveyor.cron import CronEntry
 from conveyor.engine.base import Engine
-from conveyor.resolver import Resolver
-from conveyor.runtime.acker import Acker
-from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
-from conveyor.runtime.duties import CronScheduler, LeaderDuty, Lifeline, Pruner
-from conveyor.runtime.heartbeat import Heartbeat
-from conveyor.runtime.leadership import Leadership
-from conveyor.runtime.process_pool import ProcessPool
-from conveyor.runtime.producer import Producer
-from conveyor.runtime.runner import JobRunner
-from conveyor.runtime.signals import addressed_to
-from conveyor.runtime.stager import Stager
 from conveyor.settings import QueueSettings, Settings
 from conveyor.telemetry import Telemetry
 

@@ -16,11 +16,11 @@ import math
 from collections.abc import Sequence
 from datetime import datetime
 
+from conveyor._runtime.alarm import Alarm
+from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor.acks import Ack, error_entry
 from conveyor.engine.base import Engine
 from conveyor.job import JobState
-from conveyor.runtime.alarm import Alarm
-from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("conveyor.acker")
 

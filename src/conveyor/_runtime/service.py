@@ -9,8 +9,8 @@ import contextlib
 import logging
 from abc import ABC, abstractmethod
 
-from conveyor.runtime.alarm import Alarm
-from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
+from conveyor._runtime.alarm import Alarm
+from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger("conveyor.service")
 

@@ -11,12 +11,12 @@ import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
+from conveyor._runtime.heartbeat import Heartbeat
+from conveyor._runtime.leadership import Leadership
+from conveyor._runtime.service import Service
 from conveyor.cron import CronEntry, floor_minute
 from conveyor.engine.base import Engine
 from conveyor.fleet import CronTick
-from conveyor.runtime.heartbeat import Heartbeat
-from conveyor.runtime.leadership import Leadership
-from conveyor.runtime.service import Service
 from conveyor.telemetry import Telemetry
 
 log = logging.getLogger("conveyor.duties")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from conveyor.engine.sqlfiles import SqlFiles, quote_literal
+from conveyor.engine._sqlfiles import SqlFiles, quote_literal
 
 
 @dataclass(frozen=True, slots=True)

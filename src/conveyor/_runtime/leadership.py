@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 
+from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
+from conveyor._runtime.service import Service
 from conveyor.engine.base import Engine
-from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
-from conveyor.runtime.service import Service
 from conveyor.telemetry import Telemetry
 
 log = logging.getLogger("conveyor.leader")

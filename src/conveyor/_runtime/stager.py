@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
+from conveyor._runtime.service import Service
 from conveyor.engine.base import Engine
-from conveyor.runtime.clock import SYSTEM_CLOCK, Clock
-from conveyor.runtime.service import Service
 from conveyor.telemetry import Telemetry
 
 
