@@ -101,6 +101,12 @@ async def outlives_its_timeout() -> None:
     await asyncio.Event().wait()
 
 
+@job(queue="default", timeout=30, max_attempts=1, executor="process")
+def process_outlives_its_timeout() -> None:
+    """A process job past its 30 s timeout: the pool kills its process (an hour is never reached)."""
+    time.sleep(3600)
+
+
 @job(queue="default", timeout=30, max_attempts=1)
 def thread_outlives_its_timeout() -> None:
     """A thread job past its 30 s timeout: it stops once told (or after 5 real seconds)."""

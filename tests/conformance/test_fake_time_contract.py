@@ -158,7 +158,13 @@ async def test_job_timeouts_run_on_the_nodes_clock(make: AppFactory) -> None:
     app = make(clock=clock, **NODE)
     await app.install()
     await app.start()
-    ids = await app.enqueue_many([hj.outlives_its_timeout.new(), hj.thread_outlives_its_timeout.new()])
+    ids = await app.enqueue_many(
+        [
+            hj.outlives_its_timeout.new(),
+            hj.thread_outlives_its_timeout.new(),
+            hj.process_outlives_its_timeout.new(),
+        ]
+    )
     for job_id in ids:
         await settle(app, job_id, JobState.EXECUTING)
     await advance(clock, 20)

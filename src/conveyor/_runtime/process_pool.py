@@ -123,8 +123,9 @@ class ProcessPool:
         worker.process.kill()
         return True
 
-    async def run(self, worker_name: str, job: Job, timeout: float | None = None) -> Any:
-        """Run a job in a worker process; raise what the job raised (as RemoteError or Outcome)."""
+    async def run(self, worker_name: str, job: Job) -> Any:
+        """Run a job in a worker process; raise what the job raised (as RemoteError or Outcome).
+        Cancelling the call (a timeout, a cancel) stops the process and replaces it."""
         if self._idle is None:
             raise RuntimeError("the process pool is not started")
         if self._lazy:
@@ -139,7 +140,7 @@ class ProcessPool:
             worker.job_id = job.id
             self._busy[job.id] = worker
             worker.conn.send((worker_name, job))
-            kind, value = await asyncio.wait_for(self._receive(worker), timeout)
+            kind, value = await self._receive(worker)
         except BaseException:
             # Timed out, cancelled or dead: the process may still be busy, so it cannot be reused.
             replace = True

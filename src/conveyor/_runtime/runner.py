@@ -8,6 +8,7 @@ import contextvars
 import logging
 import math
 import traceback
+from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -105,40 +106,34 @@ class JobRunner:
         return ack
 
     async def _execute(self, definition: JobDefinition, kind: ExecutorKind, context: JobContext) -> Any:
+        """Run the job on its executor, within its timeout on the node's clock (every executor
+        alike, so fake time in tests moves all of them)."""
         timeout = definition.timeout
-        if kind is ExecutorKind.PROCESS:
-            if self.processes is None:
-                raise ConveyorError("this node has no process pool (set processes > 0)")
-            try:
-                return await self.processes.run(definition.name, context.job, timeout)
-            except TimeoutError:
-                raise JobTimeout(timeout or 0) from None
-        if kind is ExecutorKind.THREAD:
-            loop = asyncio.get_running_loop()
-            ctx = contextvars.copy_context()
-            future = loop.run_in_executor(self.threads, ctx.run, call_blocking, definition, context)
-            if timeout is None:
-                return await future
-            try:
-                async with self.clock.timeout(timeout):
-                    return await future
-            except TimeoutError:
-                if not future.cancelled():  # the job's own TimeoutError, not our deadline
-                    raise
-                # A thread cannot be stopped from outside: tell the job, free the slot.
-                context.expire()
-                raise JobTimeout(timeout or 0) from None
         if timeout is None:
-            return await call_async(definition, context)
+            return await self._start(definition, kind, context)
         deadline = self.clock.timeout(timeout)
         try:
             async with deadline:
-                return await call_async(definition, context)
+                return await self._start(definition, kind, context)
         except TimeoutError:
             # Only our deadline is a timeout; a TimeoutError raised by the job's code is its error.
             if context.cancel_requested or not deadline.expired():
                 raise
-            raise JobTimeout(timeout or 0) from None
+            # A thread cannot be stopped from outside: tell the job, free the slot. (A process
+            # that outlives its deadline is killed and replaced by the pool.)
+            context.expire()
+            raise JobTimeout(timeout) from None
+
+    def _start(self, definition: JobDefinition, kind: ExecutorKind, context: JobContext) -> Awaitable[Any]:
+        if kind is ExecutorKind.PROCESS:
+            if self.processes is None:
+                raise ConveyorError("this node has no process pool (set processes > 0)")
+            return self.processes.run(definition.name, context.job)
+        if kind is ExecutorKind.THREAD:
+            loop = asyncio.get_running_loop()
+            ctx = contextvars.copy_context()
+            return loop.run_in_executor(self.threads, ctx.run, call_blocking, definition, context)
+        return call_async(definition, context)
 
     # -- turning results into acks --------------------------------------------------------------
     def _completed(self, job: Job, definition: JobDefinition, value: Any) -> Ack:
