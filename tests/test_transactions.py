@@ -371,3 +371,33 @@ async def test_unsupported_connection_objects_are_refused(app: Conveyor, dsn: st
 async def _notes_table(dsn: str, prefix: str) -> None:
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         await conn.execute(sql.SQL("CREATE TABLE {} (note text NOT NULL)").format(table(prefix, "notes")))
+
+
+# -- managing jobs inside a caller's transaction ---------------------------------------------
+
+
+async def test_cancel_retry_delete_join_a_sqlalchemy_session(app: Conveyor, dsn: str, prefix: str) -> None:
+    """A web request that replaces a job: cancel the old one and enqueue the new in its session."""
+    await app.install()
+    old, done = await app.enqueue_many([side_effect.new(n=1), side_effect.new(n=2)])
+    assert await app.cancel_jobs(ids=[done]) == [done]
+    engine = create_async_engine(alchemy_url(dsn))
+    try:
+        async with AsyncSession(engine) as session:
+            assert await app.cancel_jobs(ids=[old], conn=session) == [old]
+            assert await app.retry_jobs(ids=[done], conn=session) == [done]
+            await session.rollback()
+        assert [j.state.value for j in await app.list_jobs(ids=[old, done])] == ["cancelled", "available"]
+        async with AsyncSession(engine) as session:
+            assert await app.cancel_jobs(ids=[old], conn=session) == [old]
+            new = await app.enqueue(side_effect.new(n=3), conn=session)
+            assert await app.delete_jobs(ids=[done], conn=session) == [done]
+            await session.commit()
+        assert [j.state.value for j in await app.list_jobs(ids=[old, done, new])] == ["available", "cancelled"]
+    finally:
+        await engine.dispose()
+
+
+def test_sync_twins_refuse_a_blocking_connection_clearly(sync_app: Conveyor, dsn: str) -> None:
+    with psycopg.connect(dsn) as conn, pytest.raises(UnsupportedConnectionError, match="AsyncConnection"):
+        sync_app.cancel_jobs_sync(ids=[1], conn=conn)

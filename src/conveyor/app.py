@@ -244,14 +244,23 @@ class Conveyor:
         twin) the node is reached like any other, through the database: it lives on another loop."""
         return None if self._portal.is_current() else self.node
 
-    async def _run(self, operation: Operation[T]) -> T:
-        """Run ``operation`` on the engine of the calling loop: the app's own, or the portal's."""
+    async def _run(self, operation: Operation[T], conn: Any = None) -> T:
+        """Run ``operation`` on the engine of the calling loop: the app's own, or the portal's. With
+        a caller's ``conn`` the engine is only a statement builder: it is not opened."""
+        if conn is not None:
+            return await operation(self._statement_engine())
         if self._portal.is_current():
             if self._portal_engine is None:
                 self._portal_engine = self._engine_factory()
                 await self._portal_engine.open()
             return await operation(self._portal_engine)
         return await operation(await self.engine())
+
+    def _statement_engine(self) -> Engine:
+        """The app's engine, for operations on a caller's connection (which need no pool)."""
+        if self._engine is None:
+            self._engine = self._engine_factory()
+        return self._engine
 
     # -- schema ------------------------------------------------------------------------------
     async def install(self) -> int:
@@ -273,20 +282,14 @@ class Conveyor:
         self, requests: Iterable[JobRequest], *, conn: Any = None, now: datetime | None = None
     ) -> list[int]:
         """Insert many jobs atomically, streamed in chunks; return their ids in order."""
-        if conn is not None:
-            engine = self._engine or self._engine_factory()
-            self._engine = engine
-            return await engine.insert(requests, conn=conn, now=now)
-        return await self._run(lambda e: e.insert(requests, now=now))
+        return await self._run(lambda e: e.insert(requests, conn=conn, now=now), conn)
 
     def enqueue_many_sync(
         self, requests: Iterable[JobRequest], *, conn: Any = None, now: datetime | None = None
     ) -> list[int]:
         if conn is not None:
             # A caller's synchronous connection is used right here, in the caller's thread.
-            engine = self._engine or self._engine_factory()
-            self._engine = engine
-            return engine.insert_sync(requests, conn=conn, now=now)
+            return self._statement_engine().insert_sync(requests, conn=conn, now=now)
         return self._portal.call(self._run, lambda e: e.insert(requests, now=now))
 
     # -- managing jobs -----------------------------------------------------------------------
@@ -304,24 +307,32 @@ class Conveyor:
 
     list_jobs_sync = blocking_twin(list_jobs)
 
-    async def cancel_jobs(self, /, criteria: JobFilter | None = None, **filters: Any) -> list[int]:
-        """Cancel matching jobs that are not final; return the ids cancelled."""
+    async def cancel_jobs(
+        self, /, criteria: JobFilter | None = None, *, conn: Any = None, **filters: Any
+    ) -> list[int]:
+        """Cancel matching jobs that are not final; return the ids cancelled. With ``conn`` (an async
+        connection or session of yours), inside your transaction: your commit makes it happen."""
         found = _criteria(criteria, filters)
-        return await self._run(lambda e: e.cancel_jobs(found))
+        return await self._run(lambda e: e.cancel_jobs(found, conn=conn), conn)
 
     cancel_jobs_sync = blocking_twin(cancel_jobs)
 
-    async def retry_jobs(self, /, criteria: JobFilter | None = None, **filters: Any) -> list[int]:
-        """Make matching jobs available again now; return their ids."""
+    async def retry_jobs(
+        self, /, criteria: JobFilter | None = None, *, conn: Any = None, **filters: Any
+    ) -> list[int]:
+        """Make matching jobs available again now; return their ids. ``conn``: as ``cancel_jobs``."""
         found = _criteria(criteria, filters)
-        return await self._run(lambda e: e.retry_jobs(found))
+        return await self._run(lambda e: e.retry_jobs(found, conn=conn), conn)
 
     retry_jobs_sync = blocking_twin(retry_jobs)
 
-    async def delete_jobs(self, /, criteria: JobFilter | None = None, **filters: Any) -> list[int]:
-        """Delete matching jobs that are not executing; return their ids."""
+    async def delete_jobs(
+        self, /, criteria: JobFilter | None = None, *, conn: Any = None, **filters: Any
+    ) -> list[int]:
+        """Delete matching jobs that are not executing; return their ids. ``conn``: as
+        ``cancel_jobs``."""
         found = _criteria(criteria, filters)
-        return await self._run(lambda e: e.delete_jobs(found))
+        return await self._run(lambda e: e.delete_jobs(found, conn=conn), conn)
 
     delete_jobs_sync = blocking_twin(delete_jobs)
 

@@ -8,10 +8,11 @@ called again with the same list it returns another engine on the same database (
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiosqlite
 import psycopg
 import pytest
 
@@ -67,6 +68,23 @@ def _sqlite(tmp_path: Path, schemas: list[str]) -> Engine:
 ENGINES: dict[str, Callable[[Path, list[str]], Engine]] = {"postgres": _postgres, "sqlite": _sqlite}
 
 
+async def _postgres_caller(engine: Engine) -> Any:
+    return await psycopg.AsyncConnection.connect(DSN)
+
+
+async def _sqlite_caller(engine: Engine) -> Any:
+    assert isinstance(engine, SqliteEngine)
+    return await aiosqlite.connect(engine.path)
+
+
+#: For each engine, an application's own async connection to the engine's database (what ``conn=``
+#: takes), opened with the driver's defaults: transactions begin implicitly, ``commit()`` ends them.
+CALLER_CONNECTIONS: dict[str, Callable[[Engine], Awaitable[Any]]] = {
+    "postgres": _postgres_caller,
+    "sqlite": _sqlite_caller,
+}
+
+
 @pytest.fixture(params=sorted(ENGINES))
 def engine_name(request: pytest.FixtureRequest) -> str:
     name: str = request.param
@@ -116,3 +134,13 @@ async def node_app(engine_name: str, tmp_path: Path) -> AsyncIterator[Conveyor]:
         await engine.close()
         for schema in schemas:
             release_schema(schema)
+
+
+@pytest.fixture
+async def caller_conn(engine_name: str, any_engine: Engine) -> AsyncIterator[Any]:
+    """An application's own connection to ``any_engine``'s database, closed (rolled back) after."""
+    conn = await CALLER_CONNECTIONS[engine_name](any_engine)
+    try:
+        yield conn
+    finally:
+        await conn.close()

@@ -112,22 +112,30 @@ class Engine(Protocol):
         Criteria combine with AND; each list matches any of its values, except ``tags``, which
         matches jobs carrying all of them; ``before_id`` keeps ids below it (the next page)."""
 
-    async def cancel_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
+    async def cancel_jobs(
+        self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
+    ) -> list[int]:
         """Cancel every matching job that is not final yet (available, scheduled, retryable,
         executing): state ``cancelled``, ``cancelled_at`` = now. Final jobs are left alone. With
         ``criteria.limit``, the lowest matching ids go first. Return the ids cancelled, ascending.
 
         For each job that was executing, send ``{"action": "pkill", "job_id": id}`` on "signal" so
-        its node stops it; that node's late ack no longer applies (the row is not executing)."""
+        its node stops it; that node's late ack no longer applies (the row is not executing).
 
-    async def retry_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
+        ``conn``, here and in ``retry_jobs``/``delete_jobs``: a caller's async connection or
+        session, as ``insert`` takes; the change and its notifications then belong to the caller's
+        transaction (commit publishes both, rollback leaves nothing)."""
+
+    async def retry_jobs(
+        self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
+    ) -> list[int]:
         """Make every matching job that is not available or executing available now:
         ``scheduled_at`` = now, ``completed_at``/``cancelled_at``/``discarded_at`` cleared,
         ``attempt`` and ``errors`` kept, and ``max_attempts`` raised to ``attempt + 1`` if the job
         had used them all up (one more try). With ``criteria.limit``, the lowest ids go first.
         Return the ids retried, ascending; notify "insert" once per queue among them."""
 
-    async def delete_jobs(self, criteria: JobFilter) -> list[int]:
+    async def delete_jobs(self, criteria: JobFilter, *, conn: Any = None) -> list[int]:
         """Delete every matching job that is not executing (its node still owns it); with
         ``criteria.limit``, the lowest ids first. Return the ids deleted, ascending."""
 

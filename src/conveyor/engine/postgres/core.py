@@ -10,12 +10,13 @@ from typing import Any
 import orjson
 import psycopg
 from psycopg.adapt import Loader
+from psycopg.rows import tuple_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool
 
 from conveyor._options import check_prefix
 from conveyor.engine._sqlfiles import SqlFiles
-from conveyor.engine.postgres import schema
+from conveyor.engine.postgres import foreign, schema
 from conveyor.engine.postgres.connect import connect_once
 from conveyor.engine.postgres.inserter import Inserter
 from conveyor.engine.postgres.rows import read_jobs, salvage_rows
@@ -228,9 +229,16 @@ class PostgresCore:
             cur = await conn.execute(statement.encode(), params)
             return await read_result(cur)
 
-    async def _fetch_ids(self, statement: str, params: dict[str, Any]) -> list[int]:
-        async with self.pool.connection() as conn:
-            cur = await conn.execute(statement.encode(), params)
+    async def _fetch_ids(self, statement: str, params: dict[str, Any], conn: Any = None) -> list[int]:
+        """The ids one statement returns, on the pool or, with ``conn``, in a caller's transaction
+        (one statement is atomic by itself, and its notifications go out with the caller's commit)."""
+        if conn is not None:
+            driver = await foreign.async_driver_connection(conn)
+            async with driver.cursor(row_factory=tuple_row) as cur:
+                await cur.execute(statement.encode(), params)
+                return [row[0] for row in await cur.fetchall()]
+        async with self.pool.connection() as own:
+            cur = await own.execute(statement.encode(), params)
             return [row[0] for row in await cur.fetchall()]
 
     async def _server_back(self) -> None:

@@ -38,20 +38,25 @@ class PostgresJobs(PostgresCore):
             params["limit"] = 100
         return await self._fetch_jobs(statement, params)
 
-    async def cancel_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
+    async def cancel_jobs(
+        self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
+    ) -> list[int]:
         params = self._filter_params(criteria) | {
             "now": naive_utc(now),
             "signal_channel": self.signal_channel,
         }
-        return await self._fetch_ids(self.sql.compose("cancel_jobs", filter="job_filter"), params)
+        return await self._fetch_ids(self.sql.compose("cancel_jobs", filter="job_filter"), params, conn)
 
-    async def retry_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
+    async def retry_jobs(
+        self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
+    ) -> list[int]:
         params = self._filter_params(criteria) | {
             "now": naive_utc(now),
             "insert_channel": self.insert_channel,
         }
-        return await self._fetch_ids(self.sql.compose("retry_jobs", filter="job_filter"), params)
+        return await self._fetch_ids(self.sql.compose("retry_jobs", filter="job_filter"), params, conn)
 
-    async def delete_jobs(self, criteria: JobFilter) -> list[int]:
+    async def delete_jobs(self, criteria: JobFilter, *, conn: Any = None) -> list[int]:
         params = self._filter_params(criteria)
-        return sorted(await self._fetch_ids(self.sql.compose("delete_jobs", filter="job_filter"), params))
+        statement = self.sql.compose("delete_jobs", filter="job_filter")
+        return sorted(await self._fetch_ids(statement, params, conn))

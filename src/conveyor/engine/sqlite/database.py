@@ -34,7 +34,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
@@ -153,6 +153,17 @@ def _retry_busy(operation: Callable[[], T], timeout: float) -> T:
                 raise
         time.sleep(pause * (0.5 + random.random()))
         pause = min(pause * 2, MAX_BUSY_PAUSE)
+
+
+class WriteTx(Protocol):
+    """What a write function sees: the connection of an open write transaction, and ``notify``.
+    ``Tx`` is the engine's own; ``foreign.CallerTx`` a caller's connection."""
+
+    conn: sqlite3.Connection
+
+    def notify(
+        self, channel: str, payload: dict[str, Any], created: str, *, written: bool = False
+    ) -> None: ...
 
 
 class Tx:

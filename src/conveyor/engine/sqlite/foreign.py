@@ -27,12 +27,13 @@ import contextlib
 import random
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
+from conveyor.engine import _payloads as payloads
 from conveyor.engine import _sqlalchemy_bridge as sqlalchemy_bridge
-from conveyor.engine.sqlite.database import FIRST_BUSY_PAUSE, MAX_BUSY_PAUSE, is_busy
+from conveyor.engine.sqlite.database import FIRST_BUSY_PAUSE, MAX_BUSY_PAUSE, SQL, is_busy
 from conveyor.errors import UnsupportedConnectionError
 
 ASYNC_EXPECTED = "an aiosqlite.Connection, or a SQLAlchemy AsyncSession/AsyncConnection on sqlite+aiosqlite"
@@ -40,6 +41,8 @@ SYNC_EXPECTED = "a sqlite3.Connection, or a SQLAlchemy Session/Connection on sql
 SAVEPOINT = "conveyor_insert"
 #: Seconds we retry taking the write lock on a caller's connection (on top of its own timeout).
 BEGIN_TIMEOUT = 30.0
+
+T = TypeVar("T")
 
 
 def _is_aiosqlite(obj: Any) -> bool:
@@ -156,3 +159,29 @@ async def atomic_async(conn: Any) -> AsyncIterator[None]:
             await conn.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
         raise
     await conn.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
+
+
+class CallerTx:
+    """A caller's open transaction, as the engine's write functions (``database.WriteTx``) see it.
+    Notifications are rows only (no source process), which every process's listener delivers once
+    the caller commits; a rollback takes them away with the rest."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def notify(self, channel: str, payload: dict[str, Any], created: str, *, written: bool = False) -> None:
+        if not written:
+            self.conn.execute(SQL["notify"], (channel, payloads.encode(payload), None, created))
+
+
+async def write_in_caller_tx(conn: Any, write: Callable[[CallerTx], T]) -> T:
+    """Run an engine write function inside the transaction of a caller's async connection (an
+    ``aiosqlite`` connection or a SQLAlchemy async session on it), on that connection's thread."""
+    driver = await async_driver_connection(conn)
+    async with atomic_async(driver):
+        # aiosqlite runs everything on its own thread; the function needs the sqlite3 connection
+        # underneath, on that thread, so it goes through the same queue as aiosqlite's own calls.
+        result: T = await driver._execute(lambda: write(CallerTx(driver._conn)))
+        return result

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
+from conveyor.engine.sqlite import foreign
 from conveyor.engine.sqlite.core import FILES, SqliteCore, compose
-from conveyor.engine.sqlite.database import Tx
+from conveyor.engine.sqlite.database import WriteTx
 from conveyor.engine.sqlite.rows import check_now, read_jobs, time_text, utc_clock
 from conveyor.filters import JobFilter
 from conveyor.job import Job
@@ -17,6 +19,8 @@ from conveyor.job import Job
 #: The filter fragments, in the order they are combined with AND, by JobFilter field.
 FILTER_PARTS = ("ids", "states", "queues", "workers", "tags", "before_id")
 DEFAULT_LIST_LIMIT = 100
+
+T = TypeVar("T")
 
 
 def _filter(criteria: JobFilter) -> tuple[str, dict[str, Any]]:
@@ -50,6 +54,12 @@ def _condition(used: tuple[str, ...]) -> str:
 class SqliteJobs(SqliteCore):
     """``get_job``, ``list_jobs``, ``cancel_jobs``, ``retry_jobs``, ``delete_jobs``."""
 
+    async def _write(self, write: Callable[[WriteTx], T], conn: Any) -> T:
+        """Run ``write`` in a transaction of the engine's own or, with ``conn``, in the caller's."""
+        if conn is not None:
+            return await foreign.write_in_caller_tx(conn, write)
+        return await self.database.write(write)
+
     async def get_job(self, job_id: int) -> Job | None:
         statement = self._get
 
@@ -69,14 +79,16 @@ class SqliteJobs(SqliteCore):
 
         return read_jobs(await self.database.read(run))
 
-    async def cancel_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
+    async def cancel_jobs(
+        self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
+    ) -> list[int]:
         check_now(now)
         condition, params = _filter(criteria)
         params["limit"] = _limit(criteria)
         targets_sql = compose("cancel_targets", condition)
         cancel_sql = FILES["cancel_jobs"]
 
-        def run(tx: Tx) -> list[int]:
+        def run(tx: WriteTx) -> list[int]:
             targets = tx.conn.execute(targets_sql, params).fetchall()
             if not targets:
                 return []
@@ -88,32 +100,34 @@ class SqliteJobs(SqliteCore):
                     tx.notify("signal", {"action": "pkill", "job_id": job_id}, clock)
             return sorted(cancelled)
 
-        return await self.database.write(run)
+        return await self._write(run, conn)
 
-    async def retry_jobs(self, criteria: JobFilter, *, now: datetime | None = None) -> list[int]:
+    async def retry_jobs(
+        self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
+    ) -> list[int]:
         check_now(now)
         condition, params = _filter(criteria)
         params["limit"] = _limit(criteria)
         statement = compose("retry_jobs", condition)
 
-        def run(tx: Tx) -> list[int]:
+        def run(tx: WriteTx) -> list[int]:
             clock = time_text(utc_clock(now))
             rows = tx.conn.execute(statement, params | {"now": clock}).fetchall()
             for queue in sorted({row[1] for row in rows}):
                 tx.notify("insert", {"queue": queue}, clock)
             return sorted(row[0] for row in rows)
 
-        return await self.database.write(run)
+        return await self._write(run, conn)
 
-    async def delete_jobs(self, criteria: JobFilter) -> list[int]:
+    async def delete_jobs(self, criteria: JobFilter, *, conn: Any = None) -> list[int]:
         condition, params = _filter(criteria)
         params["limit"] = _limit(criteria)
         statement = compose("delete_jobs", condition)
 
-        def run(tx: Tx) -> list[int]:
+        def run(tx: WriteTx) -> list[int]:
             return sorted(row[0] for row in tx.conn.execute(statement, params).fetchall())
 
-        return await self.database.write(run)
+        return await self._write(run, conn)
 
 
 def _limit(criteria: JobFilter) -> int:
