@@ -393,7 +393,10 @@ async def test_cancel_retry_delete_join_a_sqlalchemy_session(app: Conveyor, dsn:
             new = await app.enqueue(side_effect.new(n=3), conn=session)
             assert await app.delete_jobs(ids=[done], conn=session) == [done]
             await session.commit()
-        assert [j.state.value for j in await app.list_jobs(ids=[old, done, new])] == ["available", "cancelled"]
+        assert [j.state.value for j in await app.list_jobs(ids=[old, done, new])] == [
+            "available",
+            "cancelled",
+        ]
     finally:
         await engine.dispose()
 

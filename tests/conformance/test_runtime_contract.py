@@ -6,6 +6,7 @@ import asyncio
 import os
 
 from conveyor import Conveyor, JobState
+from conveyor.acks import Ack
 from tests.conformance import jobs
 
 
@@ -51,3 +52,36 @@ async def test_scheduled_jobs_run_when_due(node_app: Conveyor) -> None:
     job = await node_app.get_job(job_id)
     assert job is not None and job.state is JobState.SCHEDULED
     await wait_final(node_app, [job_id], {JobState.COMPLETED}, timeout=10)
+
+
+async def test_ack_hooks_see_each_applied_outcome_once(node_app: Conveyor) -> None:
+    """The extension point for features that act when jobs finish: a hook gets every applied ack
+    once, after its commit; a failing hook is logged and stops neither the acks nor other hooks."""
+    seen: list[tuple[int, JobState]] = []
+    all_seen = asyncio.Event()
+
+    async def broken(acks: object) -> None:
+        raise RuntimeError("a hook that always fails")
+
+    async def record(acks: list[Ack]) -> None:
+        for ack in acks:
+            found = await node_app.get_job(ack.job_id)
+            assert found is not None and found.state is ack.state  # committed before the hook runs
+            seen.append((ack.job_id, ack.state))
+        if len(seen) >= 4:
+            all_seen.set()
+
+    assert node_app.node is not None
+    node_app.node.after_ack(broken)
+    remove = node_app.node.after_ack(record)
+    ids = await node_app.enqueue_many(
+        [jobs.async_ok.new(value=1), jobs.thread_ok.new(value=2), jobs.always_fails.new(), jobs.cancels.new()]
+    )
+    await wait_final(node_app, ids, {JobState.COMPLETED, JobState.RETRYABLE, JobState.CANCELLED})
+    await asyncio.wait_for(all_seen.wait(), 5)
+    expected = [JobState.COMPLETED, JobState.COMPLETED, JobState.RETRYABLE, JobState.CANCELLED]
+    assert sorted(seen) == sorted(zip(ids, expected, strict=True))
+    remove()
+    later = await node_app.enqueue(jobs.async_ok.new(value=3))
+    await wait_final(node_app, [later], {JobState.COMPLETED})
+    assert later not in [job_id for job_id, _ in seen]

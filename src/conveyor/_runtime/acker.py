@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
 from conveyor._runtime.alarm import Alarm
@@ -25,6 +25,11 @@ from conveyor.job import JobState
 log = logging.getLogger("conveyor.acker")
 
 RETRY_DELAYS = (0.05, 0.2, 0.5, 1.0, 2.0)
+
+#: Called on the node's loop with the acks of a batch that the database applied (stale ones, which
+#: changed nothing, left out), once they are committed. Features that act when jobs finish (waking
+#: waiters, releasing dependants) plug in here. A hook's failure is logged and changes nothing else.
+AckHook = Callable[[Sequence[Ack]], Awaitable[None]]
 
 
 def fallback_acks(ack: Ack, refused: BaseException, at: datetime) -> list[Ack]:
@@ -69,6 +74,8 @@ class Acker:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.written = 0
+        #: See ``AckHook``; run in order after each written batch.
+        self.hooks: list[AckHook] = []
         #: Acks the database refused and that were replaced by a fallback (or, rarely, lost).
         self.refused = 0
 
@@ -156,7 +163,7 @@ class Acker:
         failures = 0
         while True:
             try:
-                await self.engine.ack_jobs(batch, now=self.clock.database_now())
+                applied = await self.engine.ack_jobs(batch, now=self.clock.database_now())
             except Exception as exc:
                 if not self.engine.is_transient(exc):
                     return exc
@@ -166,4 +173,15 @@ class Acker:
                 await asyncio.sleep(delay)
             else:
                 self.written += len(batch)
+                if self.hooks and applied:
+                    await self._run_hooks(batch, applied)
                 return None
+
+    async def _run_hooks(self, batch: Sequence[Ack], applied: Sequence[int]) -> None:
+        written = set(applied)
+        acks = [ack for ack in batch if ack.job_id in written]
+        for hook in tuple(self.hooks):
+            try:
+                await hook(acks)
+            except Exception:
+                log.exception("ack hook %r failed on %d acks", hook, len(acks))

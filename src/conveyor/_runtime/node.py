@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from conveyor._resolver import Resolver
-from conveyor._runtime.acker import Acker
+from conveyor._runtime.acker import Acker, AckHook
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor._runtime.duties import CronScheduler, LeaderDuty, Lifeline, Pruner
 from conveyor._runtime.heartbeat import Heartbeat
@@ -283,6 +283,13 @@ class Node:
         task = asyncio.create_task(work)
         self._control_tasks.add(task)
         task.add_done_callback(self._control_tasks.discard)
+
+    # -- extension points --------------------------------------------------------------------
+    def after_ack(self, hook: AckHook) -> Callable[[], None]:
+        """Run ``hook`` after every batch of acks this node writes (``acker.AckHook``: the applied
+        acks, once committed). Returns a function that removes it."""
+        self.acker.hooks.append(hook)
+        return lambda: self.acker.hooks.remove(hook) if hook in self.acker.hooks else None
 
     # -- waking producers --------------------------------------------------------------------
     def _wake_queue(self, queue: str) -> None:
