@@ -24,6 +24,7 @@ def free_port() -> int:
         ("postgresql://no_such_role@127.0.0.1:5432/test", 'role "no_such_role" does not exist'),
         (f"postgresql://postgres@127.0.0.1:{free_port()}/test", "Connection refused"),
     ],
+    ids=["no-database", "no-role", "no-server"],  # stable across collections (pytest-xdist)
 )
 async def test_start_and_enqueue_fail_fast_with_the_servers_reason(url: str, reason: str) -> None:
     for action in ("start", "enqueue"):

@@ -15,7 +15,7 @@ from conveyor.errors import (
     WorkerNotFoundError,
 )
 from conveyor.filters import JobFilter
-from conveyor.job import Job, JobState
+from conveyor.job import ExistingJobId, Job, JobId, JobState
 from conveyor.outcomes import Cancel, Discard, Record, Snooze
 from conveyor.request import JobRequest
 from conveyor.settings import QueueSettings, Settings
@@ -28,11 +28,13 @@ __all__ = [
     "DatabaseUnreachableError",
     "Discard",
     "ExecutorKind",
+    "ExistingJobId",
     "FakeClock",
     "Job",
     "JobContext",
     "JobDefinition",
     "JobFilter",
+    "JobId",
     "JobNotFoundError",
     "JobRequest",
     "JobState",

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from conveyor.errors import ValidationError
+from conveyor.job import ExistingJobId, JobId
 
 QUEUE_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:\-]{0,127}")
 MAX_SMALLINT = 32767
@@ -137,8 +138,11 @@ def check_tags(value: Any) -> tuple[str, ...]:
 _JSON_OPTIONS = (
     orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
 )
+#: The ids enqueue returns: int subclasses, stored (and read back) as the plain ints they are, so a
+#: job's id can go straight into another job's args.
+_JOB_IDS = frozenset({JobId, ExistingJobId})
 #: Types stored exactly whatever their value (floats are looked at: see ``_plain``).
-_SCALARS = frozenset({str, int, bool, type(None)})
+_SCALARS = frozenset({str, int, bool, type(None), *_JOB_IDS})
 #: The deepest nesting orjson writes, counting args (or meta) itself as level 1.
 MAX_JSON_DEPTH = 254
 #: Integers orjson writes; both engines store them exactly and read them back as int.
@@ -151,6 +155,8 @@ FLOAT_AGAIN = 2.0**64
 
 
 def _refuse(value: Any) -> Any:
+    if type(value) in _JOB_IDS:
+        return int(value)
     raise TypeError  # orjson reports "Type is not JSON serializable"; _unfaithful says where and why
 
 
@@ -235,7 +241,7 @@ def _unfaithful(value: Any, path: str, depth: int) -> Unfaithful | None:
         return _bad_text(value, path)
     if kind is bool or value is None:
         return None
-    if kind is int:
+    if kind is int or kind in _JOB_IDS:
         if MIN_JSON_INT <= value <= MAX_JSON_INT:
             return None
         return str(value), path, ", an integer beyond the 64 bits JSON is written with (-2**63 to 2**64-1)"

@@ -26,7 +26,7 @@ from conveyor.engines import default_database_url, engine_from_url
 from conveyor.errors import ConveyorError, JobNotFoundError, ValidationError
 from conveyor.filters import JobFilter
 from conveyor.fleet import QueueInfo
-from conveyor.job import Job
+from conveyor.job import Job, JobId, job_ids
 from conveyor.recorded import decode_result
 from conveyor.request import JobRequest
 from conveyor.settings import load_settings
@@ -270,27 +270,28 @@ class Conveyor:
     install_sync = blocking_twin(install)
 
     # -- enqueueing --------------------------------------------------------------------------
-    async def enqueue(self, request: JobRequest, *, conn: Any = None, now: datetime | None = None) -> int:
-        """Insert one job and return its id. With ``conn``, inside the caller's transaction."""
+    async def enqueue(self, request: JobRequest, *, conn: Any = None, now: datetime | None = None) -> JobId:
+        """Insert one job and return its id (a ``JobId``: an int whose ``conflict`` says whether it
+        is an existing job the request matched). With ``conn``, inside the caller's transaction."""
         ids = await self.enqueue_many((request,), conn=conn, now=now)
         return ids[0]
 
-    def enqueue_sync(self, request: JobRequest, *, conn: Any = None, now: datetime | None = None) -> int:
+    def enqueue_sync(self, request: JobRequest, *, conn: Any = None, now: datetime | None = None) -> JobId:
         return self.enqueue_many_sync((request,), conn=conn, now=now)[0]
 
     async def enqueue_many(
         self, requests: Iterable[JobRequest], *, conn: Any = None, now: datetime | None = None
-    ) -> list[int]:
+    ) -> list[JobId]:
         """Insert many jobs atomically, streamed in chunks; return their ids in order."""
-        return await self._run(lambda e: e.insert(requests, conn=conn, now=now), conn)
+        return job_ids(await self._run(lambda e: e.insert(requests, conn=conn, now=now), conn))
 
     def enqueue_many_sync(
         self, requests: Iterable[JobRequest], *, conn: Any = None, now: datetime | None = None
-    ) -> list[int]:
+    ) -> list[JobId]:
         if conn is not None:
             # A caller's synchronous connection is used right here, in the caller's thread.
-            return self._statement_engine().insert_sync(requests, conn=conn, now=now)
-        return self._portal.call(self._run, lambda e: e.insert(requests, now=now))
+            return job_ids(self._statement_engine().insert_sync(requests, conn=conn, now=now))
+        return job_ids(self._portal.call(self._run, lambda e: e.insert(requests, now=now)))
 
     # -- managing jobs -----------------------------------------------------------------------
     async def get_job(self, job_id: int) -> Job | None:

@@ -5,7 +5,34 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
+
+
+class JobId(int):
+    """A job's id as ``enqueue`` returns it: an ``int`` in every way, which also tells whether the
+    request made a new job (``conflict`` False) or matched one that already existed and was not
+    inserted again (``conflict`` True: a unique job, see ``ExistingJobId``)."""
+
+    __slots__ = ()
+    conflict: ClassVar[bool] = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({int(self)})"
+
+
+class ExistingJobId(JobId):
+    """The id of a job that already existed: the request conflicted with it and was not inserted.
+    Engines return these from ``insert`` in the place of such a request."""
+
+    __slots__ = ()
+    conflict: ClassVar[bool] = True
+
+
+def job_ids(ids: list[int]) -> list[JobId]:
+    """``ids`` as ``JobId`` values, keeping those that are one already (conflicts)."""
+    if all(type(i) is int for i in ids):
+        return list(map(JobId, ids))
+    return [i if isinstance(i, JobId) else JobId(i) for i in ids]
 
 
 class JobState(enum.StrEnum):

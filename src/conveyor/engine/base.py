@@ -85,6 +85,10 @@ class Engine(Protocol):
     ) -> list[int]:
         """Insert jobs atomically and return their ids in input order (an empty input: ``[]``).
 
+        A request that matches a job already stored, where a feature says it must not be inserted
+        twice (unique jobs), gets that job's id as an ``ExistingJobId`` (``conflict`` True) in its
+        place, and no row; every other id is a plain ``int`` (or a ``JobId``) of a new row.
+
         Each job is ``available`` when its ``scheduled_at`` (or ``now`` + ``schedule_in``; ``now``
         when neither is given) is at or before ``now``, else ``scheduled``; ``inserted_at`` is
         ``now``; ``attempt`` 0. Anything in ``requests`` that is not a ``JobRequest`` fails the whole
