@@ -4,6 +4,7 @@ end one job each (with the reason recorded) while every other job is written. Ru
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -145,7 +146,8 @@ async def test_backoffs_are_clamped_or_replaced(node_app: Conveyor) -> None:
         assert timedelta(seconds=10) < job.scheduled_at - before < timedelta(seconds=30)
 
 
-async def test_error_text_is_stored_safely(node_app: Conveyor) -> None:
+async def test_error_text_is_stored_safely(node_app: Conveyor, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="conveyor.job")
     _, bad = await run_among_others(
         node_app, [hj.nul_error.new(), hj.surrogate_error.new(), hj.huge_error.new()]
     )
@@ -158,6 +160,16 @@ async def test_error_text_is_stored_safely(node_app: Conveyor) -> None:
     text = huge.errors[-1]["error"]
     assert len(text) <= MAX_ERROR_CHARS + 100
     assert "characters cut]" in text and text.rstrip().endswith("tail")
+    # The log lines are safe too: encodable, short, with the exception type and the final verdict.
+    lines = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "conveyor.job" and "attempt 1 failed" in r.getMessage()
+    ]
+    assert len(lines) == 3
+    for line in lines:
+        line.encode("utf-8")
+        assert len(line) < 1000 and "ValueError" in line and "discarding it" in line
 
 
 # -- a node: BaseExceptions from job code end that job, never the node ---------------------------

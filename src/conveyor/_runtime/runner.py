@@ -16,7 +16,7 @@ from conveyor._resolver import Resolver
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor._runtime.invoke import call_async, call_blocking
 from conveyor._runtime.process_pool import ProcessPool, RemoteError
-from conveyor.acks import Ack, error_entry
+from conveyor.acks import Ack, error_entry, safe_error_text
 from conveyor.backoff import default_backoff
 from conveyor.context import JobContext
 from conveyor.definition import ExecutorKind, JobDefinition
@@ -27,6 +27,9 @@ from conveyor.recorded import encode_result
 from conveyor.telemetry import Telemetry
 
 log = logging.getLogger("conveyor.job")
+
+#: The most of a job's exception message one log line carries (the stored error keeps up to 16,000).
+LOG_SUMMARY_CHARS = 500
 
 
 #: The longest pause a custom backoff may ask for (longer ones are cut to it): 365 days.
@@ -168,8 +171,21 @@ class JobRunner:
         else:
             text = "".join(traceback.format_exception(exc))
         error = self._error(job, text)
-        log.warning("job %s (%s) attempt %s failed: %s", job.id, job.worker, job.attempt, exc)
-        if job.attempt >= job.max_attempts:
+        # The job's own text, made safe as stored (a lone surrogate would break the log handler;
+        # a megabyte of message would flood it) and with its exception type.
+        summary = safe_error_text(f"{type(exc).__name__}: {exc}")
+        if len(summary) > LOG_SUMMARY_CHARS:
+            summary = f"{summary[:LOG_SUMMARY_CHARS]}... [{len(summary) - LOG_SUMMARY_CHARS} characters more]"
+        final = job.attempt >= job.max_attempts
+        log.warning(
+            "job %s (%s) attempt %s failed%s: %s",
+            job.id,
+            job.worker,
+            job.attempt,
+            ", discarding it (no attempts left)" if final else "",
+            summary,
+        )
+        if final:
             return Ack(job.id, job.attempt, JobState.DISCARDED, error=error)
         return Ack(job.id, job.attempt, JobState.RETRYABLE, schedule_in=self._backoff(job), error=error)
 
