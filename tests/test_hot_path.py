@@ -42,7 +42,7 @@ async def test_fetch_and_ack_plans_use_the_indexes_even_when_planned_on_a_tiny_t
     # plan made now would keep doing so after the table has grown to millions of rows.
     ids = await engine.insert([JobRequest(worker="tests.noop", args={"n": n}) for n in range(3)])
     fetch = positional(
-        engine.sql.compose("fetch_jobs", job_columns="job_columns"),
+        engine.sql.compose("fetch_jobs", job_columns="job_columns", demand="fetch_demand"),
         ["queue", "demand", "node", "producer", "now"],
     )
     plan = await generic_plan(
@@ -51,6 +51,20 @@ async def test_fetch_and_ack_plans_use_the_indexes_even_when_planned_on_a_tiny_t
     assert "Seq Scan" not in plan and "Bitmap" not in plan, plan
     assert "Index Scan using oban_jobs_state_queue_priority_scheduled_at_id_index" in plan, plan
     assert "Index Scan using oban_jobs_pkey" in plan, plan
+
+    # Under a global limit the executing jobs of the queue are counted through the fetch index too.
+    fetch_global = positional(
+        engine.sql.compose("fetch_jobs", job_columns="job_columns", demand="fetch_demand_global"),
+        ["queue", "demand", "node", "producer", "now", "global_limit"],
+    )
+    plan = await generic_plan(
+        engine,
+        fetch_global,
+        "text, int, text, text, timestamp, int",
+        ["default", 2, NODE, PRODUCER, None, 4],
+    )
+    assert "Seq Scan" not in plan and "Bitmap" not in plan, plan
+    assert "Index Only Scan using oban_jobs_state_queue_priority_scheduled_at_id_index" in plan, plan
 
     ack = positional(engine.sql.compose("ack_jobs", append_error="append_error_jsonb"), ["acks", "now"])
     records = json.dumps([{"id": ids[0], "attempt": 1, "state": "completed"}])

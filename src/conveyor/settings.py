@@ -25,6 +25,7 @@ from conveyor import _options as opt
 from conveyor.cron import CronEntry
 from conveyor.definition import ExecutorKind
 from conveyor.errors import ValidationError
+from conveyor.limits import FetchLimits
 
 ENV_PREFIX = "CONVEYOR_"
 
@@ -40,11 +41,19 @@ class QueueSettings:
     limit: int = 10
     #: Default executor for the queue's jobs (a worker's own choice wins).
     executor: ExecutorKind = ExecutorKind.AUTO
+    #: Jobs of the queue running at once on all nodes together (None: only ``limit`` per node).
+    global_limit: int | None = None
 
     def __post_init__(self) -> None:
         opt.check_queue(self.name)
         if isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1:
             raise ValidationError(f"queues.{self.name}.limit", self.limit, "must be an integer >= 1")
+        try:
+            FetchLimits(global_limit=self.global_limit)
+        except ValidationError as exc:
+            raise ValidationError(
+                f"queues.{self.name}.global_limit", self.global_limit, exc.problem
+            ) from None
         try:
             object.__setattr__(self, "executor", ExecutorKind(self.executor))
         except ValueError:
@@ -192,12 +201,12 @@ def check_setting(name: str, value: Any) -> None:
 
 
 #: The keys a queue entry given as a mapping may have.
-QUEUE_KEYS = ("limit", "executor")
+QUEUE_KEYS = ("limit", "executor", "global_limit")
 
 
 def parse_queues(value: Any) -> tuple[QueueSettings, ...]:
     """Queues from ``"default:10,mail:5"``, a list of names or specs, or a mapping of name to limit
-    or to ``{"limit": n, "executor": "process"}``."""
+    or to ``{"limit": n, "executor": "process", "global_limit": m}``."""
     if isinstance(value, str):
         value = [part for part in value.split(",") if part.strip()]
     if isinstance(value, Mapping):

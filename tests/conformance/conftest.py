@@ -144,3 +144,20 @@ async def caller_conn(engine_name: str, any_engine: Engine) -> AsyncIterator[Any
         yield conn
     finally:
         await conn.close()
+
+
+@pytest.fixture
+async def fleet_engines(engine_name: str, tmp_path: Path) -> AsyncIterator[list[Engine]]:
+    """Three open engines of one kind on one installed database, as three nodes would have."""
+    schemas: list[str] = []
+    engines = [ENGINES[engine_name](tmp_path, schemas) for _ in range(3)]
+    try:
+        for engine in engines:
+            await engine.open()
+        await engines[0].install()
+        yield engines
+    finally:
+        for engine in engines:
+            await engine.close()
+        for schema in schemas:
+            release_schema(schema)

@@ -39,3 +39,18 @@ async def snoozes_once() -> Snooze | None:
 @job(queue="default")
 async def cancels() -> Cancel:
     return Cancel("not needed")
+
+
+#: How many ``probe`` jobs run at this moment in this process, and the most that ever did.
+PROBE = {"now": 0, "peak": 0}
+
+
+@job(queue="capped")
+async def probe(pause: float) -> None:
+    """Counts how many of its kind run at once (every node of a test shares this process)."""
+    PROBE["now"] += 1
+    PROBE["peak"] = max(PROBE["peak"], PROBE["now"])
+    try:
+        await asyncio.sleep(pause)
+    finally:
+        PROBE["now"] -= 1

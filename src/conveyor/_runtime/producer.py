@@ -16,6 +16,7 @@ from conveyor._runtime.service import Service
 from conveyor.context import JobContext
 from conveyor.definition import ExecutorKind
 from conveyor.engine.base import Engine
+from conveyor.limits import NO_LIMITS, FetchLimits
 
 log = logging.getLogger("conveyor.producer")
 
@@ -41,6 +42,7 @@ class Producer(Service):
         poll_interval: float,
         executor: ExecutorKind = ExecutorKind.AUTO,
         clock: Clock = SYSTEM_CLOCK,
+        limits: FetchLimits = NO_LIMITS,
     ) -> None:
         super().__init__(poll_interval, clock)
         self.name = f"producer:{queue}"
@@ -53,6 +55,8 @@ class Producer(Service):
         self.acker = acker
         self.node = node
         self.executor = executor
+        #: Fleet-wide caps the engine applies to each fetch.
+        self.limits = limits
         self.running: dict[int, RunningJob] = {}
         #: True while a fetch is under way: jobs it claimed are in the database, not yet in running.
         self.fetching = False
@@ -71,7 +75,12 @@ class Producer(Service):
         self.fetching = True
         try:
             jobs = await self.engine.fetch_jobs(
-                self.queue, demand, node=self.node, producer=self.uuid, now=self.clock.database_now()
+                self.queue,
+                demand,
+                node=self.node,
+                producer=self.uuid,
+                now=self.clock.database_now(),
+                limits=None if self.limits.unlimited else self.limits,
             )
         finally:
             self.fetching = False

@@ -44,6 +44,7 @@ from conveyor.acks import Ack
 from conveyor.filters import JobFilter
 from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, QueueState, RescueResult
 from conveyor.job import Job
+from conveyor.limits import FetchLimits
 from conveyor.request import JobRequest
 
 #: Receives the logical channel name and the decoded payload of each notification.
@@ -145,7 +146,14 @@ class Engine(Protocol):
 
     # -- the hot path ------------------------------------------------------------------------
     async def fetch_jobs(
-        self, queue: str, demand: int, *, node: str, producer: str, now: datetime | None = None
+        self,
+        queue: str,
+        demand: int,
+        *,
+        node: str,
+        producer: str,
+        now: datetime | None = None,
+        limits: FetchLimits | None = None,
     ) -> list[Job]:
         """Claim up to ``demand`` (>= 0) available jobs of ``queue`` whose ``attempt`` is below
         ``max_attempts``, in (priority, scheduled_at, id) order, and return them in that order.
@@ -154,7 +162,11 @@ class Engine(Protocol):
         ``attempted_by`` = ``(node, producer)`` (rescue and ``lost_claims`` find a producer's jobs
         by it). Scheduled, retryable and final jobs are never claimed, whatever their time.
         Safe to call from many tasks, processes and nodes at once: no job is claimed twice.
-        Sends no notification."""
+        Sends no notification.
+
+        ``limits`` adds caps counted across the fleet, which hold however many nodes fetch at once
+        (claims of one queue under a cap are serialised): with ``global_limit``, the claim stops
+        where the queue's executing jobs, on every node together, would exceed it."""
 
     async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
         """Write many finished attempts at once; return the ids written (any order).

@@ -136,7 +136,13 @@ class PostgresCore:
             reconnect_failed=_reconnect_again,
         )
         # Encoded once: psycopg would encode the text (and hash the bytes) on every call.
-        self._fetch_statement = self.sql.compose("fetch_jobs", job_columns="job_columns").encode()
+        self._fetch_statement = self.sql.compose(
+            "fetch_jobs", job_columns="job_columns", demand="fetch_demand"
+        ).encode()
+        self._fetch_global_statement = self.sql.compose(
+            "fetch_jobs", job_columns="job_columns", demand="fetch_demand_global"
+        ).encode()
+        self._lock_queue_statement = self.sql["lock_queue"].encode()
         # Composed once the type of the errors column is known (see _detect_errors_type).
         self._ack_statement: bytes | None = None
         self._errors_type: str | None = None

@@ -12,6 +12,7 @@ from conveyor.acks import Ack
 from conveyor.engine.postgres.core import PostgresCore, read_result
 from conveyor.engine.postgres.rows import naive_utc
 from conveyor.job import Job
+from conveyor.limits import FetchLimits
 
 
 def ack_record(ack: Ack) -> dict[str, Any]:
@@ -31,17 +32,32 @@ class PostgresHotPath(PostgresCore):
     """``fetch_jobs``, ``ack_jobs``, ``release_jobs``, ``stage_jobs``."""
 
     async def fetch_jobs(
-        self, queue: str, demand: int, *, node: str, producer: str, now: datetime | None = None
+        self,
+        queue: str,
+        demand: int,
+        *,
+        node: str,
+        producer: str,
+        now: datetime | None = None,
+        limits: FetchLimits | None = None,
     ) -> list[Job]:
-        params = {
+        params: dict[str, Any] = {
             "queue": queue,
             "demand": demand,
             "node": node,
             "producer": producer,
             "now": naive_utc(now),
         }
-        async with self.hot_pool.connection() as conn:
-            cur = await conn.execute(self._fetch_statement, params)
+        if limits is None or limits.unlimited:
+            async with self.hot_pool.connection() as conn:
+                cur = await conn.execute(self._fetch_statement, params)
+                return await read_result(cur)
+        # A fleet-wide cap: count and claim under the queue's lock, in a statement that starts
+        # after the lock is taken (READ COMMITTED gives it a snapshot with every earlier claim).
+        params["global_limit"] = limits.global_limit
+        async with self.hot_pool.connection() as conn, conn.transaction():
+            await conn.execute(self._lock_queue_statement, {"queue": queue})
+            cur = await conn.execute(self._fetch_global_statement, params)
             return await read_result(cur)
 
     async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:

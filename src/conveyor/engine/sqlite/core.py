@@ -19,8 +19,10 @@ COLUMNS = FILES["job_columns"].strip()
 MINIMUM_SQLITE = (3, 38, 0)
 
 
-def compose(name: str, condition: str) -> str:
-    return FILES[name].replace("{columns}", COLUMNS).replace("{filter}", condition)
+def compose(name: str, condition: str, demand: str = "fetch_demand") -> str:
+    """File ``name`` with its columns, a WHERE ``condition`` and (fetch) the ``demand`` fragment."""
+    text = FILES[name].replace("{columns}", COLUMNS).replace("{filter}", condition)
+    return text.replace("{demand}", FILES[demand].strip())
 
 
 class SqliteCore:
@@ -49,6 +51,7 @@ class SqliteCore:
         self.busy_timeout = float(busy_timeout)
         self._db: Database | None = None
         self._fetch = compose("fetch_jobs", "")
+        self._fetch_global = compose("fetch_jobs", "", "fetch_demand_global")
         self._get = compose("get_job", "")
 
     @property

@@ -15,13 +15,21 @@ from conveyor.engine.sqlite.database import Tx
 from conveyor.engine.sqlite.rows import check_now, fetch_order, later_text, read_jobs, time_text, utc_clock
 from conveyor.errors import ValidationError
 from conveyor.job import Job
+from conveyor.limits import FetchLimits
 
 
 class SqliteHotPath(SqliteCore):
     """``fetch_jobs``, ``ack_jobs``, ``release_jobs``, ``stage_jobs``."""
 
     async def fetch_jobs(
-        self, queue: str, demand: int, *, node: str, producer: str, now: datetime | None = None
+        self,
+        queue: str,
+        demand: int,
+        *,
+        node: str,
+        producer: str,
+        now: datetime | None = None,
+        limits: FetchLimits | None = None,
     ) -> list[Job]:
         check_now(now)
         if isinstance(demand, bool) or not isinstance(demand, int) or demand < 0:
@@ -29,7 +37,11 @@ class SqliteHotPath(SqliteCore):
         if demand == 0:
             return []
         statement = self._fetch
-        params = {"queue": queue, "demand": demand, "node": node, "producer": producer}
+        params: dict[str, Any] = {"queue": queue, "demand": demand, "node": node, "producer": producer}
+        if limits is not None and not limits.unlimited:
+            # One writer at a time: the count in the statement sees every process's claims.
+            statement = self._fetch_global
+            params["global_limit"] = limits.global_limit
 
         def run(tx: Tx) -> list[Any]:
             return tx.conn.execute(statement, params | {"now": time_text(utc_clock(now))}).fetchall()

@@ -1,4 +1,9 @@
--- Claim up to %(demand)s available jobs of one queue, in priority, scheduled_at, id order.
+-- Claim up to the demand of available jobs of one queue, in priority, scheduled_at, id order.
+-- The LIMIT is fetch_demand.sql (the producer's free slots) or fetch_demand_global.sql (also capped
+-- by the queue's global limit less its jobs executing on every node). The capped form runs after
+-- lock_queue.sql in the same transaction, in a statement begun after the lock was taken, so its count
+-- sees every claim committed before, and no other claim of the queue runs until this one commits.
+-- Fragments carry no comments: they are pasted into the middle of a line.
 -- SKIP LOCKED lets every producer of the fleet fetch at once without waiting on each other.
 -- attempted_by records [node, producer uuid] so rescue can tell whose jobs are orphaned.
 --
@@ -15,7 +20,7 @@ claimed AS (
     FROM {prefix}.oban_jobs
     WHERE state = 'available' AND queue = %(queue)s AND attempt < max_attempts
     ORDER BY priority, scheduled_at, id
-    LIMIT %(demand)s
+    LIMIT {demand}
     FOR UPDATE SKIP LOCKED
 ),
 updated AS (
