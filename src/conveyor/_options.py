@@ -83,7 +83,7 @@ def check_job_id(value: Any, field: str = "id") -> int:
         raise ValidationError(field, value, "must be a job id (an integer)")
     if not MIN_JOB_ID <= value <= MAX_JOB_ID:
         raise ValidationError(field, value, "is beyond the 64-bit range of job ids")
-    return value
+    return value if type(value) is int else int(value)  # a JobId: drivers want plain ints
 
 
 def check_priority(value: Any) -> int:

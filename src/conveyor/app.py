@@ -296,7 +296,7 @@ class Conveyor:
     # -- managing jobs -----------------------------------------------------------------------
     async def get_job(self, job_id: int) -> Job | None:
         """The job with this id, or None."""
-        check_job_id(job_id, "job_id")
+        job_id = check_job_id(job_id, "job_id")
         return await self._run(lambda e: e.get_job(job_id))
 
     get_job_sync = blocking_twin(get_job)

@@ -44,9 +44,7 @@ class JobFilter:
     before_id: int | None = None
 
     def __post_init__(self) -> None:
-        ids = _tuple_of("ids", self.ids, int)
-        for job_id in ids:
-            opt.check_job_id(job_id, "ids")
+        ids = tuple(opt.check_job_id(job_id, "ids") for job_id in _tuple_of("ids", self.ids, int))
         object.__setattr__(self, "ids", ids)
         try:
             states = tuple(JobState(s) for s in _tuple_of("states", self.states, str))

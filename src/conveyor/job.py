@@ -19,6 +19,8 @@ class JobId(int):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({int(self)})"
 
+    __str__ = int.__repr__  # printed, or in an f-string, it is just the number
+
 
 class ExistingJobId(JobId):
     """The id of a job that already existed: the request conflicted with it and was not inserted.
