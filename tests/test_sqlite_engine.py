@@ -160,7 +160,7 @@ async def test_install_twice_then_uninstall(db_path: str) -> None:
             "oban_jobs_discarded_at_index",
         } <= indexes
         assert mode == "wal"
-        assert versions == [1, 2, 3]
+        assert versions == [1, 2, 3, 4]
         await engine.uninstall()
         assert await engine.schema_version() is None
         with sqlite3.connect(db_path) as conn:
@@ -178,7 +178,8 @@ def test_install_sql_is_plain_sqlite_and_runs_twice(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "plain.db") as conn:
         conn.executescript(script)
         conn.executescript(script)
-        assert conn.execute("SELECT max(version) FROM conveyor_migrations").fetchone()[0] == 3
+        version = conn.execute("SELECT max(version) FROM conveyor_migrations").fetchone()[0]
+        assert version == schema.LATEST_VERSION
         conn.executescript(schema.uninstall_sql())
 
 
@@ -270,10 +271,10 @@ def test_cli_install_on_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     runner = CliRunner()
     first = runner.invoke(cli, ["install"])
     assert first.exit_code == 0, first.output
-    assert "installed at version 3" in first.output
+    assert f"installed at version {schema.LATEST_VERSION}" in first.output
     assert (tmp_path / "conveyor.db").exists()
     again = runner.invoke(cli, ["install", "--dsn", "sqlite:///conveyor.db"])
-    assert again.exit_code == 0 and "already at version 3" in again.output
+    assert again.exit_code == 0 and f"already at version {schema.LATEST_VERSION}" in again.output
     printed = runner.invoke(cli, ["install", "--print-sql", "--dsn", "sqlite:///x.db"])
     assert printed.exit_code == 0
     assert "AUTOINCREMENT" in printed.output and "CREATE SCHEMA" not in printed.output

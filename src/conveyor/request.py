@@ -11,6 +11,7 @@ from typing import Any
 
 from conveyor import _options as opt
 from conveyor.errors import UnknownOptionError, ValidationError
+from conveyor.unique import Unique
 
 #: Options a caller may set on one request (``with_options``) or as a worker's defaults.
 ENQUEUE_OPTIONS = (
@@ -21,8 +22,12 @@ ENQUEUE_OPTIONS = (
     "meta",
     "scheduled_at",
     "schedule_in",
+    "unique",
 )
 
+
+#: Meta keys Conveyor writes for unique jobs (``conveyor.unique``): a caller's own would fake one.
+RESERVED_META = ("uniq_key", "uniq_states")
 
 #: The default of args and meta: a fresh dict is made for each request that leaves them out.
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -48,6 +53,8 @@ class JobRequest:
     scheduled_at: datetime | None = None
     #: Run no earlier than this many seconds after the insert (database clock).
     schedule_in: float | None = None
+    #: Insert only if no such job exists (see ``conveyor.unique``); None: always insert.
+    unique: Unique | None = None
     # The JSON of args and meta, encoded once at validation and reused by the insert.
     args_json: bytes = field(default=b"{}", init=False, repr=False, compare=False)
     meta_json: bytes = field(default=b"{}", init=False, repr=False, compare=False)
@@ -67,6 +74,7 @@ class JobRequest:
         meta: Mapping[str, Any] = _EMPTY,
         scheduled_at: datetime | None = None,
         schedule_in: float | None = None,
+        unique: Unique | bool | Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(worker, str) or not worker.strip() or "\x00" in worker or not opt.is_utf8(worker):
             raise ValidationError(
@@ -79,6 +87,13 @@ class JobRequest:
             meta, meta_json = {}, b"{}"
         else:
             meta_json = opt.encode_mapping("meta", meta)
+            for reserved in RESERVED_META:
+                if reserved in meta:
+                    raise ValidationError(
+                        f"meta[{reserved!r}]",
+                        meta[reserved],
+                        "is reserved for unique jobs: pass unique=... instead",
+                    )
         # The defaults themselves (the very objects) are known to be valid: most requests use them.
         if queue is not opt.DEFAULT_QUEUE:
             opt.check_queue(queue)
@@ -93,6 +108,8 @@ class JobRequest:
                 raise ValidationError("schedule_in", schedule_in, "cannot be combined with scheduled_at")
         if schedule_in is not None:
             schedule_in = opt.check_delay("schedule_in", schedule_in)
+        if unique is not None:
+            unique = Unique.build(unique)
         _set_state(
             self,
             "__dict__",
@@ -106,6 +123,7 @@ class JobRequest:
                 "meta": meta,
                 "scheduled_at": scheduled_at,
                 "schedule_in": schedule_in,
+                "unique": unique,
                 "args_json": args_json,
                 "meta_json": meta_json,
             },

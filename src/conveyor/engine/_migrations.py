@@ -17,7 +17,8 @@ class Migration:
     def sql(self, files: SqlFiles) -> str:
         """The migration's file (``vNNN_name.sql``) followed by the statement that records it."""
         record = files["record_migration"].format(version=self.version, name=quote_literal(self.name))
-        return files[f"v{self.version:03d}_{self.name}"] + "\n" + record
+        body = files.compose(f"v{self.version:03d}_{self.name}", unique_predicate="unique_predicate")
+        return body + "\n" + record
 
 
 #: The migrations every engine implements, in order.
@@ -25,6 +26,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "oban_jobs"),
     Migration(2, "cron_ticks"),
     Migration(3, "queue_states"),
+    Migration(4, "unique_jobs"),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

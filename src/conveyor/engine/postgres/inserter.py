@@ -38,8 +38,19 @@ from psycopg.rows import tuple_row
 
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.postgres import foreign
-from conveyor.engine.postgres.rows import CopyRows, chunked_payloads, naive_utc, take_requests
+from conveyor.engine.postgres.rows import (
+    NOT_A_REQUEST,
+    CopyRows,
+    Pushback,
+    naive_utc,
+    records_json,
+    request_record,
+    take_requests,
+)
+from conveyor.errors import ValidationError
+from conveyor.job import ExistingJobId
 from conveyor.request import JobRequest
+from conveyor.unique import stored_meta
 
 #: Jobs per ``insert_jobs.sql`` statement: large enough to amortise round trips, small enough that a
 #: big batch streams through bounded memory on both sides.
@@ -97,6 +108,9 @@ class Inserter:
         self._reserve = sql["insert_reserve"].encode()
         self._copy = sql["insert_copy"].encode()
         self._notify = sql["insert_notify"].encode()
+        self._unique_statement = sql.compose(
+            "insert_unique_jobs", unique_predicate="unique_predicate"
+        ).encode()
         self._channel = insert_channel
 
     async def insert(
@@ -120,41 +134,146 @@ class Inserter:
         if len(head) < COPY_THRESHOLD or not copy:
             return (yield from self._statement_steps(source, clock))
         yield Atomic()
-        return (yield from self._copy_steps(source, clock))
+        return (yield from self._copy_steps(Pushback(source), clock))
 
     def _statement_steps(self, requests: Iterator[JobRequest], now: datetime | None) -> Steps:
-        payloads = chunked_payloads(requests, INSERT_CHUNK)
-        first = next(payloads, None)
+        chunks = request_chunks(requests)
+        first = next(chunks, None)
         if first is None:
             return []
-        second = next(payloads, None)
+        second = next(chunks, None)
         if second is not None:  # One statement is atomic by itself: no transaction round trips.
             yield Atomic()
+        claims = UniqueClaims()
         ids: list[int] = []
-        for payload in (first, *(() if second is None else (second,)), *payloads):
-            rows = yield Execute(self._statement, {"jobs": payload, "now": now, "channel": self._channel})
-            ids += [row[0] for row in rows]
+        for chunk in (first, *(() if second is None else (second,)), *chunks):
+            if not any(request.unique is not None for request in chunk):
+                records = records_json([request_record(request) for request in chunk])
+                rows = yield Execute(self._statement, {"jobs": records, "now": now, "channel": self._channel})
+                ids += [row[0] for row in rows]
+                continue
+            if now is None:  # unique keys hold the period's time bucket: the clock comes first
+                now = _first((yield Execute(self._clock, {"now": None})))
+            ids += yield from self._unique_steps(chunk, now, claims)
         return ids
 
-    def _copy_steps(self, source: Iterator[JobRequest], now: datetime | None) -> Steps:
-        formatter = CopyRows(_first((yield Execute(self._clock, {"now": now}))))
+    def _unique_steps(self, chunk: list[JobRequest], now: datetime, claims: UniqueClaims) -> Steps:
+        """One ``insert_unique_jobs.sql`` for a chunk holding unique requests (see ``UniqueClaims``)."""
+        keys, records = claims.plan(chunk, now)
+        rows = yield Execute(
+            self._unique_statement, {"jobs": records_json(records), "now": now, "channel": self._channel}
+        )
+        return claims.resolve(keys, rows)
+
+    def _copy_steps(self, source: Pushback, now: datetime | None) -> Steps:
+        clock: datetime = _first((yield Execute(self._clock, {"now": now})))
+        formatter = CopyRows(clock)
+        claims = UniqueClaims()
         ids: list[int] = []
         rows = formatter.take(source, COPY_CHUNK)
-        while rows:
-            chunk_ids: list[int] = _first((yield Execute(self._reserve, {"count": len(rows)}, binary=True)))
-            blocks = (
-                formatter.with_ids(
-                    rows[start : start + COPY_WRITE_ROWS], chunk_ids[start : start + COPY_WRITE_ROWS]
+        while True:
+            if rows:
+                chunk_ids: list[int] = _first(
+                    (yield Execute(self._reserve, {"count": len(rows)}, binary=True))
                 )
-                for start in range(0, len(rows), COPY_WRITE_ROWS)
-            )
-            next_rows = functools.partial(formatter.take, source, COPY_CHUNK)
-            rows = yield CopyIn(self._copy, blocks, next_rows)
-            ids += chunk_ids
+                blocks = (
+                    formatter.with_ids(
+                        rows[start : start + COPY_WRITE_ROWS], chunk_ids[start : start + COPY_WRITE_ROWS]
+                    )
+                    for start in range(0, len(rows), COPY_WRITE_ROWS)
+                )
+                next_rows = functools.partial(formatter.take, source, COPY_CHUNK)
+                ids += chunk_ids
+                rows = yield CopyIn(self._copy, blocks, next_rows)
+                continue
+            # Stopped before a unique request (or at the end): the unique ones that follow go
+            # through a statement that can skip what conflicts, then COPY takes over again.
+            uniques = take_unique_run(source, INSERT_CHUNK)
+            if not uniques:
+                break
+            ids += yield from self._unique_steps(uniques, clock, claims)
+            rows = formatter.take(source, COPY_CHUNK)
         if formatter.available_queues:
             queues = sorted(formatter.available_queues)
             yield Execute(self._notify, {"channel": self._channel, "queues": queues})
         return ids
+
+
+class UniqueClaims:
+    """The unique keys one insert has claimed so far, and the ids they ended with.
+
+    Within an insert the first request with a key claims it; later ones are not sent and get the
+    claimant's id as an ``ExistingJobId`` (a statement meeting one key twice would fail). What the
+    table holds already is ``insert_unique_jobs.sql``'s ON CONFLICT."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+
+    def plan(self, chunk: list[JobRequest], now: datetime) -> tuple[list[str | None], list[dict[str, Any]]]:
+        """Each request's key (None: not unique), and the records to send."""
+        keys: list[str | None] = []
+        records: list[dict[str, Any]] = []
+        sending: set[str] = set()
+        for request in chunk:
+            unique = request.unique
+            if unique is None:
+                keys.append(None)
+                records.append(request_record(request))
+                continue
+            key = unique.key(unique.base_key(request), now)
+            keys.append(key)
+            if key not in self._ids and key not in sending:
+                sending.add(key)
+                records.append(
+                    request_record(request, stored_meta(request.meta_json, key, unique.state_names()))
+                )
+        return keys, records
+
+    def resolve(self, keys: list[str | None], rows: list[tuple[Any, ...]]) -> list[int]:
+        """The chunk's ids in input order from the statement's rows (id, inserted, uniq_key, _)."""
+        claimed: dict[str, int] = {}
+        fresh: list[int] = []
+        for job_id, inserted, key, _ in rows:
+            if key is not None and key in keys and key not in self._ids:
+                claimed[key] = job_id if inserted else ExistingJobId(job_id)
+            else:
+                fresh.append(job_id)
+        fresh.sort()  # new rows took ids in input order
+        new = iter(fresh)
+        ids: list[int] = []
+        for key in keys:
+            if key is None:
+                ids.append(next(new))
+            elif key in claimed:
+                ids.append(claimed.pop(key))
+                self._ids[key] = int(ids[-1])
+            else:
+                ids.append(ExistingJobId(self._ids[key]))
+        return ids
+
+
+def request_chunks(requests: Iterator[Any]) -> Iterator[list[JobRequest]]:
+    """``requests`` in checked chunks of ``INSERT_CHUNK``, taken lazily."""
+    while chunk := take_requests(requests, INSERT_CHUNK):
+        yield chunk
+        if len(chunk) < INSERT_CHUNK:
+            return
+
+
+def take_unique_run(source: Pushback, size: int) -> list[JobRequest]:
+    """The unique requests at the head of ``source``, ``size`` at most (the first non-unique one is
+    handed back)."""
+    run: list[JobRequest] = []
+    for request in source:
+        if not isinstance(request, JobRequest):
+            raise ValidationError("job", request, NOT_A_REQUEST)
+        if request.unique is None:
+            source.push(request)
+            break
+        run.append(request)
+        if len(run) >= size:
+            break
+    return run
 
 
 async def run_async(conn: psycopg.AsyncConnection[Any], steps: Steps) -> list[int]:

@@ -54,7 +54,11 @@ class PostgresJobs(PostgresCore):
             "now": naive_utc(now),
             "insert_channel": self.insert_channel,
         }
-        return await self._fetch_ids(self.sql.compose("retry_jobs", filter="job_filter"), params, conn)
+        return await self._fetch_ids(
+            self.sql.compose("retry_jobs", filter="job_filter", unique_predicate="unique_predicate"),
+            params,
+            conn,
+        )
 
     async def delete_jobs(self, criteria: JobFilter, *, conn: Any = None) -> list[int]:
         params = self._filter_params(criteria)

@@ -139,14 +139,15 @@ def salvage_rows(cur: psycopg.AsyncCursor[Any]) -> list[Job]:
     return jobs
 
 
-def request_record(request: JobRequest) -> dict[str, Any]:
-    """One element of the JSON array that ``insert_jobs.sql`` reads with ``jsonb_to_recordset``."""
+def request_record(request: JobRequest, meta: bytes | None = None) -> dict[str, Any]:
+    """One element of the JSON array that ``insert_jobs.sql`` reads with ``jsonb_to_recordset``;
+    ``meta`` replaces the request's (a unique job's, with its markers)."""
     return {
         "worker": request.worker,
         "queue": request.queue,
         # Already encoded during validation: embed the bytes instead of encoding twice.
         "args": orjson.Fragment(request.args_json),
-        "meta": orjson.Fragment(request.meta_json),
+        "meta": orjson.Fragment(request.meta_json if meta is None else meta),
         "tags": request.tags,
         "priority": request.priority,
         "max_attempts": request.max_attempts,
@@ -155,21 +156,26 @@ def request_record(request: JobRequest) -> dict[str, Any]:
     }
 
 
-def chunked_payloads(requests: Iterable[JobRequest], size: int) -> Iterator[str]:
-    """The JSON parameter of each insert statement, ``size`` jobs at most per statement.
+def records_json(records: list[dict[str, Any]]) -> str:
+    """The ``jobs`` parameter of ``insert_jobs.sql`` for these records."""
+    return orjson.dumps(records).decode()
 
-    Requests are consumed lazily, so a generator of 100k requests never sits in memory at once.
-    """
-    chunk: list[dict[str, Any]] = []
-    for request in requests:
-        if not isinstance(request, JobRequest):
-            raise ValidationError("job", request, "enqueue takes JobRequest values (from my_job.new(...))")
-        chunk.append(request_record(request))
-        if len(chunk) >= size:
-            yield orjson.dumps(chunk).decode()
-            chunk = []
-    if chunk:
-        yield orjson.dumps(chunk).decode()
+
+class Pushback(Iterator[Any]):
+    """An iterator that can be handed back the item it just gave (the COPY path stops before a
+    unique request, which goes through a statement instead)."""
+
+    __slots__ = ("_back", "_source")
+
+    def __init__(self, source: Iterator[Any]) -> None:
+        self._source = source
+        self._back: list[Any] = []
+
+    def __next__(self) -> Any:
+        return self._back.pop() if self._back else next(self._source)
+
+    def push(self, item: Any) -> None:
+        self._back.append(item)
 
 
 # -- COPY rows -------------------------------------------------------------------------------------
@@ -190,7 +196,7 @@ COPY_COLUMNS = (
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 #: Distinct kinds of job (see ``CopyRows``) remembered per insert; more are formatted each time.
 _CACHE_LIMIT = 4096
-_NOT_A_REQUEST = "enqueue takes JobRequest values (from my_job.new(...))"
+NOT_A_REQUEST = "enqueue takes JobRequest values (from my_job.new(...))"
 
 
 def copy_text(value: str) -> bytes:
@@ -241,15 +247,19 @@ class CopyRows:
             self._shared[key] = fields
         return fields
 
-    def take(self, source: Iterator[Any], size: int) -> list[bytes]:
-        """The rows (without ids) of the next ``size`` requests at most from ``source``."""
+    def take(self, source: Pushback, size: int) -> list[bytes]:
+        """The rows (without ids) of the next ``size`` requests at most from ``source``, stopping
+        before a unique request (handed back to ``source``: COPY cannot skip a conflicting row)."""
         clock, clock_text, tail = self.clock, self._clock_text, self._tail
         shared, shared_fields = self._shared, self._shared_fields
         rows: list[bytes] = []
         append = rows.append
         for request in itertools.islice(source, size):
             if not isinstance(request, JobRequest):
-                raise ValidationError("job", request, _NOT_A_REQUEST)
+                raise ValidationError("job", request, NOT_A_REQUEST)
+            if request.unique is not None:
+                source.push(request)
+                break
             if request.scheduled_at is None and not request.schedule_in:
                 state, run_at = b"available", clock_text
             else:
@@ -277,5 +287,5 @@ def take_requests(source: Iterator[Any], size: int) -> list[JobRequest]:
     batch = list(itertools.islice(source, size))
     for request in batch:
         if not isinstance(request, JobRequest):
-            raise ValidationError("job", request, _NOT_A_REQUEST)
+            raise ValidationError("job", request, NOT_A_REQUEST)
     return batch

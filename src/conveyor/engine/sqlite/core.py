@@ -22,6 +22,7 @@ MINIMUM_SQLITE = (3, 38, 0)
 def compose(name: str, condition: str, demand: str = "fetch_demand") -> str:
     """File ``name`` with its columns, a WHERE ``condition`` and (fetch) the ``demand`` fragment."""
     text = FILES[name].replace("{columns}", COLUMNS).replace("{filter}", condition)
+    text = text.replace("{unique_key}", FILES["unique_key"].strip())
     return text.replace("{demand}", FILES[demand].strip())
 
 

@@ -51,7 +51,7 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster):
             if not first:
                 return []
             builder = InsertRows(utc_clock(now))
-            steps = inserter.insert_steps(inserter.chunk_values(first, rest, builder), builder, None)
+            steps = inserter.insert_steps(inserter.chunk_requests(first, rest), builder, None)
             async with foreign.atomic_async(driver):
                 inserted = await inserter.run_async(driver, steps)
             return inserted.ids
@@ -61,7 +61,7 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster):
 
         def run(tx: Tx) -> list[int]:
             builder = InsertRows(utc_clock(now))
-            chunks = inserter.chunk_values(first, rest, builder)
+            chunks = inserter.chunk_requests(first, rest)
             steps = inserter.insert_steps(chunks, builder, tx.db.token, notify=tx.db.shared)
             done = inserter.run_sync(tx.conn, steps)
             for queue in done.queues:
@@ -80,7 +80,7 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster):
         if not first:
             return []
         builder = InsertRows(utc_clock(now))
-        steps = inserter.insert_steps(inserter.chunk_values(first, rest, builder), builder, None)
+        steps = inserter.insert_steps(inserter.chunk_requests(first, rest), builder, None)
         with foreign.atomic_sync(driver):
             inserted = inserter.run_sync(driver, steps)
         return inserted.ids

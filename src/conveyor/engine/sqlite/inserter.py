@@ -24,7 +24,10 @@ from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import orjson
+
 from conveyor.engine import _payloads as payloads
+from conveyor.engine._unique_plan import resolve_outcomes, unique_plan
 from conveyor.engine.sqlite.rows import INSERT_COLUMNS, InsertRows, take_requests
 from conveyor.engine.sqlite.schema import FILES
 from conveyor.request import JobRequest
@@ -38,6 +41,7 @@ INSERT_FIRST = FILES["insert_first"]
 LAST_ID = FILES["insert_last_id"]
 IDS = FILES["insert_ids"]
 NOTIFY = FILES["notify"]
+UNIQUE_LOOKUP = FILES.compose("unique_lookup", unique_predicate="unique_predicate")
 
 #: ("execute", sql, params) expects the fetched rows back; ("executemany", sql, rows) expects None.
 Step = tuple[Literal["execute", "executemany"], str, Any]
@@ -64,22 +68,25 @@ def split(requests: Iterable[JobRequest]) -> tuple[list[JobRequest], Iterator[An
     return take_requests(source, INSERT_CHUNK), source
 
 
-def chunk_values(
-    first: list[JobRequest], rest: Iterator[Any], builder: InsertRows
-) -> Generator[list[Any], None, None]:
-    """The values of each chunk of requests, ``first`` (already taken) and then the rest."""
+def chunk_requests(first: list[JobRequest], rest: Iterator[Any]) -> Generator[list[JobRequest], None, None]:
+    """Each chunk of requests, ``first`` (already taken) and then the rest."""
     batch = first
     while batch:
-        yield builder.values(batch)
+        yield batch
         if len(batch) < INSERT_CHUNK:
             return
         batch = take_requests(rest, INSERT_CHUNK)
 
 
 def insert_steps(
-    chunks: Iterator[list[Any]], builder: InsertRows, source: str | None, *, notify: bool = True
+    chunks: Iterator[list[JobRequest]], builder: InsertRows, source: str | None, *, notify: bool = True
 ) -> Steps:
-    """The statements of one insert, fed the values of each chunk.
+    """The statements of one insert, fed each chunk of requests.
+
+    Unique requests (``JobRequest.unique``) are looked up first, a chunk at a time: one whose key a
+    stored job holds, or an earlier request of this insert, is not written and gets that job's id as
+    an ``ExistingJobId``. The transaction holds the write lock, so nothing can come between the look
+    and the insert; the unique index (v004_unique_jobs.sql) guards writers that do not look.
 
     ``source`` is written into each notification row: the token of the process that delivers
     the notifications itself after the commit, or None when only the listeners' watchers can.
@@ -88,7 +95,31 @@ def insert_steps(
     first_id: int | None = None
     total = 0
     width = INSERT_COLUMNS * ROWS_PER_STATEMENT
-    for values in chunks:
+    #: Per input position: None (a new row, in order), an int (an existing job's id), or a str (the
+    #: key of an earlier request of this insert, whose id it shares).
+    outcomes: list[int | str | None] = []
+    first_of_key: dict[str, int] = {}  # key -> input position of the request that claimed it
+    for batch in chunks:
+        plan = unique_plan(batch, builder.clock, first_of_key, len(outcomes))
+        existing: dict[str, int] = {}
+        if plan.claimed:
+            found = yield ("execute", UNIQUE_LOOKUP, (orjson.dumps(plan.claimed).decode(),))
+            existing = {str(key): int(job_id) for key, job_id in found}
+        writes: list[JobRequest] = []
+        for request, key in zip(batch, plan.keys, strict=True):
+            if key is None:
+                outcomes.append(None)
+                writes.append(request)
+            elif key in existing:
+                outcomes.append(existing[key])
+            elif first_of_key[key] != len(outcomes):
+                outcomes.append(key)
+            else:
+                outcomes.append(None)
+                writes.append(request)
+        values = builder.values(writes, plan.metas)
+        if not values:
+            continue
         start = 0
         if first_id is None:
             returned = yield ("execute", INSERT_FIRST, values[:INSERT_COLUMNS])
@@ -101,18 +132,20 @@ def insert_steps(
         if full_end < len(values):
             yield ("execute", insert_statement((len(values) - full_end) // INSERT_COLUMNS), values[full_end:])
         total += len(values) // INSERT_COLUMNS
-    if first_id is None:
-        return Inserted([], [])
-    last = yield ("execute", LAST_ID, ())
-    if last and last[0][0] == first_id + total - 1:
-        ids = list(range(first_id, first_id + total))
-    else:  # not consecutive (a trigger inserted rows too?): read them back, in id order
-        ids = [row[0] for row in (yield ("execute", IDS, (first_id, total)))]
+    new_ids: list[int] = []
+    if first_id is not None:
+        last = yield ("execute", LAST_ID, ())
+        if last and last[0][0] == first_id + total - 1:
+            new_ids = list(range(first_id, first_id + total))
+        else:  # not consecutive (a trigger inserted rows too?): read them back, in id order
+            new_ids = [row[0] for row in (yield ("execute", IDS, (first_id, total)))]
     queues = sorted(builder.available_queues)
     for queue_name in queues if notify else ():
         payload = payloads.encode({"queue": queue_name})
         yield ("execute", NOTIFY, ("insert", payload, source, builder.clock_text))
-    return Inserted(ids, queues)
+    if len(new_ids) == len(outcomes):  # nothing unique collapsed: the common case
+        return Inserted(new_ids, queues)
+    return Inserted(resolve_outcomes(outcomes, new_ids, first_of_key), queues)
 
 
 def run_sync(conn: Any, steps: Steps) -> Inserted:

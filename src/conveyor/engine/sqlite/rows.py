@@ -8,7 +8,7 @@ read when the statement runs (SQLite has no server with a clock of its own).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -178,8 +178,9 @@ class InsertRows:
                 self._tags[tags] = found
         return found
 
-    def values(self, requests: Sequence[JobRequest]) -> list[Any]:
-        """``INSERT_COLUMNS`` values per request, one flat list (sliced into statements later)."""
+    def values(self, requests: Sequence[JobRequest], metas: Mapping[int, bytes] | None = None) -> list[Any]:
+        """``INSERT_COLUMNS`` values per request, one flat list (sliced into statements later).
+        ``metas`` replaces the meta of some requests (by ``id(request)``: unique ones)."""
         clock, clock_text = self.clock, self.clock_text
         available = self.available_queues
         tag_list = self._tag_list
@@ -204,7 +205,7 @@ class InsertRows:
                     queue,
                     request.worker,
                     request.args_json.decode(),
-                    request.meta_json.decode(),
+                    (metas.get(id(request), request.meta_json) if metas else request.meta_json).decode(),
                     tag_list(request.tags),
                     request.priority,
                     request.max_attempts,

@@ -37,12 +37,19 @@ SET state = a.state::{prefix}.oban_job_state,
     -- any JSON another client wrote. Only an object is merged into, and only a number counted up:
     -- one row's junk must never make the statement, and so every ack of its batch, fail.
     meta = CASE
-        WHEN a.snoozed THEN (CASE WHEN jsonb_typeof(j.meta) = 'object' THEN j.meta ELSE '{}' END)
+        -- A snooze makes the job scheduled again. A unique job not unique while executing (the
+        -- 'scheduled' group) would then re-enter the unique index, where a twin inserted meanwhile
+        -- may hold its key: it drops its markers instead (see conveyor/unique.py).
+        WHEN a.snoozed THEN ((CASE WHEN jsonb_typeof(j.meta) = 'object' THEN j.meta ELSE '{}' END)
             || jsonb_build_object('snoozed', 1 + CASE
                 WHEN jsonb_typeof(j.meta -> 'snoozed') = 'number'
                 THEN least(greatest(floor((j.meta -> 'snoozed')::numeric), 0), 1000000000)::int
                 ELSE 0
-            END)
+            END)) - CASE
+                WHEN j.meta ? 'uniq_key' AND NOT coalesce(j.meta -> 'uniq_states' ? 'executing', false)
+                THEN ARRAY['uniq_key', 'uniq_states']
+                ELSE ARRAY[]::text[]
+            END
         WHEN a.meta IS NULL THEN j.meta
         ELSE (CASE WHEN jsonb_typeof(j.meta) = 'object' THEN j.meta ELSE '{}' END) || a.meta
     END

@@ -1,5 +1,9 @@
 -- Make matching jobs available now. A job that used up its attempts gets one more, and the
 -- timestamps of its previous ending are cleared, as Oban does.
+--
+-- A unique job (meta.uniq_key) keeps its key unless another job holds it in one of its unique
+-- states, or another job of this retry has it too: then it drops its markers and runs as a plain job
+-- (available again, it would otherwise break the unique index and fail the whole retry).
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
@@ -18,7 +22,18 @@ retried AS (
         max_attempts = greatest(j.max_attempts, j.attempt + 1),
         completed_at = NULL,
         cancelled_at = NULL,
-        discarded_at = NULL
+        discarded_at = NULL,
+        meta = CASE
+            WHEN NOT coalesce(j.meta ? 'uniq_key', false) THEN j.meta
+            WHEN EXISTS (
+                SELECT 1 FROM {prefix}.oban_jobs AS o
+                WHERE (o.meta ->> 'uniq_key') = (j.meta ->> 'uniq_key') AND o.id <> j.id AND {unique_predicate}
+            ) OR EXISTS (
+                SELECT 1 FROM targets AS t JOIN {prefix}.oban_jobs AS o ON o.id = t.id
+                WHERE (o.meta ->> 'uniq_key') = (j.meta ->> 'uniq_key') AND o.id <> j.id
+            ) THEN j.meta - 'uniq_key' - 'uniq_states'
+            ELSE j.meta
+        END
     FROM targets, clock
     WHERE j.id = targets.id
     RETURNING j.id, j.queue

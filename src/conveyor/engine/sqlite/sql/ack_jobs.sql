@@ -31,7 +31,10 @@ SET state = a.state,
             '$[#]', json(a.error))
     END,
     meta = CASE
-        WHEN a.snoozed THEN json_set(
+        -- A snooze makes the job scheduled again. A unique job not unique while executing (the
+        -- 'scheduled' group) would then re-enter the unique index, where a twin inserted meanwhile
+        -- may hold its key: it drops its markers instead (see conveyor/unique.py).
+        WHEN a.snoozed THEN json_remove(json_set(
             CASE WHEN json_valid(j.meta) THEN CASE WHEN json_type(j.meta) = 'object' THEN j.meta ELSE '{}' END ELSE '{}' END,
             '$.snoozed', 1 + CASE
                 WHEN json_valid(j.meta) THEN CASE
@@ -40,6 +43,16 @@ SET state = a.state,
                     ELSE 0
                 END
                 ELSE 0
+            END),
+            CASE
+                WHEN json_valid(j.meta) AND j.meta ->> 'uniq_key' IS NOT NULL
+                    AND instr(coalesce(j.meta ->> 'uniq_states', ''), '"executing"') = 0
+                THEN '$.uniq_key' ELSE '$.conveyor_none'
+            END,
+            CASE
+                WHEN json_valid(j.meta) AND j.meta ->> 'uniq_key' IS NOT NULL
+                    AND instr(coalesce(j.meta ->> 'uniq_states', ''), '"executing"') = 0
+                THEN '$.uniq_states' ELSE '$.conveyor_none'
             END)
         WHEN a.meta IS NULL THEN j.meta
         ELSE conveyor_json_merge(j.meta, a.meta)

@@ -1,0 +1,64 @@
+"""Unique requests within one insert, as every engine handles them before writing.
+
+Each unique request gets its stored key (``Unique.key`` at the insert's clock) and its meta with the
+markers (``unique.stored_meta``). Within one insert the first request with a key claims it and the
+later ones collapse onto it: they are never sent, so no statement meets the same key twice. What the
+database already holds is the engine's part (a lookup, or ON CONFLICT)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from conveyor.job import ExistingJobId
+from conveyor.request import JobRequest
+from conveyor.unique import stored_meta
+
+
+@dataclass(slots=True)
+class UniquePlan:
+    #: Per request of the batch: its stored key, or None when it is not unique.
+    keys: list[str | None] = field(default_factory=list)
+    #: Keys first claimed in this batch, in order: the ones to look for in the database.
+    claimed: list[str] = field(default_factory=list)
+    #: The stored meta of each request that claimed a key, by ``id(request)``.
+    metas: dict[int, bytes] = field(default_factory=dict)
+
+
+def unique_plan(
+    batch: Sequence[JobRequest], clock: datetime, first_of_key: dict[str, int], offset: int
+) -> UniquePlan:
+    """The keys of ``batch`` (whose first request is input position ``offset``). ``first_of_key``
+    maps each key claimed so far in this insert to the input position that claimed it; it grows."""
+    plan = UniquePlan()
+    for index, request in enumerate(batch):
+        unique = request.unique
+        if unique is None:
+            plan.keys.append(None)
+            continue
+        key = unique.key(unique.base_key(request), clock)
+        plan.keys.append(key)
+        if key not in first_of_key:
+            first_of_key[key] = offset + index
+            plan.claimed.append(key)
+            plan.metas[id(request)] = stored_meta(request.meta_json, key, unique.state_names())
+    return plan
+
+
+def resolve_outcomes(
+    outcomes: Sequence[int | str | None], new_ids: Sequence[int], first_of_key: dict[str, int]
+) -> list[int]:
+    """The ids of an insert in input order. ``outcomes`` has, per input position, None for a new
+    row (they took ``new_ids`` in order), an int for the stored job a request conflicted with, or
+    the key of an earlier request of the insert whose id it shares (a conflict too)."""
+    ids: list[int] = []
+    fresh = iter(new_ids)
+    for outcome in outcomes:
+        if outcome is None:
+            ids.append(next(fresh))
+        elif isinstance(outcome, str):
+            ids.append(ExistingJobId(ids[first_of_key[outcome]]))
+        else:
+            ids.append(ExistingJobId(outcome))
+    return ids

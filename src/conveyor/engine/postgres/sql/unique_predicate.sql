@@ -1,0 +1,1 @@
+meta ? 'uniq_key' AND meta -> 'uniq_states' ? {prefix}.conveyor_state_label(state)

@@ -1,0 +1,1 @@
+(CASE WHEN json_valid(meta) THEN meta ->> 'uniq_key' END)
