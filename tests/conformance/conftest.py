@@ -77,6 +77,24 @@ async def _sqlite_caller(engine: Engine) -> Any:
     return await aiosqlite.connect(engine.path)
 
 
+def _postgres_address(engine: Engine) -> tuple[str, str]:
+    assert isinstance(engine, PostgresEngine)
+    return engine.dsn, engine.prefix
+
+
+def _sqlite_address(engine: Engine) -> tuple[str, str]:
+    assert isinstance(engine, SqliteEngine)
+    return engine.url, "public"
+
+
+#: For each engine, the (URL, prefix) that ``engine_from_url`` turns into another engine on the same
+#: database: how a test reaches it from other processes.
+ADDRESSES: dict[str, Callable[[Engine], tuple[str, str]]] = {
+    "postgres": _postgres_address,
+    "sqlite": _sqlite_address,
+}
+
+
 #: For each engine, an application's own async connection to the engine's database (what ``conn=``
 #: takes), opened with the driver's defaults: transactions begin implicitly, ``commit()`` ends them.
 CALLER_CONNECTIONS: dict[str, Callable[[Engine], Awaitable[Any]]] = {

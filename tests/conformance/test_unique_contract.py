@@ -1,0 +1,286 @@
+"""The unique-jobs contract (``conveyor.unique``): a unique request is inserted once, enforced by the
+database, on every engine: one at a time, in bulk (the COPY path too), inside a caller's
+transaction, and from many processes at the same moment."""
+
+from __future__ import annotations
+
+import multiprocessing
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from conveyor import ExistingJobId, JobFilter, JobRequest, JobState
+from conveyor.acks import Ack
+from conveyor.engine.base import Engine
+from conveyor.errors import ValidationError
+from tests.conformance import unique_procs
+from tests.conformance.conftest import ADDRESSES
+from tests.conformance.contract import T0, WORKER, fetch, job
+
+ONCE: dict[str, Any] = {"period": None}
+
+
+def ureq(unique: Any = True, **options: Any) -> JobRequest:
+    args = options.pop("args", {"n": 1})
+    return JobRequest(WORKER, args=args, unique=unique, **options)
+
+
+async def insert(engine: Engine, *requests: JobRequest, at: Any = T0, **options: Any) -> list[int]:
+    return await engine.insert(list(requests), now=at, **options)
+
+
+async def count(engine: Engine) -> int:
+    return len(await engine.list_jobs(JobFilter(limit=10_000)))
+
+
+# -- one at a time -------------------------------------------------------------------------------
+async def test_the_same_request_twice_is_one_job(any_engine: Engine) -> None:
+    (first,) = await insert(any_engine, ureq())
+    (second,) = await insert(any_engine, ureq())
+    assert type(second) is ExistingJobId and second == first and second.conflict
+    assert not getattr(first, "conflict", False)
+    assert await count(any_engine) == 1
+    stored = await job(any_engine, first)
+    assert stored.meta["uniq_key"].startswith("cv1:")
+    assert stored.meta["uniq_states"] == [
+        "available",
+        "scheduled",
+        "suspended",
+        "executing",
+        "retryable",
+        "completed",
+    ]
+
+
+async def test_requests_that_differ_in_a_chosen_field_are_separate_jobs(any_engine: Engine) -> None:
+    ids = await insert(any_engine, ureq(args={"n": 1}), ureq(args={"n": 2}), ureq(queue="other"))
+    assert len(set(ids)) == 3 and not any(getattr(i, "conflict", False) for i in ids)
+    # A plain request is never a conflict, nor blocked by a unique one.
+    (plain,) = await insert(any_engine, JobRequest(WORKER, args={"n": 1}))
+    assert plain not in ids
+
+
+async def test_fields_and_keys_choose_what_makes_jobs_the_same(any_engine: Engine) -> None:
+    by_worker = {"fields": ["worker"], "period": None}
+    a, b = await insert(
+        any_engine, ureq(by_worker, args={"n": 1}), ureq(by_worker, args={"n": 2}, queue="q2")
+    )
+    assert b == a and b.conflict  # type: ignore[attr-defined]
+    by_key = {"keys": ["account"], "period": None}
+    c, d, e = await insert(
+        any_engine,
+        ureq(by_key, args={"account": 7, "page": 1}),
+        ureq(by_key, args={"account": 7, "page": 2}),
+        ureq(by_key, args={"account": 8, "page": 1}),
+    )
+    assert d == c and d.conflict and e != c  # type: ignore[attr-defined]
+    by_meta = {"fields": ["worker", "meta"], "keys": ["tenant"], "period": None}
+    f, g = await insert(
+        any_engine,
+        ureq(by_meta, meta={"tenant": "x", "trace": 1}),
+        ureq(by_meta, meta={"tenant": "x", "trace": 2}),
+    )
+    assert g == f and g.conflict  # type: ignore[attr-defined]
+
+
+async def test_a_period_counts_in_slices_of_time(any_engine: Engine) -> None:
+    minute = {"period": 60}
+    (first,) = await insert(any_engine, ureq(minute), at=T0)  # T0 starts a minute
+    (again,) = await insert(any_engine, ureq(minute), at=T0 + timedelta(seconds=59))
+    assert again == first and again.conflict  # type: ignore[attr-defined]
+    (later,) = await insert(any_engine, ureq(minute), at=T0 + timedelta(seconds=60))
+    assert later != first and not getattr(later, "conflict", False)
+    (timedelta_period,) = await insert(any_engine, ureq({"period": timedelta(hours=1)}), at=T0)
+    (other,) = await insert(any_engine, ureq({"period": 3600}), at=T0 + timedelta(minutes=59))
+    assert other == timedelta_period
+
+
+@pytest.mark.parametrize(
+    ("states", "final", "blocks"),
+    [
+        ("successful", JobState.COMPLETED, True),
+        ("successful", JobState.CANCELLED, False),
+        ("successful", JobState.DISCARDED, False),
+        ("incomplete", JobState.COMPLETED, False),
+        ("all", JobState.DISCARDED, True),
+        ("scheduled", JobState.AVAILABLE, False),
+    ],
+)
+async def test_a_job_blocks_its_twin_only_in_its_states(
+    any_engine: Engine, states: str, final: JobState, blocks: bool
+) -> None:
+    option = {"period": None, "states": states}
+    (first,) = await insert(any_engine, ureq(option, scheduled_at=T0 - timedelta(days=1)))
+    if final is not JobState.AVAILABLE:
+        assert await fetch(any_engine) == [first]
+        await any_engine.ack_jobs([Ack(first, 1, final)], now=T0)
+    (second,) = await insert(any_engine, ureq(option))
+    assert (second == first) is blocks
+    assert getattr(second, "conflict", False) is blocks
+
+
+async def test_scheduled_states_debounce(any_engine: Engine) -> None:
+    debounce = {"period": None, "states": "scheduled"}
+    (waiting,) = await insert(any_engine, ureq(debounce, schedule_in=300))
+    (again,) = await insert(any_engine, ureq(debounce, schedule_in=300))
+    assert again == waiting
+    assert (await job(any_engine, waiting)).state is JobState.SCHEDULED
+
+
+async def test_a_deleted_or_pruned_job_frees_its_key(any_engine: Engine) -> None:
+    (first,) = await insert(any_engine, ureq(ONCE))
+    assert await any_engine.cancel_jobs(JobFilter(ids=(first,)), now=T0) == [first]
+    assert await any_engine.delete_jobs(JobFilter(ids=(first,))) == [first]
+    (second,) = await insert(any_engine, ureq(ONCE | {"states": "all"}))
+    assert second != first
+
+
+# -- in bulk -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("size", [10, 600], ids=["statement", "copy-sized"])
+async def test_duplicates_collapse_inside_a_batch_and_against_stored_jobs(
+    any_engine: Engine, size: int
+) -> None:
+    (stored,) = await insert(any_engine, ureq(ONCE, args={"n": 0}))
+    batch = []
+    for i in range(size):
+        if i % 3 == 0:
+            batch.append(JobRequest(WORKER, args={"plain": i}))
+        else:
+            batch.append(ureq(ONCE, args={"n": i % 7}))  # 7 keys, n=0 stored already
+    ids = await any_engine.insert(batch, now=T0)
+    assert len(ids) == size
+    first_of: dict[int, int] = {}
+    for request, job_id in zip(batch, ids, strict=True):
+        if request.unique is None:
+            assert not getattr(job_id, "conflict", False)
+            continue
+        n = request.args["n"]
+        if n == 0:
+            assert job_id == stored and job_id.conflict  # type: ignore[attr-defined]
+        elif n in first_of:
+            assert job_id == first_of[n] and job_id.conflict  # type: ignore[attr-defined]
+        else:
+            first_of[n] = job_id
+            assert not getattr(job_id, "conflict", False)
+    plain = sum(1 for r in batch if r.unique is None)
+    assert await count(any_engine) == 1 + len(first_of) + plain
+    new_ids = [i for i in ids if not getattr(i, "conflict", False)]
+    assert new_ids == sorted(new_ids)  # new jobs take ids in input order
+
+
+async def test_a_unique_request_after_many_plain_ones(any_engine: Engine) -> None:
+    """On PostgreSQL a batch of 200+ goes by COPY, which stops before a unique request."""
+    (stored,) = await insert(any_engine, ureq(ONCE))
+    batch = [JobRequest(WORKER, args={"plain": i}) for i in range(300)]
+    batch += [ureq(ONCE), ureq(ONCE, args={"n": 2})]
+    batch += [JobRequest(WORKER, args={"plain": i}) for i in range(300, 400)]
+    ids = await any_engine.insert(batch, now=T0)
+    assert ids[300] == stored and ids[300].conflict  # type: ignore[attr-defined]
+    new_ids = [i for i in ids if not getattr(i, "conflict", False)]
+    assert len(new_ids) == 401 and new_ids == sorted(new_ids)
+    assert await count(any_engine) == 402
+
+
+async def test_a_unique_insert_joins_the_callers_transaction(any_engine: Engine, caller_conn: Any) -> None:
+    (rolled_back,) = await any_engine.insert([ureq(ONCE)], conn=caller_conn, now=T0)
+    await caller_conn.rollback()
+    (kept,) = await any_engine.insert([ureq(ONCE)], conn=caller_conn, now=T0)
+    assert not getattr(kept, "conflict", False)
+    await caller_conn.commit()
+    (again,) = await insert(any_engine, ureq(ONCE))
+    assert again == kept and again.conflict  # type: ignore[attr-defined]
+    assert await any_engine.get_job(rolled_back) is None or rolled_back == kept
+
+
+# -- state changes never break the index ---------------------------------------------------------
+async def test_retrying_a_job_whose_twin_is_live_makes_it_plain(any_engine: Engine) -> None:
+    (old,) = await insert(any_engine, ureq(ONCE))
+    await any_engine.cancel_jobs(JobFilter(ids=(old,)), now=T0)
+    (twin,) = await insert(any_engine, ureq(ONCE))
+    assert twin != old
+    assert await any_engine.retry_jobs(JobFilter(ids=(old,)), now=T0) == [old]
+    retried = await job(any_engine, old)
+    assert retried.state is JobState.AVAILABLE and "uniq_key" not in retried.meta
+    (third,) = await insert(any_engine, ureq(ONCE))
+    assert third == twin  # the twin still holds the key
+
+
+async def test_retrying_a_job_without_a_twin_keeps_it_unique(any_engine: Engine) -> None:
+    (old,) = await insert(any_engine, ureq(ONCE))
+    await any_engine.cancel_jobs(JobFilter(ids=(old,)), now=T0)
+    assert await any_engine.retry_jobs(JobFilter(ids=(old,)), now=T0) == [old]
+    (again,) = await insert(any_engine, ureq(ONCE))
+    assert again == old and again.conflict  # type: ignore[attr-defined]
+
+
+async def test_retrying_two_twins_at_once_never_fails(any_engine: Engine) -> None:
+    (a,) = await insert(any_engine, ureq(ONCE))
+    await any_engine.cancel_jobs(JobFilter(ids=(a,)), now=T0)
+    (b,) = await insert(any_engine, ureq(ONCE))
+    await any_engine.cancel_jobs(JobFilter(ids=(b,)), now=T0)
+    assert await any_engine.retry_jobs(JobFilter(ids=(a, b)), now=T0) == [a, b]
+
+
+async def test_snoozing_a_debounced_job_while_a_twin_waits(any_engine: Engine) -> None:
+    debounce = {"period": None, "states": "scheduled"}
+    (running,) = await insert(any_engine, ureq(debounce, scheduled_at=T0 - timedelta(seconds=1)))
+    assert await fetch(any_engine) == [running]  # executing: not in its unique states
+    (twin,) = await insert(any_engine, ureq(debounce, schedule_in=60))
+    assert twin != running
+    snooze = Ack(running, 1, JobState.SCHEDULED, schedule_in=30, snoozed=True)
+    assert await any_engine.ack_jobs([snooze], now=T0) == [running]
+    snoozed = await job(any_engine, running)
+    assert snoozed.state is JobState.SCHEDULED and "uniq_key" not in snoozed.meta
+
+
+# -- the race ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bulk", [False, True], ids=["one-by-one", "bulk"])
+async def test_processes_inserting_the_same_jobs_at_once_make_each_once(
+    engine_name: str, any_engine: Engine, bulk: bool
+) -> None:
+    url, prefix = ADDRESSES[engine_name](any_engine)
+    context = multiprocessing.get_context("spawn")
+    start = context.Event()
+    results: Any = context.Queue()
+    jobs, processes = (1000, 8) if bulk else (250, 4)
+    workers = [
+        context.Process(target=unique_procs.insert_all, args=(url, prefix, jobs, bulk, start, results))
+        for _ in range(processes)
+    ]
+    for worker in workers:
+        worker.start()
+    start.set()
+    created = [results.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join(30)
+    assert all(isinstance(c, int) for c in created), created
+    assert sum(created) == jobs  # every job made by exactly one process
+    assert await count(any_engine) == jobs
+
+
+# -- bad input -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [
+        ({"period": -1}, "unique.period"),
+        ({"period": float("nan")}, "unique.period"),
+        ({"fields": ["colour"]}, "unique.fields"),
+        ({"fields": []}, "unique.fields"),
+        ({"keys": ["id"], "fields": ["worker"]}, "unique.keys"),
+        ({"states": "finished"}, "unique.states"),
+        ({"states": ["available", "done"]}, "unique.states"),
+        ({"states": ["available", "scheduled"]}, "unique.states"),
+        ({"perod": 10}, "unique.perod"),
+        ("yes", "unique"),
+    ],
+)
+def test_bad_unique_options_are_refused_naming_the_option(option: Any, named: str) -> None:
+    with pytest.raises(ValidationError, match=rf"invalid {named}="):
+        JobRequest(WORKER, unique=option)
+
+
+@pytest.mark.parametrize("key", ["uniq_key", "uniq_states"])
+def test_meta_cannot_fake_the_unique_markers(key: str) -> None:
+    with pytest.raises(ValidationError, match=rf"meta\['{key}'\]"):
+        JobRequest(WORKER, meta={key: "x"})
