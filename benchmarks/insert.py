@@ -3,16 +3,20 @@
 ``insert-bulk``: one ``enqueue_many`` call fed by a generator (one transaction, streamed in chunks).
 ``insert-single``: ``enqueue`` one job at a time, each its own transaction, from ``concurrency``
 tasks; reports the latency of each insert as well as the rate.
+``insert-unique`` / ``insert-unique-bulk``: the same with unique jobs (bulk: half of them duplicates),
+alternated with plain rounds in the same run and reported as the ratio of the medians.
 """
 
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
+from collections.abc import Iterator
 
-from common import Figures, Settings, Stopwatch, fresh_app, job_requests, latency_figures, rate
+from common import BENCH_WORKER, Figures, Settings, Stopwatch, fresh_app, job_requests, latency_figures, rate
 
-from conveyor import Conveyor
+from conveyor import Conveyor, JobRequest
 
 BULK_JOBS = 100_000
 SINGLE_JOBS = 5_000
@@ -61,4 +65,89 @@ async def insert_single(settings: Settings) -> Figures:
         "seconds": round(watch.seconds, 4),
         "jobs_per_s": rate(jobs, watch.seconds),
         **latency_figures(latencies),
+    }
+
+
+# -- unique jobs -------------------------------------------------------------------------------------
+#: Rounds of each variant, alternated, so a slow phase of the machine hits both alike.
+UNIQUE_ROUNDS = 3
+UNIQUE_SINGLE_JOBS = 2_000
+
+
+def unique_requests(
+    count: int, *, distinct: int | None = None, queue: str = "default"
+) -> Iterator[JobRequest]:
+    """Like ``job_requests``, unique (``period=None``); with ``distinct``, only that many keys."""
+    for index in range(count):
+        key = index if distinct is None else index % distinct
+        yield JobRequest(
+            worker=BENCH_WORKER,
+            args={"index": key, "email": f"user{key}@example.com"},
+            queue=queue,
+            unique={"period": None},
+        )
+
+
+async def _single_round(settings: Settings, requests: Iterator[JobRequest], jobs: int) -> float:
+    async with fresh_app(settings) as app:
+        await _warm_up(app)
+        await app.enqueue(JobRequest(BENCH_WORKER, queue="warmup", unique=True))
+        with Stopwatch() as watch:
+            for request in requests:
+                await app.enqueue(request)
+    return rate(jobs, watch.seconds)
+
+
+async def insert_unique(settings: Settings) -> Figures:
+    """``enqueue`` of unique jobs one at a time, against plain ones in the same run: the ratio of
+    their medians (target: unique >= 0.8x plain)."""
+    jobs = settings.job_count(UNIQUE_SINGLE_JOBS)
+    plain: list[float] = []
+    unique: list[float] = []
+    for _ in range(UNIQUE_ROUNDS):
+        plain.append(await _single_round(settings, job_requests(jobs), jobs))
+        unique.append(await _single_round(settings, unique_requests(jobs), jobs))
+    return {
+        "jobs": jobs,
+        "rounds": UNIQUE_ROUNDS,
+        "jobs_per_s": statistics.median(unique),
+        "unique_range": [min(unique), max(unique)],
+        "plain_jobs_per_s": statistics.median(plain),
+        "plain_range": [min(plain), max(plain)],
+        "ratio": round(statistics.median(unique) / statistics.median(plain), 3),
+    }
+
+
+async def _bulk_round(settings: Settings, requests: Iterator[JobRequest], jobs: int) -> tuple[float, int]:
+    async with fresh_app(settings) as app:
+        await _warm_up(app)
+        with Stopwatch() as watch:
+            ids = await app.enqueue_many(requests)
+    if len(ids) != jobs:
+        raise AssertionError(f"got {len(ids)} ids, expected {jobs}")
+    return rate(jobs, watch.seconds), sum(1 for i in ids if i.conflict)
+
+
+async def insert_unique_bulk(settings: Settings) -> Figures:
+    """One ``enqueue_many`` of unique jobs, half of them duplicates, against a plain bulk insert of
+    the same size in the same run (target: >= 30k jobs/s on PostgreSQL)."""
+    jobs = settings.job_count(BULK_JOBS)
+    plain: list[float] = []
+    unique: list[float] = []
+    conflicts = 0
+    for _ in range(UNIQUE_ROUNDS):
+        plain.append((await _bulk_round(settings, job_requests(jobs), jobs))[0])
+        speed, conflicts = await _bulk_round(
+            settings, unique_requests(jobs, distinct=max(1, jobs // 2)), jobs
+        )
+        unique.append(speed)
+    return {
+        "jobs": jobs,
+        "conflicts": conflicts,
+        "rounds": UNIQUE_ROUNDS,
+        "jobs_per_s": statistics.median(unique),
+        "unique_range": [min(unique), max(unique)],
+        "plain_jobs_per_s": statistics.median(plain),
+        "plain_range": [min(plain), max(plain)],
+        "ratio": round(statistics.median(unique) / statistics.median(plain), 3),
     }

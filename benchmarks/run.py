@@ -17,13 +17,15 @@ import traceback
 from collections.abc import Sequence
 
 from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_table
-from insert import insert_bulk, insert_single
+from insert import insert_bulk, insert_single, insert_unique, insert_unique_bulk
 from runtime import cpu, drain, drain_history, latency
 
 #: Every scenario, by the name the command line uses. Order is the order ``all`` runs them in.
 SCENARIOS: dict[str, Scenario] = {
     "insert-bulk": insert_bulk,
     "insert-single": insert_single,
+    "insert-unique": insert_unique,
+    "insert-unique-bulk": insert_unique_bulk,
     "drain": drain,
     "latency": latency,
     "cpu": cpu,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ("insert-bulk", "insert-single")
+UNIQUE_SCENARIOS = ("insert-unique", "insert-unique-bulk")
 
 
 def test_benchmarks_print_one_json_object_per_scenario(dsn: str) -> None:
@@ -56,3 +57,23 @@ def test_runtime_benchmarks_run_at_tiny_sizes_and_print_json(dsn: str) -> None:
     assert 0 < latency["p50_ms"] <= latency["p95_ms"] <= latency["p99_ms"]
     assert cpu["processes"] == 2 and cpu["speedup"] > 0 and cpu["sequential_s"] > 0
     assert history["history"] == 2000 and history["jobs_per_s"] > 0 and history["ratio"] > 0
+
+
+def test_unique_insert_benchmarks_report_ratios_against_plain_inserts(dsn: str) -> None:
+    command = [
+        sys.executable,
+        "benchmarks/run.py",
+        *UNIQUE_SCENARIOS,
+        "--jobs",
+        "200",
+        "--json",
+        "--dsn",
+        dsn,
+    ]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    single, bulk = (json.loads(line) for line in done.stdout.splitlines())
+    for figures in (single, bulk):
+        assert figures["rounds"] == 3 and figures["ratio"] > 0
+        assert figures["unique_range"][0] <= figures["jobs_per_s"] <= figures["unique_range"][1]
+    assert bulk["conflicts"] == 100  # half of the 200 were duplicates

@@ -91,6 +91,14 @@ class Unique:
         if isinstance(value, Unique):
             return value
         if isinstance(value, Mapping):
+            # Requests built in a loop pass equal dicts again and again: validate each shape once.
+            try:
+                cache_key = tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+                cached = _BUILT.get(cache_key)
+            except TypeError:  # unhashable or unorderable: validate without the cache
+                cache_key, cached = None, None
+            if cached is not None:
+                return cached
             unknown = sorted(str(k) for k in value if k not in OPTIONS)
             if unknown:
                 raise ValidationError(
@@ -98,34 +106,59 @@ class Unique:
                     value[unknown[0]],
                     f"unknown option; expected {', '.join(OPTIONS)}",
                 )
-            return cls(**value)
+            built = cls(**value)
+            if cache_key is not None and len(_BUILT) < 256:
+                _BUILT[cache_key] = built
+            return built
         raise ValidationError("unique", value, "must be True, False, None, a mapping of options or a Unique")
 
     def state_names(self) -> list[str]:
         return [state.value for state in self.states]
 
     def base_key(self, request: JobRequest) -> str:
-        """What identifies ``request`` under this option (the period bucket is added at insert)."""
-        parts: list[Any] = [self.period, self.state_names()]
+        """What identifies ``request`` under this option (the period bucket is added at insert):
+        a hash of the option itself and of the chosen fields, objects with their keys sorted."""
+        digest = hashlib.blake2b(self._digest_head(), digest_size=16)
         for name in self.fields:
             if name == "worker":
-                parts.append(request.worker)
+                part = request.worker.encode()
             elif name == "queue":
-                parts.append(request.queue)
+                part = request.queue.encode()
             else:
                 values = request.args if name == "args" else request.meta
-                if self.keys:
-                    parts.append({key: values.get(key) for key in self.keys})
-                else:
-                    parts.append(values)
-        digest = hashlib.blake2b(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS), digest_size=16)
+                chosen = {key: values.get(key) for key in self.keys} if self.keys else values
+                part = orjson.dumps(chosen, option=orjson.OPT_SORT_KEYS)
+            digest.update(b"%d:" % len(part))  # length-prefixed: no two splits read alike
+            digest.update(part)
         return f"{KEY_VERSION}:{digest.hexdigest()}"
+
+    def _digest_head(self) -> bytes:
+        head = _HEADS.get(self)
+        if head is None:
+            head = orjson.dumps([self.period, self.state_names(), list(self.fields), list(self.keys)])
+            if len(_HEADS) < 256:
+                _HEADS[self] = head
+        return head
 
     def key(self, base: str, now: datetime) -> str:
         """The stored key: ``base`` and, with a period, the number of the period containing ``now``."""
         if self.period is None:
             return base
         return f"{base}.{bucket(now, self.period)}"
+
+
+#: The start of each option's hashes (its own settings, encoded once).
+_HEADS: dict[Unique, bytes] = {}
+#: ``Unique.build``'s validated options, by the frozen items of the mapping they came from.
+_BUILT: dict[tuple[Any, ...], Unique] = {}
+
+
+def _frozen(value: Any) -> Any:
+    """``value`` hashable: lists and tuples as tuples (of frozen items); anything else as it is. The
+    type is part of it, so 1, 1.0 and True never share an entry."""
+    if isinstance(value, list | tuple):
+        return ("seq", tuple(_frozen(item) for item in value))
+    return (type(value).__name__, value)
 
 
 def bucket(now: datetime, period: float) -> int:

@@ -50,7 +50,6 @@ from conveyor.engine.postgres.rows import (
 from conveyor.errors import ValidationError
 from conveyor.job import ExistingJobId
 from conveyor.request import JobRequest
-from conveyor.unique import stored_meta
 
 #: Jobs per ``insert_jobs.sql`` statement: large enough to amortise round trips, small enough that a
 #: big batch streams through bounded memory on both sides.
@@ -152,14 +151,12 @@ class Inserter:
                 rows = yield Execute(self._statement, {"jobs": records, "now": now, "channel": self._channel})
                 ids += [row[0] for row in rows]
                 continue
-            if now is None:  # unique keys hold the period's time bucket: the clock comes first
-                now = _first((yield Execute(self._clock, {"now": None})))
             ids += yield from self._unique_steps(chunk, now, claims)
         return ids
 
-    def _unique_steps(self, chunk: list[JobRequest], now: datetime, claims: UniqueClaims) -> Steps:
+    def _unique_steps(self, chunk: list[JobRequest], now: datetime | None, claims: UniqueClaims) -> Steps:
         """One ``insert_unique_jobs.sql`` for a chunk holding unique requests (see ``UniqueClaims``)."""
-        keys, records = claims.plan(chunk, now)
+        keys, records = claims.plan(chunk)
         rows = yield Execute(
             self._unique_statement, {"jobs": records_json(records), "now": now, "channel": self._channel}
         )
@@ -202,15 +199,17 @@ class Inserter:
 class UniqueClaims:
     """The unique keys one insert has claimed so far, and the ids they ended with.
 
-    Within an insert the first request with a key claims it; later ones are not sent and get the
-    claimant's id as an ``ExistingJobId`` (a statement meeting one key twice would fail). What the
-    table holds already is ``insert_unique_jobs.sql``'s ON CONFLICT."""
+    Keys are known here by their base (``Unique.base_key``): the statement adds the period's time
+    bucket from its own clock, the same for every statement of one insert (one transaction), so
+    equal bases mean equal keys. Within an insert the first request with a key claims it; later
+    ones are not sent and get the claimant's id as an ``ExistingJobId`` (a statement meeting one
+    key twice would fail). What the table holds already is ``insert_unique_jobs.sql``'s ON CONFLICT."""
 
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}
 
-    def plan(self, chunk: list[JobRequest], now: datetime) -> tuple[list[str | None], list[dict[str, Any]]]:
-        """Each request's key (None: not unique), and the records to send."""
+    def plan(self, chunk: list[JobRequest]) -> tuple[list[str | None], list[dict[str, Any]]]:
+        """Each request's base key (None: not unique), and the records to send."""
         keys: list[str | None] = []
         records: list[dict[str, Any]] = []
         sending: set[str] = set()
@@ -220,35 +219,39 @@ class UniqueClaims:
                 keys.append(None)
                 records.append(request_record(request))
                 continue
-            key = unique.key(unique.base_key(request), now)
-            keys.append(key)
-            if key not in self._ids and key not in sending:
-                sending.add(key)
-                records.append(
-                    request_record(request, stored_meta(request.meta_json, key, unique.state_names()))
-                )
+            base = unique.base_key(request)
+            keys.append(base)
+            if base not in self._ids and base not in sending:
+                sending.add(base)
+                record = request_record(request)
+                record["uniq_base"] = base
+                record["uniq_period"] = unique.period
+                record["uniq_states"] = unique.state_names()
+                records.append(record)
         return keys, records
 
     def resolve(self, keys: list[str | None], rows: list[tuple[Any, ...]]) -> list[int]:
         """The chunk's ids in input order from the statement's rows (id, inserted, uniq_key, _)."""
         claimed: dict[str, int] = {}
         fresh: list[int] = []
+        wanted = set(keys)
         for job_id, inserted, key, _ in rows:
-            if key is not None and key in keys and key not in self._ids:
-                claimed[key] = job_id if inserted else ExistingJobId(job_id)
+            base = None if key is None else key.partition(".")[0]
+            if base is not None and base in wanted and base not in self._ids:
+                claimed[base] = job_id if inserted else ExistingJobId(job_id)
             else:
                 fresh.append(job_id)
         fresh.sort()  # new rows took ids in input order
         new = iter(fresh)
         ids: list[int] = []
-        for key in keys:
-            if key is None:
+        for base in keys:
+            if base is None:
                 ids.append(next(new))
-            elif key in claimed:
-                ids.append(claimed.pop(key))
-                self._ids[key] = int(ids[-1])
+            elif base in claimed:
+                ids.append(claimed.pop(base))
+                self._ids[base] = int(ids[-1])
             else:
-                ids.append(ExistingJobId(self._ids[key]))
+                ids.append(ExistingJobId(self._ids[base]))
         return ids
 
 

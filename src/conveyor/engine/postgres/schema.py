@@ -71,7 +71,6 @@ OBJECTS: tuple[tuple[int, str, str], ...] = (
     (1, "index", "oban_jobs_discarded_at_index"),
     (2, "table", "conveyor_cron_ticks"),
     (3, "table", "conveyor_queue_states"),
-    (4, "function", "conveyor_state_label"),
     (4, "index", "oban_jobs_conveyor_unique_index"),
 )
 

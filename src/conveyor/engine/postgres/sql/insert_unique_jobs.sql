@@ -1,23 +1,34 @@
--- insert_jobs.sql for a batch holding unique jobs. Their meta already carries uniq_key and
--- uniq_states (computed from the insert clock, read first and passed as %(now)s), and no two rows of
--- the batch share a key. A row whose key a stored job holds in one of its unique states is not
+-- insert_jobs.sql for a batch holding unique jobs. A unique job's record carries uniq_base (the hash
+-- of what identifies it), uniq_period and uniq_states; its stored key is the base plus, with a
+-- period, the number of the period-long slice of time (since the Unix epoch) holding the insert
+-- clock, as conveyor/unique.py computes it. No two rows of the batch share a base. A row whose key a stored job holds in one of its unique states is not
 -- inserted: ON CONFLICT names the unique index (v004_unique_jobs.sql) and touches that job instead,
 -- which locks it until the end of the transaction and returns its id. (xmax = 0) tells a new row
 -- from a touched one; only new available rows wake their queue. A concurrent insert of the same
 -- key waits for this one to commit or roll back, so exactly one row survives.
 WITH clock AS (
-    SELECT %(now)s::timestamp AS now
+    SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
 input AS (
-    SELECT j.*, coalesce(j.scheduled_at, clock.now + make_interval(secs => coalesce(j.schedule_in, 0))) AS run_at
+    SELECT
+        j.worker, j.queue, j.args, j.tags, j.priority, j.max_attempts, j.ord,
+        coalesce(j.scheduled_at, clock.now + make_interval(secs => coalesce(j.schedule_in, 0))) AS run_at,
+        CASE WHEN j.uniq_base IS NULL THEN j.meta ELSE j.meta || jsonb_build_object(
+            'uniq_key', j.uniq_base || coalesce(
+                '.' || floor(extract(epoch FROM clock.now)::double precision / j.uniq_period)::bigint, ''
+            ),
+            'uniq_states', j.uniq_states
+        ) END AS meta
     FROM clock,
     ROWS FROM (
         jsonb_to_recordset(%(jobs)s::jsonb) AS (
             worker text, queue text, args jsonb, meta jsonb, tags text[], priority smallint,
-            max_attempts smallint, scheduled_at timestamp, schedule_in double precision
+            max_attempts smallint, scheduled_at timestamp, schedule_in double precision,
+            uniq_base text, uniq_period double precision, uniq_states jsonb
         )
     ) WITH ORDINALITY AS j(
-        worker, queue, args, meta, tags, priority, max_attempts, scheduled_at, schedule_in, ord
+        worker, queue, args, meta, tags, priority, max_attempts, scheduled_at, schedule_in,
+        uniq_base, uniq_period, uniq_states, ord
     )
 ),
 written AS (

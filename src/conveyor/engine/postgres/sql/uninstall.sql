@@ -5,5 +5,4 @@ DROP TABLE IF EXISTS {prefix}.oban_producers;
 DROP TABLE IF EXISTS {prefix}.oban_leaders;
 DROP TABLE IF EXISTS {prefix}.oban_jobs;
 DROP FUNCTION IF EXISTS {prefix}.oban_count_estimate(text, text);
-DROP FUNCTION IF EXISTS {prefix}.conveyor_state_label(anyenum);
 DROP TYPE IF EXISTS {prefix}.oban_job_state;

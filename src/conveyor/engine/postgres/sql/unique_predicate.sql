@@ -1,1 +1,11 @@
-meta ? 'uniq_key' AND meta -> 'uniq_states' ? {prefix}.conveyor_state_label(state)
+meta ? 'uniq_key' AND (
+       (state = 'available' AND meta -> 'uniq_states' ? 'available')
+    OR (state = 'scheduled' AND meta -> 'uniq_states' ? 'scheduled')
+    OR (state = 'executing' AND meta -> 'uniq_states' ? 'executing')
+    OR (state = 'retryable' AND meta -> 'uniq_states' ? 'retryable')
+    OR (state = 'completed' AND meta -> 'uniq_states' ? 'completed')
+    OR (state = 'discarded' AND meta -> 'uniq_states' ? 'discarded')
+    OR (state = 'cancelled' AND meta -> 'uniq_states' ? 'cancelled')
+    OR (state NOT IN ('available', 'scheduled', 'executing', 'retryable', 'completed', 'discarded', 'cancelled')
+        AND meta -> 'uniq_states' ? 'suspended')
+)

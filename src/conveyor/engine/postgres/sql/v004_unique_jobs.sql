@@ -6,15 +6,10 @@
 -- fail the predicate's first test at once. The predicate is unique_predicate.sql, which the unique
 -- insert also names as its ON CONFLICT target.
 --
--- conveyor_state_label is the state's label as text. PostgreSQL's own cast is only stable (labels can
--- be renamed), which an index may not use; labels of oban_job_state are never renamed, so the
--- function says immutable. Comparing with each label as a literal instead would fail in the very
--- transaction that adds 'suspended' to an older Oban enum. It takes anyenum, not oban_job_state, so
--- it never stands in the way of a tool (Oban's own uninstall) that drops the type.
-CREATE OR REPLACE FUNCTION {prefix}.conveyor_state_label(state anyenum)
-RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT state::text $$;
-
+-- The state is compared with each label (casting the enum to text is only stable, which an index may
+-- not use). 'suspended' is named only as "none of the others": a literal of it would fail in the very
+-- transaction that adds it to an older Oban enum. Comparisons cost far less than a function call,
+-- and every unique insert pays them.
 CREATE UNIQUE INDEX IF NOT EXISTS oban_jobs_conveyor_unique_index
 ON {prefix}.oban_jobs ((meta ->> 'uniq_key'))
 WHERE {unique_predicate};
