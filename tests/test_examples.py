@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import DSN
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -202,3 +204,16 @@ def test_install_sql(prefix: str, tmp_path: Path) -> None:
     reported = re.search(r"app.install\(\) afterwards reports version (\d+) \(latest: (\d+)\)", out)
     assert reported is not None and reported.group(1) == reported.group(2)
     assert "tables after uninstall_sql: []" in out
+
+
+@pytest.mark.parametrize("engine", ["postgres", "sqlite"])
+def test_unique_jobs(prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
+    if engine == "sqlite":  # the same example on a SQLite file (no schemas: the default prefix)
+        monkeypatch.setattr(sys.modules[__name__], "DSN", f"sqlite:///{tmp_path / 'unique.db'}")
+        prefix = "public"
+    out = run_example("unique_jobs.py", prefix, tmp_path)
+    assert "first: new=True; again: conflict=True, same job=True" in out
+    assert "another site: conflict=False" in out
+    assert "9 webhooks for 3 accounts: 3 jobs, 6 conflicts" in out
+    assert "after cancelling it, a new one: True" in out
+    assert "refused: invalid unique.period=-5" in out

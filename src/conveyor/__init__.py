@@ -19,6 +19,7 @@ from conveyor.job import ExistingJobId, Job, JobId, JobState
 from conveyor.outcomes import Cancel, Discard, Record, Snooze
 from conveyor.request import JobRequest
 from conveyor.settings import QueueSettings, Settings
+from conveyor.unique import Unique
 
 __all__ = [
     "Cancel",
@@ -44,6 +45,7 @@ __all__ = [
     "Settings",
     "Snooze",
     "SystemClock",
+    "Unique",
     "UnknownOptionError",
     "UnsupportedConnectionError",
     "ValidationError",
