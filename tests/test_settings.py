@@ -11,7 +11,8 @@ import pytest
 
 from conveyor import Conveyor, ExecutorKind, QueueSettings, Settings, ValidationError
 from conveyor.engines import default_database_url
-from conveyor.settings import load_settings, parse_queues
+from conveyor.queue_settings import parse_queues
+from conveyor.settings import load_settings
 
 URL = "postgresql://someone@localhost/app"
 

@@ -17,8 +17,9 @@ from conveyor.errors import (
 from conveyor.filters import JobFilter
 from conveyor.job import ExistingJobId, Job, JobId, JobState
 from conveyor.outcomes import Cancel, Discard, Record, Snooze
+from conveyor.queue_settings import QueueSettings
 from conveyor.request import JobRequest
-from conveyor.settings import QueueSettings, Settings
+from conveyor.settings import Settings
 from conveyor.unique import Unique
 
 __all__ = [

@@ -23,9 +23,8 @@ from typing import Any
 
 from conveyor import _options as opt
 from conveyor.cron import CronEntry
-from conveyor.definition import ExecutorKind
 from conveyor.errors import ValidationError
-from conveyor.limits import FetchLimits
+from conveyor.queue_settings import QueueSettings, parse_queues
 
 ENV_PREFIX = "CONVEYOR_"
 
@@ -33,35 +32,6 @@ ENV_PREFIX = "CONVEYOR_"
 def default_node_name() -> str:
     """Unique per process: two processes on one host never share a node name."""
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-
-
-@dataclass(frozen=True, slots=True)
-class QueueSettings:
-    name: str
-    limit: int = 10
-    #: Default executor for the queue's jobs (a worker's own choice wins).
-    executor: ExecutorKind = ExecutorKind.AUTO
-    #: Jobs of the queue running at once on all nodes together (None: only ``limit`` per node).
-    global_limit: int | None = None
-
-    def __post_init__(self) -> None:
-        opt.check_queue(self.name)
-        if isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1:
-            raise ValidationError(f"queues.{self.name}.limit", self.limit, "must be an integer >= 1")
-        try:
-            FetchLimits(global_limit=self.global_limit)
-        except ValidationError as exc:
-            raise ValidationError(
-                f"queues.{self.name}.global_limit", self.global_limit, exc.problem
-            ) from None
-        try:
-            object.__setattr__(self, "executor", ExecutorKind(self.executor))
-        except ValueError:
-            raise ValidationError(
-                f"queues.{self.name}.executor",
-                self.executor,
-                f"must be one of {[k.value for k in ExecutorKind]}",
-            ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,51 +168,6 @@ def check_setting(name: str, value: Any) -> None:
         kind = QueueSettings if name == "queues" else CronEntry
         if not isinstance(value, tuple) or not all(isinstance(item, kind) for item in value):
             raise ValidationError(name, value, f"must be a tuple of {kind.__name__} values")
-
-
-#: The keys a queue entry given as a mapping may have.
-QUEUE_KEYS = ("limit", "executor", "global_limit")
-
-
-def parse_queues(value: Any) -> tuple[QueueSettings, ...]:
-    """Queues from ``"default:10,mail:5"``, a list of names or specs, or a mapping of name to limit
-    or to ``{"limit": n, "executor": "process", "global_limit": m}``."""
-    if isinstance(value, str):
-        value = [part for part in value.split(",") if part.strip()]
-    if isinstance(value, Mapping):
-        items = []
-        for name, spec in value.items():
-            if isinstance(spec, Mapping):
-                unknown = sorted(str(key) for key in spec if key not in QUEUE_KEYS)
-                if unknown:
-                    raise ValidationError(
-                        f"queues.{name}.{unknown[0]}",
-                        spec[unknown[0]],
-                        f"unknown key in a queue entry; expected {', '.join(QUEUE_KEYS)}",
-                    )
-                items.append(QueueSettings(name, **dict(spec)))
-            else:
-                items.append(QueueSettings(name, spec))
-        return tuple(items)
-    if isinstance(value, bytes) or not isinstance(value, Iterable):
-        raise ValidationError(
-            "queues", value, "must be 'name:limit,...', a list of such names, or a mapping of name to limit"
-        )
-    result = []
-    for item in value:
-        if isinstance(item, QueueSettings):
-            result.append(item)
-            continue
-        if not isinstance(item, str):
-            raise ValidationError("queues", item, "must be 'name' or 'name:limit'")
-        name, _, limit = item.strip().partition(":")
-        try:
-            result.append(QueueSettings(name.strip(), int(limit) if limit else 10))
-        except ValueError as exc:
-            if isinstance(exc, ValidationError):
-                raise
-            raise ValidationError("queues", item, "the limit after ':' must be an integer") from None
-    return tuple(result)
 
 
 def parse_crontab(value: Any) -> tuple[CronEntry, ...]:

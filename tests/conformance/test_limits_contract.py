@@ -16,7 +16,7 @@ from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 from conveyor.limits import FetchLimits
-from conveyor.settings import parse_queues
+from conveyor.queue_settings import parse_queues
 from tests.conformance import jobs
 from tests.conformance.contract import T0, fetch, put, req, uid
 

@@ -22,7 +22,8 @@ from conveyor._runtime.stager import Stager
 from conveyor.cron import CronEntry
 from conveyor.engine.base import Engine
 from conveyor.limits import FetchLimits
-from conveyor.settings import QueueSettings, Settings
+from conveyor.queue_settings import QueueSettings
+from conveyor.settings import Settings
 from conveyor.telemetry import Telemetry
 
 log = logging.getLogger("conveyor.node")

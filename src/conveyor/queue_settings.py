@@ -1,0 +1,87 @@
+"""The settings of one queue (``QueueSettings``) and the forms ``queues`` may take in arguments,
+environment variables and config files (``parse_queues``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from conveyor import _options as opt
+from conveyor.definition import ExecutorKind
+from conveyor.errors import ValidationError
+from conveyor.limits import FetchLimits
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    name: str
+    limit: int = 10
+    #: Default executor for the queue's jobs (a worker's own choice wins).
+    executor: ExecutorKind = ExecutorKind.AUTO
+    #: Jobs of the queue running at once on all nodes together (None: only ``limit`` per node).
+    global_limit: int | None = None
+
+    def __post_init__(self) -> None:
+        opt.check_queue(self.name)
+        if isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1:
+            raise ValidationError(f"queues.{self.name}.limit", self.limit, "must be an integer >= 1")
+        try:
+            FetchLimits(global_limit=self.global_limit)
+        except ValidationError as exc:
+            raise ValidationError(
+                f"queues.{self.name}.global_limit", self.global_limit, exc.problem
+            ) from None
+        try:
+            object.__setattr__(self, "executor", ExecutorKind(self.executor))
+        except ValueError:
+            raise ValidationError(
+                f"queues.{self.name}.executor",
+                self.executor,
+                f"must be one of {[k.value for k in ExecutorKind]}",
+            ) from None
+
+
+#: The keys a queue entry given as a mapping may have.
+QUEUE_KEYS = ("limit", "executor", "global_limit")
+
+
+def parse_queues(value: Any) -> tuple[QueueSettings, ...]:
+    """Queues from ``"default:10,mail:5"``, a list of names or specs, or a mapping of name to limit
+    or to ``{"limit": n, "executor": "process", "global_limit": m}``."""
+    if isinstance(value, str):
+        value = [part for part in value.split(",") if part.strip()]
+    if isinstance(value, Mapping):
+        items = []
+        for name, spec in value.items():
+            if isinstance(spec, Mapping):
+                unknown = sorted(str(key) for key in spec if key not in QUEUE_KEYS)
+                if unknown:
+                    raise ValidationError(
+                        f"queues.{name}.{unknown[0]}",
+                        spec[unknown[0]],
+                        f"unknown key in a queue entry; expected {', '.join(QUEUE_KEYS)}",
+                    )
+                items.append(QueueSettings(name, **dict(spec)))
+            else:
+                items.append(QueueSettings(name, spec))
+        return tuple(items)
+    if isinstance(value, bytes) or not isinstance(value, Iterable):
+        raise ValidationError(
+            "queues", value, "must be 'name:limit,...', a list of such names, or a mapping of name to limit"
+        )
+    result = []
+    for item in value:
+        if isinstance(item, QueueSettings):
+            result.append(item)
+            continue
+        if not isinstance(item, str):
+            raise ValidationError("queues", item, "must be 'name' or 'name:limit'")
+        name, _, limit = item.strip().partition(":")
+        try:
+            result.append(QueueSettings(name.strip(), int(limit) if limit else 10))
+        except ValueError as exc:
+            if isinstance(exc, ValidationError):
+                raise
+            raise ValidationError("queues", item, "the limit after ':' must be an integer") from None
+    return tuple(result)
