@@ -54,7 +54,9 @@ MAX_PERIOD = 100 * 365 * 86400.0
 #: Marks the key format, so another client's keys (Oban Pro's) never collide with ours.
 KEY_VERSION = "cv1"
 #: Option names, for the errors that name an unknown one.
-OPTIONS = ("period", "fields", "keys", "states")
+OPTIONS = ("period", "fields", "keys", "states", "replace")
+#: The fields ``replace`` may take from a conflicting request (as Oban).
+REPLACE_FIELDS = ("args", "meta", "priority", "queue", "scheduled_at", "tags", "max_attempts")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +68,9 @@ class Unique:
     fields: tuple[str, ...] = DEFAULT_FIELDS
     keys: tuple[str, ...] = ()
     states: tuple[JobState, ...] = STATE_GROUPS[DEFAULT_STATES]
+    #: On a conflict, the fields to copy from the request onto the stored job, by the state it is
+    #: in (``{"scheduled": ["scheduled_at"]}``); a job in a state not named is left as it is.
+    replace: tuple[tuple[JobState, tuple[str, ...]], ...] = ()
 
     def __init__(
         self,
@@ -73,12 +78,14 @@ class Unique:
         fields: Iterable[str] = DEFAULT_FIELDS,
         keys: Iterable[str] = (),
         states: str | Iterable[str | JobState] = DEFAULT_STATES,
+        replace: Mapping[str | JobState, Iterable[str]] | None = None,
     ) -> None:
         set_field = object.__setattr__
         set_field(self, "period", _check_period(period))
         set_field(self, "fields", _check_fields(fields))
         set_field(self, "keys", _check_keys(keys, self.fields))
         set_field(self, "states", _check_states(states))
+        set_field(self, "replace", _check_replace(replace))
 
     @classmethod
     def build(cls, value: Any) -> Unique | None:
@@ -114,6 +121,10 @@ class Unique:
 
     def state_names(self) -> list[str]:
         return [state.value for state in self.states]
+
+    def replace_spec(self) -> dict[str, list[str]]:
+        """``replace`` as the engines read it: {state name: [field, ...]}."""
+        return {state.value: list(fields) for state, fields in self.replace}
 
     def base_key(self, request: JobRequest) -> str:
         """What identifies ``request`` under this option (the period bucket is added at insert):
@@ -158,6 +169,8 @@ def _frozen(value: Any) -> Any:
     type is part of it, so 1, 1.0 and True never share an entry."""
     if isinstance(value, list | tuple):
         return ("seq", tuple(_frozen(item) for item in value))
+    if isinstance(value, Mapping):
+        return ("map", tuple(sorted((k, _frozen(v)) for k, v in value.items())))
     return (type(value).__name__, value)
 
 
@@ -254,6 +267,31 @@ def _check_states(value: Any) -> tuple[JobState, ...]:
             "runs, and a twin inserted meanwhile would stop it",
         )
     return tuple(s for s in JobState if s in chosen)
+
+
+def _check_replace(value: Any) -> tuple[tuple[JobState, tuple[str, ...]], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping):
+        raise ValidationError("unique.replace", value, "must map states to lists of fields")
+    result: list[tuple[JobState, tuple[str, ...]]] = []
+    for state_name, fields in value.items():
+        try:
+            state = JobState(state_name)
+        except ValueError:
+            names = ", ".join(s.value for s in JobState)
+            raise ValidationError(
+                "unique.replace", value, f"{state_name!r} is not a state; expected {names}"
+            ) from None
+        chosen = _names("unique.replace", fields)
+        for name in chosen:
+            if name not in REPLACE_FIELDS:
+                expected = ", ".join(REPLACE_FIELDS)
+                raise ValidationError(
+                    "unique.replace", value, f"{name!r} cannot be replaced; expected {expected}"
+                )
+        result.append((state, chosen))
+    return tuple(sorted(result, key=lambda item: list(JobState).index(item[0])))
 
 
 DEFAULT_UNIQUE = Unique()

@@ -284,3 +284,61 @@ def test_bad_unique_options_are_refused_naming_the_option(option: Any, named: st
 def test_meta_cannot_fake_the_unique_markers(key: str) -> None:
     with pytest.raises(ValidationError, match=rf"meta\['{key}'\]"):
         JobRequest(WORKER, meta={key: "x"})
+
+
+# -- replace ---------------------------------------------------------------------------------------------
+REPLACING: dict[str, Any] = {
+    "period": None,
+    "fields": ["worker"],
+    "replace": {
+        "available": ["args", "meta", "priority", "tags", "max_attempts", "queue"],
+        "scheduled": ["scheduled_at"],
+    },
+}
+
+
+async def test_a_conflict_replaces_the_chosen_fields_for_the_stored_jobs_state(any_engine: Engine) -> None:
+    (stored,) = await insert(any_engine, ureq(REPLACING, args={"v": 1}, meta={"m": 1}, tags=["a"]))
+    newer = ureq(REPLACING, args={"v": 2}, meta={"m": 2}, tags=["b"], priority=3, max_attempts=7, queue="q2")
+    (again,) = await insert(any_engine, newer)
+    assert again == stored and again.conflict  # type: ignore[attr-defined]
+    job_now = await job(any_engine, stored)
+    assert job_now.args == {"v": 2} and job_now.priority == 3 and job_now.max_attempts == 7
+    assert list(job_now.tags) == ["b"] and job_now.queue == "q2"
+    assert job_now.meta["m"] == 2 and job_now.meta["uniq_key"].startswith("cv1:")  # markers kept
+    (third,) = await insert(any_engine, ureq(REPLACING, args={"v": 3}))
+    assert third == stored  # still unique after the replace
+
+
+async def test_a_scheduled_job_takes_the_new_time(any_engine: Engine) -> None:
+    (stored,) = await insert(any_engine, ureq(REPLACING, schedule_in=3600))
+    (again,) = await insert(any_engine, ureq(REPLACING, args={"v": 9}, schedule_in=60))
+    assert again == stored
+    job_now = await job(any_engine, stored)
+    assert job_now.scheduled_at == T0 + timedelta(seconds=60)
+    assert job_now.args == {"n": 1}  # args are replaced only while available
+
+
+async def test_a_job_in_a_state_not_named_is_left_alone(any_engine: Engine) -> None:
+    (stored,) = await insert(any_engine, ureq(REPLACING, scheduled_at=T0 - timedelta(seconds=1)))
+    assert await fetch(any_engine) == [stored]  # executing: replace names no fields for it
+    (again,) = await insert(any_engine, ureq(REPLACING, args={"v": 5}))
+    assert again == stored
+    assert (await job(any_engine, stored)).args == {"n": 1}
+
+
+async def test_replacing_the_time_of_an_available_job_schedules_it(any_engine: Engine) -> None:
+    option = REPLACING | {"replace": {"available": ["scheduled_at"]}}
+    (stored,) = await insert(any_engine, ureq(option))
+    (again,) = await insert(any_engine, ureq(option, schedule_in=600))
+    assert again == stored
+    job_now = await job(any_engine, stored)
+    assert job_now.state is JobState.SCHEDULED and job_now.scheduled_at == T0 + timedelta(seconds=600)
+
+
+@pytest.mark.parametrize(
+    "replace", [{"done": ["args"]}, {"available": ["state"]}, {"available": "args"}, ["args"]]
+)
+def test_bad_replace_options_are_refused(replace: Any) -> None:
+    with pytest.raises(ValidationError, match=r"invalid unique\.replace="):
+        JobRequest(WORKER, unique={"replace": replace})

@@ -110,6 +110,7 @@ class Inserter:
         self._unique_statement = sql.compose(
             "insert_unique_jobs", unique_predicate="unique_predicate"
         ).encode()
+        self._replace_statement = sql["replace_jobs"].encode()
         self._channel = insert_channel
 
     async def insert(
@@ -141,7 +142,9 @@ class Inserter:
         if first is None:
             return []
         second = next(chunks, None)
-        if second is not None:  # One statement is atomic by itself: no transaction round trips.
+        # One statement is atomic by itself: no transaction round trips. A unique request that may
+        # replace fields of a stored job takes a second statement.
+        if second is not None or any(r.unique is not None and r.unique.replace for r in first):
             yield Atomic()
         claims = UniqueClaims()
         ids: list[int] = []
@@ -160,7 +163,15 @@ class Inserter:
         rows = yield Execute(
             self._unique_statement, {"jobs": records_json(records), "now": now, "channel": self._channel}
         )
-        return claims.resolve(keys, rows)
+        ids, conflicted = claims.resolve(keys, rows)
+        replacing = [
+            request_record(chunk[i]) | {"id": int(ids[i]), "replace": unique.replace_spec()}
+            for i in conflicted
+            if (unique := chunk[i].unique) is not None and unique.replace
+        ]
+        if replacing:
+            yield Execute(self._replace_statement, {"jobs": records_json(replacing), "now": now})
+        return ids
 
     def _copy_steps(self, source: Pushback, now: datetime | None) -> Steps:
         clock: datetime = _first((yield Execute(self._clock, {"now": now})))
@@ -230,8 +241,9 @@ class UniqueClaims:
                 records.append(record)
         return keys, records
 
-    def resolve(self, keys: list[str | None], rows: list[tuple[Any, ...]]) -> list[int]:
-        """The chunk's ids in input order from the statement's rows (id, inserted, uniq_key, _)."""
+    def resolve(self, keys: list[str | None], rows: list[tuple[Any, ...]]) -> tuple[list[int], list[int]]:
+        """The chunk's ids in input order from the statement's rows (id, inserted, uniq_key, _),
+        and the positions of the requests that claimed a key and met a stored job holding it."""
         claimed: dict[str, int] = {}
         fresh: list[int] = []
         wanted = set(keys)
@@ -244,15 +256,18 @@ class UniqueClaims:
         fresh.sort()  # new rows took ids in input order
         new = iter(fresh)
         ids: list[int] = []
-        for base in keys:
+        conflicted: list[int] = []
+        for position, base in enumerate(keys):
             if base is None:
                 ids.append(next(new))
             elif base in claimed:
                 ids.append(claimed.pop(base))
                 self._ids[base] = int(ids[-1])
+                if isinstance(ids[-1], ExistingJobId):
+                    conflicted.append(position)
             else:
                 ids.append(ExistingJobId(self._ids[base]))
-        return ids
+        return ids, conflicted
 
 
 def request_chunks(requests: Iterator[Any]) -> Iterator[list[JobRequest]]:

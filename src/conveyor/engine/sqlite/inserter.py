@@ -41,6 +41,7 @@ INSERT_FIRST = FILES["insert_first"]
 LAST_ID = FILES["insert_last_id"]
 IDS = FILES["insert_ids"]
 NOTIFY = FILES["notify"]
+REPLACE = FILES["replace_jobs"]
 UNIQUE_LOOKUP = FILES.compose("unique_lookup", unique_predicate="unique_predicate")
 
 #: ("execute", sql, params) expects the fetched rows back; ("executemany", sql, rows) expects None.
@@ -106,17 +107,23 @@ def insert_steps(
             found = yield ("execute", UNIQUE_LOOKUP, (orjson.dumps(plan.claimed).decode(),))
             existing = {str(key): int(job_id) for key, job_id in found}
         writes: list[JobRequest] = []
+        replacing: list[dict[str, Any]] = []
         for request, key in zip(batch, plan.keys, strict=True):
             if key is None:
                 outcomes.append(None)
                 writes.append(request)
             elif key in existing:
+                if first_of_key[key] == len(outcomes) and request.unique and request.unique.replace:
+                    replacing.append(builder.replacement(request, existing[key]))
                 outcomes.append(existing[key])
             elif first_of_key[key] != len(outcomes):
                 outcomes.append(key)
             else:
                 outcomes.append(None)
                 writes.append(request)
+        if replacing:
+            params = {"jobs": orjson.dumps(replacing).decode(), "now": builder.clock_text}
+            yield ("execute", REPLACE, params)
         values = builder.values(writes, plan.metas)
         if not values:
             continue

@@ -178,6 +178,22 @@ class InsertRows:
                 self._tags[tags] = found
         return found
 
+    def replacement(self, request: JobRequest, job_id: int) -> dict[str, Any]:
+        """The record ``replace_jobs.sql`` reads for a unique request that met stored job ``job_id``."""
+        assert request.unique is not None
+        run = request.scheduled_at_utc or self.clock + timedelta(seconds=request.schedule_in or 0)
+        return {
+            "id": job_id,
+            "replace": request.unique.replace_spec(),
+            "queue": request.queue,
+            "args": orjson.Fragment(request.args_json),
+            "meta": orjson.Fragment(request.meta_json),
+            "tags": request.tags,
+            "priority": request.priority,
+            "max_attempts": request.max_attempts,
+            "run_at": time_text(run),
+        }
+
     def values(self, requests: Sequence[JobRequest], metas: Mapping[int, bytes] | None = None) -> list[Any]:
         """``INSERT_COLUMNS`` values per request, one flat list (sliced into statements later).
         ``metas`` replaces the meta of some requests (by ``id(request)``: unique ones)."""
