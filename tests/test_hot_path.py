@@ -15,6 +15,9 @@ from conveyor.engine.postgres import PostgresEngine
 NODE, PRODUCER = "node-1", "producer-1"
 
 
+FETCH_PARTS = {"job_columns": "job_columns", "lock_free": "lock_free", "claimed_meta": "claimed_meta"}
+
+
 def positional(statement: str, names: list[str]) -> str:
     """A statement with psycopg's %(name)s placeholders as PREPARE's $1, $2, ..."""
     for index, name in enumerate(names, start=1):
@@ -42,7 +45,7 @@ async def test_fetch_and_ack_plans_use_the_indexes_even_when_planned_on_a_tiny_t
     # plan made now would keep doing so after the table has grown to millions of rows.
     ids = await engine.insert([JobRequest(worker="tests.noop", args={"n": n}) for n in range(3)])
     fetch = positional(
-        engine.sql.compose("fetch_jobs", job_columns="job_columns", demand="fetch_demand"),
+        engine.sql.compose("fetch_jobs", demand="fetch_demand", **FETCH_PARTS),
         ["queue", "demand", "node", "producer", "now"],
     )
     plan = await generic_plan(
@@ -51,10 +54,12 @@ async def test_fetch_and_ack_plans_use_the_indexes_even_when_planned_on_a_tiny_t
     assert "Seq Scan" not in plan and "Bitmap" not in plan, plan
     assert "Index Scan using oban_jobs_state_queue_priority_scheduled_at_id_index" in plan, plan
     assert "Index Scan using oban_jobs_pkey" in plan, plan
+    # A job with an ordered lock looks for the earlier ones of its key through the lock index.
+    assert "conveyor_ordered_lock_index" in plan, plan
 
     # Under a global limit the executing jobs of the queue are counted through the fetch index too.
     fetch_global = positional(
-        engine.sql.compose("fetch_jobs", job_columns="job_columns", demand="fetch_demand_global"),
+        engine.sql.compose("fetch_jobs", demand="fetch_demand_global", **FETCH_PARTS),
         ["queue", "demand", "node", "producer", "now", "global_limit"],
     )
     plan = await generic_plan(

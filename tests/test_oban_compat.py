@@ -222,10 +222,15 @@ def catalog(dsn: str, schema: str) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def without_conveyor(snapshot: dict[str, list[tuple[Any, ...]]]) -> dict[str, list[tuple[Any, ...]]]:
-    """The snapshot without Conveyor's own objects (conveyor_migrations and what belongs to it)."""
-    return {
-        kind: [row for row in rows if not row[0].startswith("conveyor_")] for kind, rows in snapshot.items()
-    }
+    """The snapshot without Conveyor's own objects, all named conveyor_*: tables and what belongs to
+    them, and its indexes on oban_jobs (unique jobs, ordered locks), listed under the table's name."""
+
+    def ours(row: tuple[Any, ...]) -> bool:
+        return row[0].startswith("conveyor_") or (
+            len(row) > 1 and isinstance(row[1], str) and row[1].startswith("conveyor_")
+        )
+
+    return {kind: [row for row in rows if not ours(row)] for kind, rows in snapshot.items()}
 
 
 def assert_same_catalog(

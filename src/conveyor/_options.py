@@ -86,6 +86,21 @@ def check_job_id(value: Any, field: str = "id") -> int:
     return value if type(value) is int else int(value)  # a JobId: drivers want plain ints
 
 
+#: The longest lock key taken (it is stored in meta and indexed).
+MAX_LOCK_KEY = 255
+
+
+def check_lock_key(field: str, value: Any) -> str:
+    """An ordered or queueing lock key: non-empty text that JSON and both engines store exactly."""
+    if not isinstance(value, str) or not value.strip() or "\x00" in value or not is_utf8(value):
+        raise ValidationError(
+            field, value, "must be a non-empty string without NUL characters or lone surrogates"
+        )
+    if len(value) > MAX_LOCK_KEY:
+        raise ValidationError(field, value, f"must be at most {MAX_LOCK_KEY} characters")
+    return value
+
+
 def check_priority(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValidationError("priority", value, "must be an integer from 0 (first) to 9 (last)")

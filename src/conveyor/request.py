@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
+import orjson
+
 from conveyor import _options as opt
 from conveyor.errors import UnknownOptionError, ValidationError
 from conveyor.unique import Unique
@@ -23,11 +25,13 @@ ENQUEUE_OPTIONS = (
     "scheduled_at",
     "schedule_in",
     "unique",
+    "lock",
+    "queueing_lock",
 )
 
 
 #: Meta keys Conveyor writes for unique jobs (``conveyor.unique``): a caller's own would fake one.
-RESERVED_META = ("uniq_key", "uniq_states")
+RESERVED_META = ("uniq_key", "uniq_states", "lock_key")
 
 #: The default of args and meta: a fresh dict is made for each request that leaves them out.
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -55,6 +59,11 @@ class JobRequest:
     schedule_in: float | None = None
     #: Insert only if no such job exists (see ``conveyor.unique``); None: always insert.
     unique: Unique | None = None
+    #: An ordered lock: jobs with the same key run one at a time across the fleet, in enqueue order.
+    lock: str | None = None
+    #: At most one job with this key waits (available or scheduled) at a time: a second enqueue
+    #: returns the waiting one's id as a conflict (a unique job over the waiting states).
+    queueing_lock: str | None = None
     # The JSON of args and meta, encoded once at validation and reused by the insert.
     args_json: bytes = field(default=b"{}", init=False, repr=False, compare=False)
     meta_json: bytes = field(default=b"{}", init=False, repr=False, compare=False)
@@ -75,6 +84,8 @@ class JobRequest:
         scheduled_at: datetime | None = None,
         schedule_in: float | None = None,
         unique: Unique | bool | Mapping[str, Any] | None = None,
+        lock: str | None = None,
+        queueing_lock: str | None = None,
     ) -> None:
         if not isinstance(worker, str) or not worker.strip() or "\x00" in worker or not opt.is_utf8(worker):
             raise ValidationError(
@@ -92,7 +103,7 @@ class JobRequest:
                     raise ValidationError(
                         f"meta[{reserved!r}]",
                         meta[reserved],
-                        "is reserved for unique jobs: pass unique=... instead",
+                        "is reserved: Conveyor writes it for unique=, lock= and queueing_lock=",
                     )
         # The defaults themselves (the very objects) are known to be valid: most requests use them.
         if queue is not opt.DEFAULT_QUEUE:
@@ -110,6 +121,18 @@ class JobRequest:
             schedule_in = opt.check_delay("schedule_in", schedule_in)
         if unique is not None:
             unique = Unique.build(unique)
+        if queueing_lock is not None:
+            queueing_lock = opt.check_lock_key("queueing_lock", queueing_lock)
+            if unique is not None and unique.queueing_lock != queueing_lock:
+                raise ValidationError(
+                    "queueing_lock",
+                    queueing_lock,
+                    "is a unique job of its own: pass unique= or queueing_lock=, not both",
+                )
+            unique = Unique.queueing(queueing_lock)
+        if lock is not None:
+            lock = opt.check_lock_key("lock", lock)
+            meta_json = _with_lock(meta_json, lock)
         _set_state(
             self,
             "__dict__",
@@ -124,6 +147,8 @@ class JobRequest:
                 "scheduled_at": scheduled_at,
                 "schedule_in": schedule_in,
                 "unique": unique,
+                "lock": lock,
+                "queueing_lock": queueing_lock,
                 "args_json": args_json,
                 "meta_json": meta_json,
             },
@@ -151,6 +176,12 @@ class JobRequest:
         if self.scheduled_at is None:
             return None
         return self.scheduled_at.astimezone(UTC).replace(tzinfo=None)
+
+
+def _with_lock(meta_json: bytes, lock: str) -> bytes:
+    """The stored meta of a job with an ordered lock: the caller's, with ``lock_key`` last."""
+    marker = orjson.dumps({"lock_key": lock})
+    return marker if meta_json == b"{}" else meta_json[:-1] + b"," + marker[1:]
 
 
 def check_option_names(options: Mapping[str, Any], allowed: tuple[str, ...] = ENQUEUE_OPTIONS) -> None:

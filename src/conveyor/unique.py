@@ -43,10 +43,14 @@ STATE_GROUPS: dict[str, tuple[JobState, ...]] = {
     "successful": tuple(s for s in JobState if s not in (JobState.CANCELLED, JobState.DISCARDED)),
 }
 DEFAULT_STATES = "successful"
-#: A list of states must be one of these shapes, so that no job ever moves into its unique states
-#: while a twin may hold its key (only inserts, retries and snoozes do, and those are handled).
-DEBOUNCE_STATES = frozenset({JobState.SCHEDULED, JobState.SUSPENDED})
+#: A list of states must be one of two shapes, so that no job ever moves into its unique states while
+#: a twin may hold its key. Waiting states only: a claimed job drops its markers (fetch_jobs.sql), so
+#: it never comes back. Or every state a running job returns to: it never leaves. (Inserts and
+#: retries meet twins knowingly; a retry gives way.)
+WAITING_STATES = frozenset({JobState.SCHEDULED, JobState.SUSPENDED, JobState.AVAILABLE})
 RUNNING_STATES = frozenset({JobState.AVAILABLE, JobState.SCHEDULED, JobState.EXECUTING, JobState.RETRYABLE})
+#: ``queueing_lock``: unique while waiting to run.
+QUEUEING_STATES = ("available", "scheduled")
 #: Seconds a job stays unique by default (as Oban); None means as long as it is in its states.
 DEFAULT_PERIOD = 60.0
 #: The longest period taken (a century); use None for "forever".
@@ -71,6 +75,8 @@ class Unique:
     #: On a conflict, the fields to copy from the request onto the stored job, by the state it is
     #: in (``{"scheduled": ["scheduled_at"]}``); a job in a state not named is left as it is.
     replace: tuple[tuple[JobState, tuple[str, ...]], ...] = ()
+    #: Set by ``queueing``: the key is this lock, whatever the job (``JobRequest.queueing_lock``).
+    queueing_lock: str | None = None
 
     def __init__(
         self,
@@ -86,6 +92,15 @@ class Unique:
         set_field(self, "keys", _check_keys(keys, self.fields))
         set_field(self, "states", _check_states(states))
         set_field(self, "replace", _check_replace(replace))
+        set_field(self, "queueing_lock", None)
+
+    @classmethod
+    def queueing(cls, lock: str) -> Unique:
+        """The unique option behind ``queueing_lock=lock``: one waiting job per lock, in any queue,
+        for as long as it waits."""
+        unique = cls(period=None, states=QUEUEING_STATES)
+        object.__setattr__(unique, "queueing_lock", lock)
+        return unique
 
     @classmethod
     def build(cls, value: Any) -> Unique | None:
@@ -130,6 +145,9 @@ class Unique:
         """What identifies ``request`` under this option (the period bucket is added at insert):
         a hash of the option itself and of the chosen fields, objects with their keys sorted."""
         digest = hashlib.blake2b(self._digest_head(), digest_size=16)
+        if self.queueing_lock is not None:
+            digest.update(b"queueing_lock:" + self.queueing_lock.encode())
+            return f"{KEY_VERSION}:{digest.hexdigest()}"
         for name in self.fields:
             if name == "worker":
                 part = request.worker.encode()
@@ -147,6 +165,7 @@ class Unique:
         head = _HEADS.get(self)
         if head is None:
             head = orjson.dumps([self.period, self.state_names(), list(self.fields), list(self.keys)])
+            head += b"q" if self.queueing_lock is not None else b""
             if len(_HEADS) < 256:
                 _HEADS[self] = head
         return head
@@ -256,15 +275,20 @@ def _check_states(value: Any) -> tuple[JobState, ...]:
     if not states:
         raise ValidationError("unique.states", value, "must hold at least one state")
     chosen = set(states)
-    if not (chosen <= DEBOUNCE_STATES or chosen >= RUNNING_STATES) or (
-        JobState.CANCELLED in chosen and JobState.SUSPENDED not in chosen
-    ):
+    waiting_only = chosen <= WAITING_STATES and (
+        JobState.AVAILABLE not in chosen or JobState.SCHEDULED in chosen
+    )
+    running_too = chosen >= RUNNING_STATES and (
+        JobState.CANCELLED not in chosen or JobState.SUSPENDED in chosen
+    )
+    if not (waiting_only or running_too):
         raise ValidationError(
             "unique.states",
             value,
-            "must be 'scheduled' (with 'suspended' at most), or include available, scheduled, executing "
-            "and retryable (and 'suspended' too with 'cancelled'): a job goes back to those while it "
-            "runs, and a twin inserted meanwhile would stop it",
+            "must either stay among the waiting states (scheduled, suspended, available; available "
+            "only with scheduled), or include available, scheduled, executing and retryable (and "
+            "suspended too with cancelled): a job moves between those by itself, and a twin inserted "
+            "meanwhile would stop it",
         )
     return tuple(s for s in JobState if s in chosen)
 

@@ -54,3 +54,18 @@ async def probe(pause: float) -> None:
         await asyncio.sleep(pause)
     finally:
         PROBE["now"] -= 1
+
+
+#: (lock key, job id, "start" | "end") in the order they happened, in this process.
+LOCK_LOG: list[tuple[str, int, str]] = []
+
+
+@job(queue="locked")
+async def locked_step(key: str, pause: float) -> None:
+    """Logs its start and end, so a test can check that jobs of one lock never overlap."""
+    job_id = current_job().job.id
+    LOCK_LOG.append((key, job_id, "start"))
+    try:
+        await asyncio.sleep(pause)
+    finally:
+        LOCK_LOG.append((key, job_id, "end"))

@@ -27,6 +27,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(2, "cron_ticks"),
     Migration(3, "queue_states"),
     Migration(4, "unique_jobs"),
+    Migration(5, "ordered_locks"),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

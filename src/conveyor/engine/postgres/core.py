@@ -136,11 +136,10 @@ class PostgresCore:
             reconnect_failed=_reconnect_again,
         )
         # Encoded once: psycopg would encode the text (and hash the bytes) on every call.
-        self._fetch_statement = self.sql.compose(
-            "fetch_jobs", job_columns="job_columns", demand="fetch_demand"
-        ).encode()
+        parts = {"job_columns": "job_columns", "lock_free": "lock_free", "claimed_meta": "claimed_meta"}
+        self._fetch_statement = self.sql.compose("fetch_jobs", demand="fetch_demand", **parts).encode()
         self._fetch_global_statement = self.sql.compose(
-            "fetch_jobs", job_columns="job_columns", demand="fetch_demand_global"
+            "fetch_jobs", demand="fetch_demand_global", **parts
         ).encode()
         self._lock_queue_statement = self.sql["lock_queue"].encode()
         # Composed once the type of the errors column is known (see _detect_errors_type).

@@ -71,7 +71,8 @@ OBJECTS: tuple[tuple[int, str, str], ...] = (
     (1, "index", "oban_jobs_discarded_at_index"),
     (2, "table", "conveyor_cron_ticks"),
     (3, "table", "conveyor_queue_states"),
-    (4, "index", "oban_jobs_conveyor_unique_index"),
+    (4, "index", "conveyor_unique_jobs_index"),
+    (5, "index", "conveyor_ordered_lock_index"),
 )
 
 

@@ -23,6 +23,8 @@ def compose(name: str, condition: str, demand: str = "fetch_demand") -> str:
     """File ``name`` with its columns, a WHERE ``condition`` and (fetch) the ``demand`` fragment."""
     text = FILES[name].replace("{columns}", COLUMNS).replace("{filter}", condition)
     text = text.replace("{unique_key}", FILES["unique_key"].strip())
+    for part in ("lock_free", "claimed_meta"):
+        text = text.replace("{" + part + "}", FILES[part].strip())
     return text.replace("{demand}", FILES[demand].strip())
 
 

@@ -4,6 +4,9 @@
 -- lock_queue.sql in the same transaction, in a statement begun after the lock was taken, so its count
 -- sees every claim committed before, and no other claim of the queue runs until this one commits.
 -- Fragments carry no comments: they are pasted into the middle of a line.
+-- A job with an ordered lock (meta.lock_key) is claimed only when no job with its key runs and none
+-- enqueued before it waits (lock_free.sql). A claimed job unique only while it waits drops its unique
+-- markers (claimed_meta.sql), so going back to waiting later (a rescue, a snooze) never meets a twin.
 -- SKIP LOCKED lets every producer of the fleet fetch at once without waiting on each other.
 -- attempted_by records [node, producer uuid] so rescue can tell whose jobs are orphaned.
 --
@@ -17,8 +20,9 @@ WITH clock AS (
 ),
 claimed AS (
     SELECT id
-    FROM {prefix}.oban_jobs
+    FROM {prefix}.oban_jobs AS c
     WHERE state = 'available' AND queue = %(queue)s AND attempt < max_attempts
+      AND {lock_free}
     ORDER BY priority, scheduled_at, id
     LIMIT {demand}
     FOR UPDATE SKIP LOCKED
@@ -28,7 +32,8 @@ updated AS (
     SET state = 'executing',
         attempt = j.attempt + 1,
         attempted_at = clock.now,
-        attempted_by = ARRAY[%(node)s::text, %(producer)s::text]
+        attempted_by = ARRAY[%(node)s::text, %(producer)s::text],
+        meta = {claimed_meta}
     FROM clock
     WHERE j.id = ANY(ARRAY(SELECT id FROM claimed))
       AND j.attempt < j.max_attempts

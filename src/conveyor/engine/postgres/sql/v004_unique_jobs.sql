@@ -10,6 +10,6 @@
 -- not use). 'suspended' is named only as "none of the others": a literal of it would fail in the very
 -- transaction that adds it to an older Oban enum. Comparisons cost far less than a function call,
 -- and every unique insert pays them.
-CREATE UNIQUE INDEX IF NOT EXISTS oban_jobs_conveyor_unique_index
+CREATE UNIQUE INDEX IF NOT EXISTS conveyor_unique_jobs_index
 ON {prefix}.oban_jobs ((meta ->> 'uniq_key'))
 WHERE {unique_predicate};

@@ -5,6 +5,6 @@
 -- read only when it is valid JSON: another client's junk must never make a write of its row fail.
 -- The expression and the predicate are unique_key.sql and unique_predicate.sql, which the lookups
 -- repeat word for word (SQLite uses an expression index only for the same expression).
-CREATE UNIQUE INDEX IF NOT EXISTS oban_jobs_conveyor_unique_index
+CREATE UNIQUE INDEX IF NOT EXISTS conveyor_unique_jobs_index
 ON oban_jobs ((CASE WHEN json_valid(meta) THEN meta ->> 'uniq_key' END))
 WHERE {unique_predicate};

@@ -1,0 +1,6 @@
+CASE
+    WHEN json_valid(meta) AND meta ->> 'uniq_key' IS NOT NULL
+        AND instr(coalesce(meta ->> 'uniq_states', ''), '"executing"') = 0
+    THEN json_remove(meta, '$.uniq_key', '$.uniq_states')
+    ELSE meta
+END
