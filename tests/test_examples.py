@@ -217,3 +217,13 @@ def test_unique_jobs(prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert "9 webhooks for 3 accounts: 3 jobs, 6 conflicts" in out
     assert "after cancelling it, a new one: True" in out
     assert "refused: invalid unique.period=-5" in out
+
+
+@pytest.mark.parametrize("engine", ["postgres", "sqlite"])
+def test_ordered_locks(prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
+    if engine == "sqlite":
+        monkeypatch.setattr(sys.modules[__name__], "DSN", f"sqlite:///{tmp_path / 'locks.db'}")
+        prefix = "public"
+    out = run_example("ordered_locks.py", prefix, tmp_path)
+    assert "account 1: entries applied in order [0, 1, 2, 3, 4, 5]" in out
+    assert "account 2: entries applied in order [0, 1, 2, 3, 4, 5]" in out
