@@ -404,3 +404,17 @@ async def test_cancel_retry_delete_join_a_sqlalchemy_session(app: Conveyor, dsn:
 def test_sync_twins_refuse_a_blocking_connection_clearly(sync_app: Conveyor, dsn: str) -> None:
     with psycopg.connect(dsn) as conn, pytest.raises(UnsupportedConnectionError, match="AsyncConnection"):
         sync_app.cancel_jobs_sync(ids=[1], conn=conn)
+
+
+def test_unique_jobs_through_a_blocking_connection(sync_app: Conveyor, dsn: str, installed: str) -> None:
+    request = side_effect.new(n=1).with_options(unique={"period": None})
+    with psycopg.connect(dsn) as conn:
+        first = sync_app.enqueue_sync(request, conn=conn)
+        again = sync_app.enqueue_sync(request, conn=conn)  # the same transaction sees its own job
+        assert again == first and again.conflict and not first.conflict
+        conn.rollback()
+    with psycopg.connect(dsn) as conn:
+        kept = sync_app.enqueue_sync(request, conn=conn)
+        assert not kept.conflict
+        conn.commit()
+    assert sync_app.enqueue_sync(request).conflict

@@ -243,7 +243,7 @@ async def test_processes_inserting_the_same_jobs_at_once_make_each_once(
     context = multiprocessing.get_context("spawn")
     start = context.Event()
     results: Any = context.Queue()
-    jobs, processes = (1000, 8) if bulk else (250, 4)
+    jobs, processes = 1000, 8
     workers = [
         context.Process(target=unique_procs.insert_all, args=(url, prefix, jobs, bulk, start, results))
         for _ in range(processes)
