@@ -10,25 +10,33 @@ from typing import Any
 from conveyor import _options as opt
 from conveyor.definition import ExecutorKind
 from conveyor.errors import ValidationError
-from conveyor.limits import FetchLimits
+from conveyor.limits import FetchLimits, RateLimit
 
 
 @dataclass(frozen=True, slots=True)
 class QueueSettings:
+    """One queue of a node: its local ``limit`` and executor, and the fleet-wide limits its fetches
+    obey (``global_limit``, ``rate_limit``: see ``conveyor.limits``)."""
+
     name: str
     limit: int = 10
     #: Default executor for the queue's jobs (a worker's own choice wins).
     executor: ExecutorKind = ExecutorKind.AUTO
     #: Jobs of the queue running at once on all nodes together (None: only ``limit`` per node).
     global_limit: int | None = None
+    #: Starts of the queue's jobs per period on all nodes together: ``{"allowed": n, "period": s}``.
+    rate_limit: RateLimit | None = None
 
     def __post_init__(self) -> None:
         opt.check_queue(self.name)
         if isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1:
             raise ValidationError(f"queues.{self.name}.limit", self.limit, "must be an integer >= 1")
         try:
+            object.__setattr__(self, "rate_limit", RateLimit.build(self.rate_limit))
             FetchLimits(global_limit=self.global_limit)
         except ValidationError as exc:
+            if exc.field.startswith("rate_limit"):
+                raise ValidationError(f"queues.{self.name}.{exc.field}", exc.value, exc.problem) from None
             raise ValidationError(
                 f"queues.{self.name}.global_limit", self.global_limit, exc.problem
             ) from None
@@ -43,12 +51,13 @@ class QueueSettings:
 
 
 #: The keys a queue entry given as a mapping may have.
-QUEUE_KEYS = ("limit", "executor", "global_limit")
+QUEUE_KEYS = ("limit", "executor", "global_limit", "rate_limit")
 
 
 def parse_queues(value: Any) -> tuple[QueueSettings, ...]:
     """Queues from ``"default:10,mail:5"``, a list of names or specs, or a mapping of name to limit
-    or to ``{"limit": n, "executor": "process", "global_limit": m}``."""
+    or to ``{"limit": n, "executor": "process", "global_limit": m, "rate_limit": {"allowed": a,
+    "period": s}}``."""
     if isinstance(value, str):
         value = [part for part in value.split(",") if part.strip()]
     if isinstance(value, Mapping):
@@ -85,3 +94,8 @@ def parse_queues(value: Any) -> tuple[QueueSettings, ...]:
                 raise
             raise ValidationError("queues", item, "the limit after ':' must be an integer") from None
     return tuple(result)
+
+
+def fetch_limits(queue: QueueSettings) -> FetchLimits:
+    """The fleet-wide limits a producer of ``queue`` passes to each fetch."""
+    return FetchLimits(global_limit=queue.global_limit, rate=queue.rate_limit)

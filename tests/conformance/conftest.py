@@ -31,6 +31,7 @@ _RECYCLED_TABLES = (
     "oban_leaders",
     "conveyor_cron_ticks",
     "conveyor_queue_states",
+    "conveyor_rate_starts",
 )
 
 

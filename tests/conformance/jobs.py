@@ -69,3 +69,12 @@ async def locked_step(key: str, pause: float) -> None:
         await asyncio.sleep(pause)
     finally:
         LOCK_LOG.append((key, job_id, "end"))
+
+
+#: When each ``rated_step`` started (this process's monotonic clock).
+RATED_STARTS: list[float] = []
+
+
+@job(queue="rated")
+async def rated_step() -> None:
+    RATED_STARTS.append(time.monotonic())

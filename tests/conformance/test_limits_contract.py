@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import random
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -15,8 +16,8 @@ from conveyor import Conveyor, JobFilter, JobState, QueueSettings
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
-from conveyor.limits import FetchLimits
-from conveyor.queue_settings import parse_queues
+from conveyor.limits import FetchLimits, RateLimit
+from conveyor.queue_settings import fetch_limits, parse_queues
 from tests.conformance import jobs
 from tests.conformance.contract import T0, fetch, put, req, uid
 
@@ -117,7 +118,7 @@ async def test_nodes_with_a_global_limit_share_it(fleet_engines: list[Engine]) -
     for app in apps:
         await app.start()
     try:
-        ids = await apps[0].enqueue_many([jobs.probe.new(pause=0.05) for _ in range(12)])
+        ids = await apps[0].enqueue_many([jobs.probe.new(pause=0.03) for _ in range(24)])
         deadline = asyncio.get_running_loop().time() + 20
         while asyncio.get_running_loop().time() < deadline:
             found = await apps[0].list_jobs(JobFilter(ids=tuple(ids)))
@@ -138,3 +139,143 @@ def test_queue_settings_take_and_check_a_global_limit() -> None:
     assert queue == QueueSettings("mail", 10, global_limit=4)
     with pytest.raises(ValidationError, match=r"queues\.mail\.global_limit=0"):
         parse_queues({"mail": {"limit": 10, "global_limit": 0}})
+
+
+# -- rate limits ---------------------------------------------------------------------------------------
+def rated(allowed: int, period: float = 60, global_limit: int | None = None) -> FetchLimits:
+    return FetchLimits(global_limit=global_limit, rate=RateLimit(allowed, period))
+
+
+async def claim_at(engine: Engine, at: Any, demand: int, limits: FetchLimits) -> list[int]:
+    jobs = await engine.fetch_jobs("default", demand, node="node-1", producer=uid(1), now=at, limits=limits)
+    return [j.id for j in jobs]
+
+
+async def test_a_rate_limit_counts_starts_in_a_sliding_window(any_engine: Engine) -> None:
+    ids = await any_engine.insert([req() for _ in range(10)], now=T0)
+    limits = rated(3, 60)
+    assert await claim_at(any_engine, T0, 2, limits) == ids[:2]
+    assert await claim_at(any_engine, T0 + timedelta(seconds=30), 10, limits) == ids[2:3]
+    assert await claim_at(any_engine, T0 + timedelta(seconds=59), 10, limits) == []  # 3 in the window
+    # At T0+61 the two starts of T0 have left the window, the one of T0+30 has not.
+    assert await claim_at(any_engine, T0 + timedelta(seconds=61), 10, limits) == ids[3:5]
+    assert await claim_at(any_engine, T0 + timedelta(seconds=91), 10, limits) == ids[5:6]
+
+
+async def test_every_start_counts_whatever_its_outcome(any_engine: Engine) -> None:
+    ids = await any_engine.insert([req() for _ in range(4)], now=T0)
+    limits = rated(2, 10)
+    claimed = await claim_at(any_engine, T0, 2, limits)
+    await any_engine.ack_jobs(
+        [Ack(claimed[0], 1, JobState.COMPLETED), Ack(claimed[1], 1, JobState.DISCARDED)], now=T0
+    )
+    assert await claim_at(any_engine, T0 + timedelta(seconds=5), 2, limits) == []
+    assert await claim_at(any_engine, T0 + timedelta(seconds=11), 2, limits) == ids[2:4]
+
+
+async def test_a_claim_says_whether_a_limit_stopped_it(any_engine: Engine) -> None:
+    await any_engine.insert([req() for _ in range(5)], now=T0)
+    rate_capped = await any_engine.fetch_jobs(
+        "default", 10, node="n", producer=uid(1), now=T0, limits=rated(2)
+    )
+    assert len(rate_capped) == 2 and getattr(rate_capped, "capped", False)
+    global_capped = await any_engine.fetch_jobs(
+        "default", 10, node="n", producer=uid(1), now=T0, limits=FetchLimits(global_limit=3)
+    )
+    assert len(global_capped) == 1 and getattr(global_capped, "capped", False)  # 2 + 1 = 3 running
+    await any_engine.insert([req(queue="roomy") for _ in range(2)], now=T0)
+    drained = await any_engine.fetch_jobs("roomy", 10, node="n", producer=uid(1), now=T0, limits=rated(50))
+    assert len(drained) == 2 and not getattr(drained, "capped", True)  # the queue ran dry first
+
+
+async def test_global_and_rate_limits_together_take_the_smaller(any_engine: Engine) -> None:
+    ids = await any_engine.insert([req() for _ in range(10)], now=T0)
+    both = rated(5, 60, global_limit=2)
+    assert await claim_at(any_engine, T0, 10, both) == ids[:2]  # the global limit binds
+    await any_engine.ack_jobs([Ack(i, 1, JobState.COMPLETED) for i in ids[:2]], now=T0)
+    assert await claim_at(any_engine, T0 + timedelta(seconds=1), 10, both) == ids[2:4]
+    await any_engine.ack_jobs([Ack(i, 1, JobState.COMPLETED) for i in ids[2:4]], now=T0)
+    assert await claim_at(any_engine, T0 + timedelta(seconds=2), 10, both) == ids[4:5]  # the rate binds
+
+
+async def test_concurrent_engines_never_start_more_than_the_rate(fleet_engines: list[Engine]) -> None:
+    """Six producers on three engines claim at random moments of fake time: no 10 s window ever holds
+    more than 5 starts, and the limit is reached."""
+    await fleet_engines[0].insert([req() for _ in range(200)], now=T0)
+    limits = rated(5, 10)
+    starts: list[float] = []
+    rng = random.Random(5)
+
+    async def producer(engine: Engine, n: int) -> None:
+        for step in range(60):
+            second = step + rng.random()  # 0..60 s of fake time, in order per producer
+            jobs = await engine.fetch_jobs(
+                "default",
+                rng.randint(1, 4),
+                node=f"n{n}",
+                producer=uid(n),
+                now=T0 + timedelta(seconds=second),
+                limits=limits,
+            )
+            starts.extend([second] * len(jobs))
+            await asyncio.sleep(0)
+
+    await asyncio.gather(*(producer(e, n) for n, e in enumerate(fleet_engines * 2, start=1)))
+    assert len(starts) >= 5 * 5  # it did start jobs, window after window
+    # The producers' fake clocks interleave, but each claim counts every start recorded after its
+    # window began, later ones included: of the claims within any 10 s, the last one to run saw all
+    # the others, so no 10 s ever holds more than 5 starts.
+    starts.sort()
+    for first in starts:
+        assert sum(1 for s in starts if first <= s < first + 10) <= 5
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ({"allowed": 0}, "rate_limit.allowed"),
+        ({"allowed": 2.5}, "rate_limit.allowed"),
+        ({"allowed": 5, "period": 0}, "rate_limit.period"),
+        ({"allowed": 5, "period": float("nan")}, "rate_limit.period"),
+        ({"allowed": 5, "period": 90_000}, "rate_limit.period"),
+        ({"period": 1}, "rate_limit.allowed"),
+        ({"allowed": 5, "burst": 2}, "rate_limit.burst"),
+        ({"allowed": 5, "partition": {"args": ["tenant"]}}, "rate_limit.partition"),
+        (50, "rate_limit"),
+    ],
+)
+def test_bad_rate_limits_are_refused_naming_the_key(spec: Any, named: str) -> None:
+    with pytest.raises(ValidationError, match=rf"invalid queues\.mail\.{named}="):
+        parse_queues({"mail": {"limit": 10, "rate_limit": spec}})
+
+
+def test_queue_settings_take_a_rate_limit() -> None:
+    (queue,) = parse_queues({"mail": {"limit": 10, "rate_limit": {"allowed": 50, "period": 1}}})
+    assert queue.rate_limit == RateLimit(50, 1.0)
+    assert fetch_limits(queue) == FetchLimits(rate=RateLimit(50, 1.0))
+
+
+async def test_nodes_share_a_rate_limit(fleet_engines: list[Engine]) -> None:
+    """Three nodes, a backlog of 200 jobs, 20 starts a second allowed on the fleet: by the start times
+    the database recorded, no second holds more than 20 starts, and the fleet keeps close to the rate
+    (the producers come back as soon as the window allows, not at their next poll)."""
+    queues = {"rated": {"limit": 10, "rate_limit": {"allowed": 20, "period": 1}}}
+    apps = [
+        Conveyor(engine=engine, queues=queues, poll_interval=1.0, leadership=False, node=f"r{i}")
+        for i, engine in enumerate(fleet_engines)
+    ]
+    await apps[0].enqueue_many([jobs.rated_step.new() for _ in range(200)])
+    for app in apps:
+        await app.start()
+    try:
+        await asyncio.sleep(3.5)
+        started = await apps[0].list_jobs(JobFilter(limit=1000))
+    finally:
+        for app in apps:
+            await app.stop(grace=1)
+    starts = sorted(j.attempted_at for j in started if j.attempted_at is not None)
+    assert len(starts) >= 40
+    for first in starts:
+        assert sum(1 for s in starts if first <= s < first + timedelta(seconds=1)) <= 20
+    elapsed = (starts[-1] - starts[0]).total_seconds()
+    assert len(starts) >= 20 * elapsed * 0.8, (len(starts), elapsed)

@@ -21,8 +21,7 @@ from conveyor._runtime.signals import addressed_to
 from conveyor._runtime.stager import Stager
 from conveyor.cron import CronEntry
 from conveyor.engine.base import Engine
-from conveyor.limits import FetchLimits
-from conveyor.queue_settings import QueueSettings
+from conveyor.queue_settings import QueueSettings, fetch_limits
 from conveyor.settings import Settings
 from conveyor.telemetry import Telemetry
 
@@ -183,7 +182,7 @@ class Node:
             poll_interval=self.settings.poll_interval,
             executor=queue.executor,
             clock=self.clock,
-            limits=FetchLimits(global_limit=queue.global_limit),
+            limits=fetch_limits(queue),
         )
 
     async def _apply_persisted(self, only: str | None = None) -> None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import uuid
 from dataclasses import dataclass
 
 from conveyor._runtime.acker import Acker
-from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
+from conveyor._runtime.clock import SYSTEM_CLOCK, Clock, Timer
 from conveyor._runtime.runner import JobRunner
 from conveyor._runtime.service import Service
 from conveyor.context import JobContext
@@ -19,6 +20,11 @@ from conveyor.engine.base import Engine
 from conveyor.limits import NO_LIMITS, FetchLimits
 
 log = logging.getLogger("conveyor.producer")
+
+#: After a claim a global limit stopped, the next try comes this soon (another node's job may end).
+CAPPED_RETRY = 0.05
+#: The soonest a rate-limited producer tries again (the rate's spacing, at least this).
+MIN_CAPPED_RETRY = 0.005
 
 
 @dataclass(slots=True)
@@ -57,6 +63,7 @@ class Producer(Service):
         self.executor = executor
         #: Fleet-wide caps the engine applies to each fetch.
         self.limits = limits
+        self._retry_timer: Timer | None = None
         self.running: dict[int, RunningJob] = {}
         #: True while a fetch is under way: jobs it claimed are in the database, not yet in running.
         self.fetching = False
@@ -85,12 +92,31 @@ class Producer(Service):
         finally:
             self.fetching = False
         self._backlog = len(jobs) == demand
+        if getattr(jobs, "capped", False):
+            # A fleet-wide limit stopped the claim, not an empty queue: try again once a start may
+            # have left the rate window or a slot may have freed on another node (no node is told).
+            self._retry_soon()
         for job in jobs:
             context = JobContext(job)
             task = asyncio.create_task(self._execute(context), name=f"conveyor-job-{job.id}")
             self.running[job.id] = RunningJob(context, task)
         if self.running:
             self._idle.clear()
+
+    def _retry_soon(self) -> None:
+        if self._retry_timer is not None:
+            return
+        rate = self.limits.rate
+        delay = min(self.interval or CAPPED_RETRY, rate.spacing if rate else CAPPED_RETRY)
+
+        def retry() -> None:
+            self._retry_timer = None
+            self.wake()
+
+        # Jittered, so the nodes waiting on one cap take turns instead of the same one always
+        # coming first (the one whose jobs ended in step with its timer).
+        delay = max(delay, MIN_CAPPED_RETRY) * random.uniform(0.5, 1.5)
+        self._retry_timer = self.clock.call_later(delay, retry)
 
     async def _execute(self, context: JobContext) -> None:
         job_id = context.job.id

@@ -28,6 +28,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "queue_states"),
     Migration(4, "unique_jobs"),
     Migration(5, "ordered_locks"),
+    Migration(6, "rate_starts"),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -138,9 +138,10 @@ class PostgresCore:
         # Encoded once: psycopg would encode the text (and hash the bytes) on every call.
         parts = {"job_columns": "job_columns", "lock_free": "lock_free", "claimed_meta": "claimed_meta"}
         self._fetch_statement = self.sql.compose("fetch_jobs", demand="fetch_demand", **parts).encode()
-        self._fetch_global_statement = self.sql.compose(
-            "fetch_jobs", demand="fetch_demand_global", **parts
+        self._fetch_limited_statement = self.sql.compose(
+            "fetch_jobs", demand="fetch_demand_limited", **parts
         ).encode()
+        self._record_limited_statement = self.sql["record_limited_claim"].encode()
         self._lock_queue_statement = self.sql["lock_queue"].encode()
         # Composed once the type of the errors column is known (see _detect_errors_type).
         self._ack_statement: bytes | None = None

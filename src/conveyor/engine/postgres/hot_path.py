@@ -12,7 +12,7 @@ from conveyor.acks import Ack
 from conveyor.engine.postgres.core import PostgresCore, read_result
 from conveyor.engine.postgres.rows import naive_utc
 from conveyor.job import Job
-from conveyor.limits import FetchLimits
+from conveyor.limits import Claimed, FetchLimits, capped_by
 
 
 def ack_record(ack: Ack) -> dict[str, Any]:
@@ -52,13 +52,23 @@ class PostgresHotPath(PostgresCore):
             async with self.hot_pool.connection() as conn:
                 cur = await conn.execute(self._fetch_statement, params)
                 return await read_result(cur)
-        # A fleet-wide cap: count and claim under the queue's lock, in a statement that starts
+        # Fleet-wide limits: count and claim under the queue's lock, in a statement that starts
         # after the lock is taken (READ COMMITTED gives it a snapshot with every earlier claim).
-        params["global_limit"] = limits.global_limit
+        rate = limits.rate
+        params |= {
+            "global_limit": limits.global_limit,
+            "rate_allowed": rate.allowed if rate else None,
+            "rate_period": rate.period if rate else None,
+        }
         async with self.hot_pool.connection() as conn, conn.transaction():
             await conn.execute(self._lock_queue_statement, {"queue": queue})
-            cur = await conn.execute(self._fetch_global_statement, params)
-            return await read_result(cur)
+            cur = await conn.execute(self._fetch_limited_statement, params)
+            claimed = Claimed(await read_result(cur))
+            cur = await conn.execute(self._record_limited_statement, params | {"started": len(claimed)})
+            row = await cur.fetchone()
+        running, started = (row[0], row[1]) if row else (None, None)
+        claimed.capped = capped_by(limits, running, started)
+        return claimed
 
     async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
         if not acks:

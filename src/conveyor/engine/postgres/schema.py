@@ -73,6 +73,7 @@ OBJECTS: tuple[tuple[int, str, str], ...] = (
     (3, "table", "conveyor_queue_states"),
     (4, "index", "conveyor_unique_jobs_index"),
     (5, "index", "conveyor_ordered_lock_index"),
+    (6, "table", "conveyor_rate_starts"),
 )
 
 

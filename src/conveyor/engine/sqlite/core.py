@@ -54,7 +54,7 @@ class SqliteCore:
         self.busy_timeout = float(busy_timeout)
         self._db: Database | None = None
         self._fetch = compose("fetch_jobs", "")
-        self._fetch_global = compose("fetch_jobs", "", "fetch_demand_global")
+        self._fetch_limited = compose("fetch_jobs", "", "fetch_demand_limited")
         self._get = compose("get_job", "")
 
     @property

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -15,7 +15,11 @@ from conveyor.engine.sqlite.database import Tx
 from conveyor.engine.sqlite.rows import check_now, fetch_order, later_text, read_jobs, time_text, utc_clock
 from conveyor.errors import ValidationError
 from conveyor.job import Job
-from conveyor.limits import FetchLimits
+from conveyor.limits import Claimed, FetchLimits, capped_by
+
+RATE_RECORD = FILES["rate_starts_record"]
+RATE_FORGET = FILES["rate_starts_forget"]
+CLAIM_LEFT = FILES["limited_claim_left"]
 
 
 class SqliteHotPath(SqliteCore):
@@ -38,17 +42,44 @@ class SqliteHotPath(SqliteCore):
             return []
         statement = self._fetch
         params: dict[str, Any] = {"queue": queue, "demand": demand, "node": node, "producer": producer}
-        if limits is not None and not limits.unlimited:
-            # One writer at a time: the count in the statement sees every process's claims.
-            statement = self._fetch_global
-            params["global_limit"] = limits.global_limit
+        if limits is None or limits.unlimited:
 
-        def run(tx: Tx) -> list[Any]:
-            return tx.conn.execute(statement, params | {"now": time_text(utc_clock(now))}).fetchall()
+            def run(tx: Tx) -> list[Any]:
+                return tx.conn.execute(statement, params | {"now": time_text(utc_clock(now))}).fetchall()
 
-        jobs = read_jobs(await self.database.write(run))
-        jobs.sort(key=fetch_order)
-        return jobs
+            jobs = read_jobs(await self.database.write(run))
+            jobs.sort(key=fetch_order)
+            return jobs
+        # One writer at a time: the counts in the statement see every process's claims.
+        rate = limits.rate
+        params |= {
+            "global_limit": limits.global_limit,
+            "rate_allowed": rate.allowed if rate else None,
+        }
+        limited = self._fetch_limited
+
+        def run_limited(tx: Tx) -> tuple[list[Any], tuple[Any, ...]]:
+            clock = utc_clock(now)
+            window_start = time_text(clock - timedelta(seconds=rate.period)) if rate else None
+            # Rows are forgotten a margin past the window, as on PostgreSQL (record_limited_claim.sql).
+            forget_before = time_text(clock - timedelta(seconds=2 * rate.period + 60)) if rate else None
+            values = params | {
+                "now": time_text(clock),
+                "window_start": window_start,
+                "forget_before": forget_before,
+            }
+            rows = tx.conn.execute(limited, values).fetchall()
+            if rate is not None:
+                if rows:
+                    tx.conn.execute(RATE_RECORD, values | {"started": len(rows)})
+                tx.conn.execute(RATE_FORGET, values)
+            left = tx.conn.execute(CLAIM_LEFT, values).fetchone()
+            return rows, tuple(left) if left else (None, None)
+
+        rows, (running, started) = await self.database.write(run_limited)
+        claimed = Claimed(sorted(read_jobs(rows), key=fetch_order))
+        claimed.capped = capped_by(limits, running, started)
+        return claimed
 
     async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
         check_now(now)

@@ -1,8 +1,9 @@
 -- Claim up to the demand of available jobs of one queue, in priority, scheduled_at, id order.
--- The LIMIT is fetch_demand.sql (the producer's free slots) or fetch_demand_global.sql (also capped
--- by the queue's global limit less its jobs executing on every node). The capped form runs after
--- lock_queue.sql in the same transaction, in a statement begun after the lock was taken, so its count
--- sees every claim committed before, and no other claim of the queue runs until this one commits.
+-- The LIMIT is fetch_demand.sql (the producer's free slots) or fetch_demand_limited.sql (also capped by
+-- the queue's global limit less its jobs executing on every node, and by its rate limit less the starts
+-- in the window). The capped form runs after lock_queue.sql in the same transaction, in a statement
+-- begun after the lock was taken, so its counts see every claim committed before, and no other claim
+-- of the queue runs until this one commits (record_limited_claim.sql then records the starts).
 -- Fragments carry no comments: they are pasted into the middle of a line.
 -- A job with an ordered lock (meta.lock_key) is claimed only when no job with its key runs and none
 -- enqueued before it waits (lock_free.sql). A claimed job unique only while it waits drops its unique

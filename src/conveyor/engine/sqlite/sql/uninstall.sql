@@ -1,3 +1,4 @@
+DROP TABLE IF EXISTS conveyor_rate_starts;
 DROP TABLE IF EXISTS conveyor_queue_states;
 DROP TABLE IF EXISTS conveyor_cron_ticks;
 DROP TABLE IF EXISTS conveyor_migrations;

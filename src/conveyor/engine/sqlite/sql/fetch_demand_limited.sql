@@ -1,0 +1,10 @@
+max(0, min(
+    :demand,
+    CASE WHEN :global_limit IS NULL THEN :demand ELSE :global_limit - (
+        SELECT count(*) FROM oban_jobs WHERE state = 'executing' AND queue = :queue
+    ) END,
+    CASE WHEN :rate_allowed IS NULL THEN :demand ELSE :rate_allowed - (
+        SELECT coalesce(sum(r.started), 0) FROM conveyor_rate_starts AS r
+        WHERE r.queue = :queue AND r.started_at > :window_start
+    ) END
+))
