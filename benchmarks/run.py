@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_table
 from insert import insert_bulk, insert_single, insert_unique, insert_unique_bulk
-from runtime import cpu, drain, drain_history, latency
+from runtime import cpu, drain, drain_global, drain_history, latency
 
 #: Every scenario, by the name the command line uses. Order is the order ``all`` runs them in.
 SCENARIOS: dict[str, Scenario] = {
@@ -30,6 +30,7 @@ SCENARIOS: dict[str, Scenario] = {
     "latency": latency,
     "cpu": cpu,
     "drain-history": drain_history,
+    "drain-global": drain_global,
 }
 #: Engines the scenarios can run on (``common.fresh_app`` opens them).
 ENGINES = ("postgres", "sqlite")

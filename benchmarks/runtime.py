@@ -93,13 +93,16 @@ async def enqueue_all(app: Conveyor, requests: Iterable[JobRequest]) -> int:
 
 
 # -- drain ---------------------------------------------------------------------------------------
-async def drain_once(settings: Settings, jobs: int, concurrency: int, history: int = 0) -> Figures:
+async def drain_once(
+    settings: Settings, jobs: int, concurrency: int, history: int = 0, global_limit: int | None = None
+) -> Figures:
+    queue: Any = concurrency if global_limit is None else {"limit": concurrency, "global_limit": global_limit}
     async with fresh_app(settings, pool_size=NODE_POOL) as base:
         if history:
             await load_history(base, history)
         await enqueue_all(base, (bench_jobs.noop.new(n=n) for n in range(jobs)))
         started = time.perf_counter()
-        async with running_node(base, {"default": concurrency}) as app:
+        async with running_node(base, {"default": queue}) as app:
             await written(app, jobs, timeout=max(60.0, jobs / 500))
             seconds = time.perf_counter() - started
         await check_all_completed(base)
@@ -116,6 +119,33 @@ async def drain(settings: Settings) -> list[Figures]:
     jobs = settings.job_count(DRAIN_JOBS)
     levels = (settings.concurrency,) if settings.concurrency is not None else DRAIN_CONCURRENCY
     return [await drain_once(settings, jobs, level) for level in levels]
+
+
+#: Rounds of each variant of ``drain-global``, alternated.
+GLOBAL_ROUNDS = 3
+
+
+async def drain_global(settings: Settings) -> Figures:
+    """Drain at c=100 with ``global_limit=100`` against a plain drain in the same run: what a
+    fleet-wide cap costs one node (each capped claim takes the queue's lock and counts its running
+    jobs). Target: >= 0.7x plain."""
+    jobs = settings.job_count(DRAIN_JOBS)
+    concurrency = settings.concurrency or 100
+    plain: list[float] = []
+    capped: list[float] = []
+    for _ in range(GLOBAL_ROUNDS):
+        plain.append((await drain_once(settings, jobs, concurrency))["jobs_per_s"])
+        capped.append((await drain_once(settings, jobs, concurrency, global_limit=concurrency))["jobs_per_s"])
+    return {
+        "jobs": jobs,
+        "concurrency": concurrency,
+        "rounds": GLOBAL_ROUNDS,
+        "jobs_per_s": statistics.median(capped),
+        "capped_range": [min(capped), max(capped)],
+        "plain_jobs_per_s": statistics.median(plain),
+        "plain_range": [min(plain), max(plain)],
+        "ratio": round(statistics.median(capped) / statistics.median(plain), 3),
+    }
 
 
 # -- drain with a big history ---------------------------------------------------------------

@@ -15,7 +15,12 @@ from conveyor.engine.postgres import PostgresEngine
 NODE, PRODUCER = "node-1", "producer-1"
 
 
-FETCH_PARTS = {"job_columns": "job_columns", "lock_free": "lock_free", "claimed_meta": "claimed_meta"}
+FETCH_PARTS = {
+    "job_columns": "job_columns",
+    "lock_free": "lock_free",
+    "claimed_meta": "claimed_meta",
+    "record_starts": "no_record_starts",
+}
 
 
 def positional(statement: str, names: list[str]) -> str:

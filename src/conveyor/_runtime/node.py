@@ -58,6 +58,9 @@ class Node:
         )
         self.acker = Acker(engine, batch_size=settings.ack_batch_size, delay=settings.ack_delay, clock=clock)
         self.producers: dict[str, Producer] = {q.name: self._producer(q) for q in settings.queues}
+        # A global limit counts executing rows, so this node's finished jobs free their slots only
+        # once their acks are written: wake the producers a cap stopped right then.
+        self.acker.hooks.append(self._wake_capped_producers)
         self.stager = Stager(
             engine,
             telemetry,
@@ -285,6 +288,11 @@ class Node:
         task = asyncio.create_task(work)
         self._control_tasks.add(task)
         task.add_done_callback(self._control_tasks.discard)
+
+    async def _wake_capped_producers(self, acks: Sequence[Any]) -> None:
+        for producer in self.producers.values():
+            if producer.capped:
+                producer.wake()
 
     # -- extension points --------------------------------------------------------------------
     def after_ack(self, hook: AckHook) -> Callable[[], None]:

@@ -64,6 +64,7 @@ class Producer(Service):
         #: Fleet-wide caps the engine applies to each fetch.
         self.limits = limits
         self._retry_timer: Timer | None = None
+        self.capped = False
         self.running: dict[int, RunningJob] = {}
         #: True while a fetch is under way: jobs it claimed are in the database, not yet in running.
         self.fetching = False
@@ -92,7 +93,9 @@ class Producer(Service):
         finally:
             self.fetching = False
         self._backlog = len(jobs) == demand
-        if getattr(jobs, "capped", False):
+        #: A fleet-wide limit stopped the last claim: written acks of this node may free it.
+        self.capped = bool(getattr(jobs, "capped", False))
+        if self.capped:
             # A fleet-wide limit stopped the claim, not an empty queue: try again once a start may
             # have left the rate window or a slot may have freed on another node (no node is told).
             self._retry_soon()

@@ -137,11 +137,13 @@ class PostgresCore:
         )
         # Encoded once: psycopg would encode the text (and hash the bytes) on every call.
         parts = {"job_columns": "job_columns", "lock_free": "lock_free", "claimed_meta": "claimed_meta"}
-        self._fetch_statement = self.sql.compose("fetch_jobs", demand="fetch_demand", **parts).encode()
-        self._fetch_limited_statement = self.sql.compose(
-            "fetch_jobs", demand="fetch_demand_limited", **parts
+        self._fetch_statement = self.sql.compose(
+            "fetch_jobs", demand="fetch_demand", record_starts="no_record_starts", **parts
         ).encode()
-        self._record_limited_statement = self.sql["record_limited_claim"].encode()
+        self._fetch_limited_statement = self.sql.compose(
+            "fetch_jobs", demand="fetch_demand_limited", record_starts="record_starts", **parts
+        ).encode()
+        self._claim_left_statement = self.sql["limited_claim_left"].encode()
         self._lock_queue_statement = self.sql["lock_queue"].encode()
         # Composed once the type of the errors column is known (see _detect_errors_type).
         self._ack_statement: bytes | None = None

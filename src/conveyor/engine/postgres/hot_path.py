@@ -60,12 +60,14 @@ class PostgresHotPath(PostgresCore):
             "rate_allowed": rate.allowed if rate else None,
             "rate_period": rate.period if rate else None,
         }
-        async with self.hot_pool.connection() as conn, conn.transaction():
+        # One round trip for the lock, the claim (which records its starts) and the count of what the
+        # limits have left: the pipeline sends them together, the server runs them in order.
+        async with self.hot_pool.connection() as conn, conn.pipeline(), conn.transaction():
             await conn.execute(self._lock_queue_statement, {"queue": queue})
-            cur = await conn.execute(self._fetch_limited_statement, params)
-            claimed = Claimed(await read_result(cur))
-            cur = await conn.execute(self._record_limited_statement, params | {"started": len(claimed)})
-            row = await cur.fetchone()
+            claim = await conn.execute(self._fetch_limited_statement, params)
+            left = await conn.execute(self._claim_left_statement, params)
+            claimed = Claimed(await read_result(claim))
+            row = await left.fetchone()
         running, started = (row[0], row[1]) if row else (None, None)
         claimed.capped = capped_by(limits, running, started)
         return claimed

@@ -61,7 +61,7 @@ class SqliteHotPath(SqliteCore):
         def run_limited(tx: Tx) -> tuple[list[Any], tuple[Any, ...]]:
             clock = utc_clock(now)
             window_start = time_text(clock - timedelta(seconds=rate.period)) if rate else None
-            # Rows are forgotten a margin past the window, as on PostgreSQL (record_limited_claim.sql).
+            # Rows are forgotten a margin past the window, as on PostgreSQL (record_starts.sql).
             forget_before = time_text(clock - timedelta(seconds=2 * rate.period + 60)) if rate else None
             values = params | {
                 "now": time_text(clock),

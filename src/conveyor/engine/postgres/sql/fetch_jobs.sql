@@ -3,7 +3,8 @@
 -- the queue's global limit less its jobs executing on every node, and by its rate limit less the starts
 -- in the window). The capped form runs after lock_queue.sql in the same transaction, in a statement
 -- begun after the lock was taken, so its counts see every claim committed before, and no other claim
--- of the queue runs until this one commits (record_limited_claim.sql then records the starts).
+-- of the queue runs until this one commits; it also records its starts for the rate limit and forgets
+-- old ones (record_starts.sql; nothing in the plain form).
 -- Fragments carry no comments: they are pasted into the middle of a line.
 -- A job with an ordered lock (meta.lock_key) is claimed only when no job with its key runs and none
 -- enqueued before it waits (lock_free.sql). A claimed job unique only while it waits drops its unique
@@ -39,6 +40,6 @@ updated AS (
     WHERE j.id = ANY(ARRAY(SELECT id FROM claimed))
       AND j.attempt < j.max_attempts
     RETURNING {job_columns}
-)
+){record_starts}
 -- The primary key hands the rows back in id order: give them in claim order again.
 SELECT * FROM updated ORDER BY priority, scheduled_at, id;
