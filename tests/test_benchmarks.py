@@ -77,3 +77,13 @@ def test_unique_insert_benchmarks_report_ratios_against_plain_inserts(dsn: str) 
         assert figures["rounds"] == 3 and figures["ratio"] > 0
         assert figures["unique_range"][0] <= figures["jobs_per_s"] <= figures["unique_range"][1]
     assert bulk["conflicts"] == 100  # half of the 200 were duplicates
+
+
+def test_drain_global_reports_the_ratio_to_a_plain_drain(dsn: str) -> None:
+    command = [sys.executable, "benchmarks/run.py", "drain-global", "--jobs", "50", "--json", "--dsn", dsn]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    (figures,) = (json.loads(line) for line in done.stdout.splitlines())
+    assert figures["scenario"] == "drain-global" and figures["rounds"] == 3
+    assert figures["capped_range"][0] <= figures["jobs_per_s"] <= figures["capped_range"][1]
+    assert figures["ratio"] > 0
