@@ -8,6 +8,7 @@ so nodes apply it when they (re)start the queue.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from conveyor import _options as opt
 from conveyor._runtime.node import Node
@@ -15,6 +16,7 @@ from conveyor._runtime.signals import ident_for, queue_signal
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 from conveyor.fleet import QueueInfo
+from conveyor.limits import RateLimit
 from conveyor.settings import Settings
 
 QUEUE_ACTIONS = ("pause", "resume", "scale", "start", "stop")
@@ -82,6 +84,23 @@ async def list_queues(engine: Engine, settings: Settings, *, now: datetime | Non
                 paused=bool(meta.get("paused", False)),
                 started_at=producer.started_at,
                 updated_at=producer.updated_at,
+                global_limit=_global_limit(meta.get("global_limit")),
+                rate_limit=_rate_limit(meta.get("rate_limit")),
             )
         )
     return sorted(result, key=lambda q: (q.queue, q.node))
+
+
+def _global_limit(value: Any) -> int | None:
+    """A producer row's global limit, or None: another client may have written anything there."""
+    return value if type(value) is int and value > 0 else None
+
+
+def _rate_limit(value: Any) -> RateLimit | None:
+    """A producer row's rate limit, or None when it holds none (or something unreadable)."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        return RateLimit.build({"allowed": value.get("allowed"), "period": value.get("period", 1.0)})
+    except Exception:
+        return None

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from conveyor.limits import RateLimit
 from conveyor.request import JobRequest
 
 
@@ -73,3 +74,6 @@ class QueueInfo:
     paused: bool
     started_at: datetime
     updated_at: datetime
+    #: The fleet-wide limits the node claims under (None where the queue has none).
+    global_limit: int | None = None
+    rate_limit: RateLimit | None = None

@@ -11,14 +11,18 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from conveyor import Conveyor, JobFilter, JobState, QueueSettings
 from conveyor.acks import Ack
+from conveyor.cli import main as cli
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
+from conveyor.fleet import ProducerBeat
 from conveyor.limits import FetchLimits, RateLimit
 from conveyor.queue_settings import fetch_limits, parse_queues
 from tests.conformance import jobs
+from tests.conformance.conftest import ADDRESSES
 from tests.conformance.contract import T0, fetch, put, req, uid
 
 CAP = FetchLimits(global_limit=3)
@@ -279,3 +283,29 @@ async def test_nodes_share_a_rate_limit(fleet_engines: list[Engine]) -> None:
         assert sum(1 for s in starts if first <= s < first + timedelta(seconds=1)) <= 20
     elapsed = (starts[-1] - starts[0]).total_seconds()
     assert len(starts) >= 20 * elapsed * 0.8, (len(starts), elapsed)
+
+
+async def test_queues_show_the_fleet_wide_limits(engine_name: str, fleet_engines: list[Engine]) -> None:
+    queues = {"capped": {"limit": 3, "global_limit": 2, "rate_limit": {"allowed": 30, "period": 60}}}
+    node = Conveyor(engine=fleet_engines[0], queues=queues, leadership=False, node="shown")
+    viewer = Conveyor(engine=fleet_engines[1])
+    # Another client's producer row with junk where the limits go: shown without them, never an error.
+    await fleet_engines[2].record_producers(
+        "Oban", "foreign", [ProducerBeat(uid(9), "capped", {"global_limit": "x", "rate_limit": [1]})]
+    )
+    await node.start()
+    try:
+        deadline = asyncio.get_running_loop().time() + 10
+        while not [q for q in await viewer.queues() if q.node == "shown"]:
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.05)
+        shown = {q.node: q for q in await viewer.queues()}
+        url, prefix = ADDRESSES[engine_name](fleet_engines[0])
+        listed = CliRunner().invoke(cli, ["queues", "--dsn", url, "--prefix", prefix])
+    finally:
+        await node.stop(grace=1)
+    assert shown["shown"].limit == 3 and shown["shown"].global_limit == 2
+    assert shown["shown"].rate_limit == RateLimit(30, 60)
+    assert shown["foreign"].global_limit is None and shown["foreign"].rate_limit is None
+    assert listed.exit_code == 0, listed.output
+    assert "30/60s" in listed.output and "global" in listed.output

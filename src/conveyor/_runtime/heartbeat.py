@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import Any
 
 from conveyor._runtime.acker import Acker
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
@@ -14,6 +15,22 @@ from conveyor.engine.base import Engine
 from conveyor.fleet import ProducerBeat
 
 log = logging.getLogger("conveyor.heartbeat")
+
+
+def producer_meta(producer: Producer) -> dict[str, Any]:
+    """What a producer's row says about it (``conveyor queues`` shows it): its local limit, pause and
+    running count, and the fleet-wide limits it claims under, named as Oban Pro's producers do."""
+    meta: dict[str, Any] = {
+        "local_limit": producer.limit,
+        "paused": producer.paused,
+        "running": len(producer.running),
+    }
+    limits = producer.limits
+    if limits.global_limit is not None:
+        meta["global_limit"] = limits.global_limit
+    if limits.rate is not None:
+        meta["rate_limit"] = {"allowed": limits.rate.allowed, "period": limits.rate.period}
+    return meta
 
 
 class Heartbeat(Service):
@@ -45,14 +62,7 @@ class Heartbeat(Service):
         self.contact_since: float | None = None
 
     def beats(self) -> list[ProducerBeat]:
-        return [
-            ProducerBeat(
-                p.uuid,
-                p.queue,
-                {"local_limit": p.limit, "paused": p.paused, "running": len(p.running)},
-            )
-            for p in self.producers
-        ]
+        return [ProducerBeat(p.uuid, p.queue, producer_meta(p)) for p in self.producers]
 
     @property
     def live_producers(self) -> list[str]:

@@ -13,7 +13,7 @@ from conveyor.errors import ValidationError
 @database_options
 @json_option
 def queues(dsn: str | None, prefix: str | None, as_json: bool) -> None:
-    """List every queue on every live node: limit, running jobs, paused."""
+    """List every queue on every live node: limits (local, global, rate), running jobs, paused."""
     app = build_app(dsn, prefix)
     try:
         found = app.queues_sync()
@@ -22,8 +22,21 @@ def queues(dsn: str | None, prefix: str | None, as_json: bool) -> None:
     if as_json:
         print_json(found)
         return
-    rows = [(q.queue, q.node, q.limit, q.running, "yes" if q.paused else "no", q.updated_at) for q in found]
-    print_table("Queues", ("queue", "node", "limit", "running", "paused", "heartbeat"), rows)
+    rows = [
+        (
+            q.queue,
+            q.node,
+            q.limit,
+            "-" if q.global_limit is None else q.global_limit,
+            "-" if q.rate_limit is None else f"{q.rate_limit.allowed}/{q.rate_limit.period:g}s",
+            q.running,
+            "yes" if q.paused else "no",
+            q.updated_at,
+        )
+        for q in found
+    ]
+    columns = ("queue", "node", "limit", "global", "rate", "running", "paused", "heartbeat")
+    print_table("Queues", columns, rows)
 
 
 def _queue_command(
