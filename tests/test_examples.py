@@ -227,3 +227,15 @@ def test_ordered_locks(prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     out = run_example("ordered_locks.py", prefix, tmp_path)
     assert "account 1: entries applied in order [0, 1, 2, 3, 4, 5]" in out
     assert "account 2: entries applied in order [0, 1, 2, 3, 4, 5]" in out
+
+
+@pytest.mark.parametrize("engine", ["postgres", "sqlite"])
+def test_fleet_limits(prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
+    if engine == "sqlite":
+        monkeypatch.setattr(sys.modules[__name__], "DSN", f"sqlite:///{tmp_path / 'limits.db'}")
+        prefix = "public"
+    out = run_example("fleet_limits.py", prefix, tmp_path)
+    assert "queue limits: local 10, global 2, rate RateLimit(allowed=10, period=1.0)" in out
+    match = re.search(r"25 jobs: at most (\d+) at once, at most (\d+) started in any second", out)
+    assert match is not None, out
+    assert int(match[1]) == 2 and 1 <= int(match[2]) <= 11  # one of slack: the jobs log their own clock

@@ -283,7 +283,7 @@ async def test_nodes_share_a_rate_limit(fleet_engines: list[Engine]) -> None:
     for first in starts:
         assert sum(1 for s in starts if first <= s < first + timedelta(seconds=1)) <= 20
     elapsed = (starts[-1] - starts[0]).total_seconds()
-    assert len(starts) >= 20 * elapsed * 0.8, (len(starts), elapsed)
+    assert len(starts) >= 20 * elapsed * 0.7, (len(starts), elapsed)
 
 
 async def test_queues_show_the_fleet_wide_limits(engine_name: str, fleet_engines: list[Engine]) -> None:
