@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import tempfile
 import time
 import uuid
@@ -146,6 +147,20 @@ def latency_figures(seconds: Sequence[float], prefix: str = "") -> Figures:
         f"{prefix}p95_ms": round(percentile(seconds, 0.95) * 1000, 3),
         f"{prefix}p99_ms": round(percentile(seconds, 0.99) * 1000, 3),
         f"{prefix}max_ms": round(max(seconds) * 1000, 3) if seconds else math.nan,
+    }
+
+
+def compared(variant: str, measured: Sequence[float], plain: Sequence[float]) -> Figures:
+    """The medians and ranges of rounds of a variant against plain rounds of the same run, and the
+    ratio of the medians (what the scenarios that measure a cost report)."""
+    median = statistics.median(measured)
+    return {
+        "rounds": len(measured),
+        "jobs_per_s": median,
+        f"{variant}_range": [min(measured), max(measured)],
+        "plain_jobs_per_s": statistics.median(plain),
+        "plain_range": [min(plain), max(plain)],
+        "ratio": round(median / statistics.median(plain), 3),
     }
 
 

@@ -10,11 +10,20 @@ alternated with plain rounds in the same run and reported as the ratio of the me
 from __future__ import annotations
 
 import asyncio
-import statistics
 import time
 from collections.abc import Iterator
 
-from common import BENCH_WORKER, Figures, Settings, Stopwatch, fresh_app, job_requests, latency_figures, rate
+from common import (
+    BENCH_WORKER,
+    Figures,
+    Settings,
+    Stopwatch,
+    compared,
+    fresh_app,
+    job_requests,
+    latency_figures,
+    rate,
+)
 
 from conveyor import Conveyor, JobRequest
 
@@ -107,15 +116,7 @@ async def insert_unique(settings: Settings) -> Figures:
     for _ in range(UNIQUE_ROUNDS):
         plain.append(await _single_round(settings, job_requests(jobs), jobs))
         unique.append(await _single_round(settings, unique_requests(jobs), jobs))
-    return {
-        "jobs": jobs,
-        "rounds": UNIQUE_ROUNDS,
-        "jobs_per_s": statistics.median(unique),
-        "unique_range": [min(unique), max(unique)],
-        "plain_jobs_per_s": statistics.median(plain),
-        "plain_range": [min(plain), max(plain)],
-        "ratio": round(statistics.median(unique) / statistics.median(plain), 3),
-    }
+    return {"jobs": jobs, **compared("unique", unique, plain)}
 
 
 async def _bulk_round(settings: Settings, requests: Iterator[JobRequest], jobs: int) -> tuple[float, int]:
@@ -141,13 +142,4 @@ async def insert_unique_bulk(settings: Settings) -> Figures:
             settings, unique_requests(jobs, distinct=max(1, jobs // 2)), jobs
         )
         unique.append(speed)
-    return {
-        "jobs": jobs,
-        "conflicts": conflicts,
-        "rounds": UNIQUE_ROUNDS,
-        "jobs_per_s": statistics.median(unique),
-        "unique_range": [min(unique), max(unique)],
-        "plain_jobs_per_s": statistics.median(plain),
-        "plain_range": [min(plain), max(plain)],
-        "ratio": round(statistics.median(unique) / statistics.median(plain), 3),
-    }
+    return {"jobs": jobs, "conflicts": conflicts, **compared("unique", unique, plain)}

@@ -29,7 +29,7 @@ from typing import Any
 
 import bench_jobs
 import psycopg
-from common import Figures, Settings, fresh_app, latency_figures, rate
+from common import Figures, Settings, compared, fresh_app, latency_figures, rate
 
 from conveyor import Conveyor, JobRequest
 from conveyor.engine._sqlfiles import quote_identifier
@@ -136,16 +136,7 @@ async def drain_global(settings: Settings) -> Figures:
     for _ in range(GLOBAL_ROUNDS):
         plain.append((await drain_once(settings, jobs, concurrency))["jobs_per_s"])
         capped.append((await drain_once(settings, jobs, concurrency, global_limit=concurrency))["jobs_per_s"])
-    return {
-        "jobs": jobs,
-        "concurrency": concurrency,
-        "rounds": GLOBAL_ROUNDS,
-        "jobs_per_s": statistics.median(capped),
-        "capped_range": [min(capped), max(capped)],
-        "plain_jobs_per_s": statistics.median(plain),
-        "plain_range": [min(plain), max(plain)],
-        "ratio": round(statistics.median(capped) / statistics.median(plain), 3),
-    }
+    return {"jobs": jobs, "concurrency": concurrency, **compared("capped", capped, plain)}
 
 
 # -- drain with a big history ---------------------------------------------------------------

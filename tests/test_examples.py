@@ -206,12 +206,20 @@ def test_install_sql(prefix: str, tmp_path: Path) -> None:
     assert "tables after uninstall_sql: []" in out
 
 
-@pytest.mark.parametrize("engine", ["postgres", "sqlite"])
-def test_unique_jobs(prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
-    if engine == "sqlite":  # the same example on a SQLite file (no schemas: the default prefix)
-        monkeypatch.setattr(sys.modules[__name__], "DSN", f"sqlite:///{tmp_path / 'unique.db'}")
-        prefix = "public"
-    out = run_example("unique_jobs.py", prefix, tmp_path)
+@pytest.fixture(params=["postgres", "sqlite"])
+def any_prefix(
+    request: pytest.FixtureRequest, prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """The examples that run on both engines: the test database's schema, or a SQLite file (no
+    schemas there: the default prefix)."""
+    if request.param == "sqlite":
+        monkeypatch.setattr(sys.modules[__name__], "DSN", f"sqlite:///{tmp_path / 'example.db'}")
+        return "public"
+    return prefix
+
+
+def test_unique_jobs(any_prefix: str, tmp_path: Path) -> None:
+    out = run_example("unique_jobs.py", any_prefix, tmp_path)
     assert "first: new=True; again: conflict=True, same job=True" in out
     assert "another site: conflict=False" in out
     assert "9 webhooks for 3 accounts: 3 jobs, 6 conflicts" in out
@@ -219,22 +227,14 @@ def test_unique_jobs(prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert "refused: invalid unique.period=-5" in out
 
 
-@pytest.mark.parametrize("engine", ["postgres", "sqlite"])
-def test_ordered_locks(prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
-    if engine == "sqlite":
-        monkeypatch.setattr(sys.modules[__name__], "DSN", f"sqlite:///{tmp_path / 'locks.db'}")
-        prefix = "public"
-    out = run_example("ordered_locks.py", prefix, tmp_path)
+def test_ordered_locks(any_prefix: str, tmp_path: Path) -> None:
+    out = run_example("ordered_locks.py", any_prefix, tmp_path)
     assert "account 1: entries applied in order [0, 1, 2, 3, 4, 5]" in out
     assert "account 2: entries applied in order [0, 1, 2, 3, 4, 5]" in out
 
 
-@pytest.mark.parametrize("engine", ["postgres", "sqlite"])
-def test_fleet_limits(prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> None:
-    if engine == "sqlite":
-        monkeypatch.setattr(sys.modules[__name__], "DSN", f"sqlite:///{tmp_path / 'limits.db'}")
-        prefix = "public"
-    out = run_example("fleet_limits.py", prefix, tmp_path)
+def test_fleet_limits(any_prefix: str, tmp_path: Path) -> None:
+    out = run_example("fleet_limits.py", any_prefix, tmp_path)
     assert "queue limits: local 10, global 2, rate RateLimit(allowed=10, period=1.0)" in out
     match = re.search(r"25 jobs: at most (\d+) at once, at most (\d+) started in any second", out)
     assert match is not None, out
