@@ -166,7 +166,11 @@ class Engine(Protocol):
 
         ``limits`` adds caps counted across the fleet, which hold however many nodes fetch at once
         (claims of one queue under a cap are serialised): with ``global_limit``, the claim stops
-        where the queue's executing jobs, on every node together, would exceed it."""
+        where the queue's executing jobs, on every node together, would exceed it; with ``rate``, it
+        starts no more than ``rate.allowed`` less the starts recorded for the queue in the ``rate.period``
+        seconds before now (any start recorded after that moment counts, later ones included), and
+        records its own. Under limits the result is a ``Claimed`` list whose ``capped`` says whether a
+        limit, rather than an empty queue, stopped the claim."""
 
     async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
         """Write many finished attempts at once; return the ids written (any order).
