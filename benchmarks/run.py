@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_table
 from insert import insert_bulk, insert_single, insert_unique, insert_unique_bulk
-from runtime import cpu, drain, drain_global, drain_history, latency
+from runtime import cpu, drain, drain_global, drain_history, latency, rate_limit
 
 #: Every scenario, by the name the command line uses. Order is the order ``all`` runs them in.
 SCENARIOS: dict[str, Scenario] = {
@@ -31,6 +31,7 @@ SCENARIOS: dict[str, Scenario] = {
     "cpu": cpu,
     "drain-history": drain_history,
     "drain-global": drain_global,
+    "rate-limit": rate_limit,
 }
 #: Engines the scenarios can run on (``common.fresh_app`` opens them).
 ENGINES = ("postgres", "sqlite")

@@ -34,6 +34,7 @@ from common import Figures, Settings, compared, fresh_app, latency_figures, rate
 from conveyor import Conveyor, JobRequest
 from conveyor.engine._sqlfiles import quote_identifier
 from conveyor.engine.postgres import PostgresEngine
+from conveyor.engine.sqlite import SqliteEngine
 
 DRAIN_JOBS = 50_000
 DRAIN_CONCURRENCY = (20, 100)
@@ -302,3 +303,63 @@ async def cpu(settings: Settings) -> Figures:
         "warmup": "pool spawned at node start (queue executor=process), then one job per process",
         "leadership": False,
     }
+
+
+# -- rate limit ----------------------------------------------------------------------------------------
+RATE_ALLOWED = 50
+RATE_SECONDS = 30
+RATE_NODES = 3
+
+
+async def rate_limit(settings: Settings) -> Figures:
+    """Three nodes (each with its own engine, on one schema) share ``rate_limit`` 50 starts a second
+    on a queue with a deep backlog, for 30 s (``--jobs`` sets the seconds). The starts are counted per
+    1 s window of the start times the database recorded, from the first start on; every window after
+    the first should hold 50 +/- 5%."""
+    seconds = settings.jobs or RATE_SECONDS
+    queue = {"rated": {"limit": 20, "rate_limit": {"allowed": RATE_ALLOWED, "period": 1}}}
+    async with fresh_app(settings, pool_size=NODE_POOL) as base:
+        backlog = RATE_ALLOWED * (seconds + 5)
+        await enqueue_all(
+            base, (bench_jobs.noop.new(n=n).with_options(queue="rated") for n in range(backlog))
+        )
+        engines = [engine_like(await base.engine()) for _ in range(RATE_NODES)]
+        nodes = [
+            Conveyor(engine=engine, queues=queue, leadership=False, node=f"rate-{i}")
+            for i, engine in enumerate(engines)
+        ]
+        for node in nodes:
+            await node.start()
+        try:
+            await asyncio.sleep(seconds + 1)
+        finally:
+            for node in nodes:
+                await node.stop()
+        started = await base.list_jobs(states=["completed", "executing"], queues=["rated"], limit=10_000)
+    starts = sorted(j.attempted_at for j in started if j.attempted_at is not None)
+    first = starts[0]
+    windows = [0] * (seconds + 1)
+    for moment in starts:
+        index = int((moment - first).total_seconds())
+        if index < len(windows):
+            windows[index] += 1
+    measured = windows[1:seconds]  # after the first, before the last (cut short by the stop)
+    within = sum(1 for count in measured if abs(count - RATE_ALLOWED) <= RATE_ALLOWED * 0.05)
+    return {
+        "jobs": len(starts),
+        "nodes": RATE_NODES,
+        "allowed_per_s": RATE_ALLOWED,
+        "windows": len(measured),
+        "median_per_s": statistics.median(measured),
+        "min_per_s": min(measured),
+        "max_per_s": max(measured),
+        "windows_within_5pct": within,
+    }
+
+
+def engine_like(engine: Any) -> Any:
+    """Another engine on the same database and schema as ``engine`` (as another node would have);
+    ``Conveyor.stop`` closes it."""
+    if isinstance(engine, PostgresEngine):
+        return PostgresEngine(engine.dsn, prefix=engine.prefix, max_connections=4)
+    return SqliteEngine(engine.path)
