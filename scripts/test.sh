@@ -20,6 +20,6 @@ echo "== ruff"
 echo "== mypy"
 .venv/bin/mypy
 echo "== pytest"
-# Four workers on two cores: most tests wait on a database, a subprocess or a timer, so the suite runs
+# Three workers on two cores: most tests wait on a database, a subprocess or a timer, so the suite runs
 # in about half the time (3-4 minutes instead of 6-7). PYTEST_WORKERS=0 runs it in one process.
-.venv/bin/pytest -n "${PYTEST_WORKERS:-4}" "$@"
+.venv/bin/pytest -n "${PYTEST_WORKERS:-3}" "$@"

@@ -398,7 +398,9 @@ async def test_cancel_stops_a_running_job_on_its_node(
 
         await eventually(follower_claimed, timeout=10, what="the follower to be fetched")
         slot_latency = loop.time() - cancelled_at
-        await wait_states(engine, [follower], "completed", timeout=20)
+        # Generous: with a pool of one process the follower waits for the killed one's replacement to
+        # spawn, which a loaded machine can take long over (only the stop latency is asserted).
+        await wait_states(engine, [follower], "completed", timeout=60)
         follower_done = loop.time() - cancelled_at
         report(
             f"cancel {kind}: job stopped after {stop_latency * 1000:.0f}ms, slot reused after "
