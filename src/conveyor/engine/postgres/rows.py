@@ -163,19 +163,22 @@ def records_json(records: list[dict[str, Any]]) -> str:
 
 class Pushback(Iterator[Any]):
     """An iterator that can be handed back the item it just gave (the COPY path stops before a
-    unique request, which goes through a statement instead)."""
+    unique request, which goes through a statement instead). ``iterator()`` gives the plain iterator
+    underneath for fast loops (``CopyRows.take``), with any handed-back item first."""
 
-    __slots__ = ("_back", "_source")
+    __slots__ = ("_source",)
 
     def __init__(self, source: Iterator[Any]) -> None:
         self._source = source
-        self._back: list[Any] = []
 
     def __next__(self) -> Any:
-        return self._back.pop() if self._back else next(self._source)
+        return next(self._source)
+
+    def iterator(self) -> Iterator[Any]:
+        return self._source
 
     def push(self, item: Any) -> None:
-        self._back.append(item)
+        self._source = itertools.chain((item,), self._source)
 
 
 # -- COPY rows -------------------------------------------------------------------------------------
@@ -254,7 +257,7 @@ class CopyRows:
         shared, shared_fields = self._shared, self._shared_fields
         rows: list[bytes] = []
         append = rows.append
-        for request in itertools.islice(source, size):
+        for request in itertools.islice(source.iterator(), size):
             if not isinstance(request, JobRequest):
                 raise ValidationError("job", request, NOT_A_REQUEST)
             if request.unique is not None:
