@@ -141,3 +141,25 @@ async def test_the_cli_lists_junk_rows_and_says_why(setup: Setup) -> None:
     for job_id, column in bad.items():
         assert f"job {job_id}: its row could not be read: {column}:" in result.output
     assert "(unreadable)" in result.output
+
+
+async def test_junk_rows_never_strand_a_claim_under_fleet_wide_limits(setup: Setup) -> None:
+    """The same as a plain fetch, for the limited claim (a lock, a count, a pipelined transaction on
+    PostgreSQL): junk rows are discarded with the reason, the good jobs beside them run."""
+    bad = await junk_jobs(setup)
+    good = await setup.app.enqueue_many([hj.quick.new(n=i) for i in range(12)])
+    for job_id in bad:
+        setup.corrupt(job_id, "state = 'available'")
+    mended = [job_id for job_id, column in bad.items() if column in ("attempted_at", "attempted_by")]
+    bad = {job_id: column for job_id, column in bad.items() if job_id not in mended}
+    settings = setup.app.settings
+    limited = {"default": {"limit": 5, "global_limit": 5, "rate_limit": {"allowed": 1000, "period": 1}}}
+    node = Conveyor(
+        settings.database_url, prefix=settings.prefix, queues=limited, poll_interval=0.1, leadership=False
+    )
+    await node.start()
+    try:
+        await wait_final(setup.app, good + mended, {JobState.COMPLETED}, timeout=15)
+        await wait_final(setup.app, list(bad), {JobState.DISCARDED}, timeout=15)
+    finally:
+        await node.stop(grace=1)
