@@ -14,18 +14,23 @@ from conveyor.engine.sqlite.rows import time_text
 from conveyor.errors import ConveyorError, EngineClosedError, SchemaError, ValidationError
 
 FILES = schema.FILES
-COLUMNS = FILES["job_columns"].strip()
 #: The statements use ->> (3.38), RETURNING (3.35) and UPDATE ... FROM (3.33).
 MINIMUM_SQLITE = (3, 38, 0)
 
 
 def compose(name: str, condition: str, demand: str = "fetch_demand") -> str:
-    """File ``name`` with its columns, a WHERE ``condition`` and (fetch) the ``demand`` fragment."""
-    text = FILES[name].replace("{columns}", COLUMNS).replace("{filter}", condition)
-    text = text.replace("{unique_key}", FILES["unique_key"].strip())
-    for part in ("lock_free", "claimed_meta"):
-        text = text.replace("{" + part + "}", FILES[part].strip())
-    return text.replace("{demand}", FILES[demand].strip())
+    """File ``name`` with its fragments filled in the one way every engine renders SQL
+    (``SqlFiles.compose``: each ``{part}`` is the text of the file it names) and, for statements that
+    filter, the WHERE ``condition`` built for the request (``{filter}``: ``jobs._filter``)."""
+    text = FILES.compose(
+        name,
+        columns="job_columns",
+        unique_key="unique_key",
+        lock_free="lock_free",
+        claimed_meta="claimed_meta",
+        demand=demand,
+    )
+    return text.replace("{filter}", condition)
 
 
 class SqliteCore:
