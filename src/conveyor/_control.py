@@ -16,17 +16,38 @@ from conveyor._runtime.signals import ident_for, queue_signal
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 from conveyor.fleet import QueueInfo
-from conveyor.limits import RateLimit
+from conveyor.limits import FetchLimits, RateLimit
 from conveyor.settings import Settings
 
 QUEUE_ACTIONS = ("pause", "resume", "scale", "start", "stop")
 
 
-def check_target(queue: str, limit: int | None, action: str) -> None:
+def check_target(queue: str, limit: int | None, action: str, *, limits: bool = False) -> None:
     if queue != "*" or action in ("start",):
         opt.check_queue(queue)
+    if action == "scale" and limit is None and limits:
+        return  # only the fleet-wide limits change
     if action in ("scale", "start") and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValidationError("limit", limit, f"{action} needs an integer limit >= 1")
+
+
+def scale_changes(limit: int | None, global_limit: Any, rate_limit: Any, persist: bool) -> dict[str, Any]:
+    """The fleet-wide limits a scale changes, as the signal carries them (``...``: unchanged; None:
+    lifted), checked before anything is sent."""
+    changes: dict[str, Any] = {}
+    if global_limit is not ...:
+        FetchLimits(global_limit=global_limit)  # refuses 0, negatives, non-integers
+        changes["global_limit"] = global_limit
+    if rate_limit is not ...:
+        rate = RateLimit.build(rate_limit)
+        changes["rate_limit"] = None if rate is None else {"allowed": rate.allowed, "period": rate.period}
+    if changes and persist:
+        raise ValidationError(
+            "persist", persist, "global and rate limits are not persisted yet; scale without persist"
+        )
+    if limit is None and not changes:
+        raise ValidationError("limit", limit, "scale needs a limit, a global_limit or a rate_limit")
+    return changes
 
 
 async def send_queue_signal(
@@ -39,12 +60,13 @@ async def send_queue_signal(
     node: str | None = None,
     limit: int | None = None,
     persist: bool = False,
+    limits: dict[str, Any] | None = None,
 ) -> None:
     """Send one queue action to every node (``node=None``) or one node, and apply it here at once
     when this process's node is a target (so it works with notifications off too)."""
     if action not in QUEUE_ACTIONS:
         raise ValidationError("action", action, f"must be one of {', '.join(QUEUE_ACTIONS)}")
-    check_target(queue, limit, action)
+    check_target(queue, limit, action, limits=bool(limits))
     if persist:
         if action not in ("pause", "resume", "scale") or queue == "*":
             raise ValidationError("persist", persist, "only pause, resume and scale of a named queue persist")
@@ -52,14 +74,15 @@ async def send_queue_signal(
             raise ValidationError("persist", persist, "a persisted change reaches every node; pass no node")
         paused = {"pause": True, "resume": False}.get(action)
         await engine.save_queue_state(settings.name, queue, paused=paused, limit=limit)
-    await engine.notify("signal", queue_signal(action, queue, ident_for(settings.name, node), limit))
+    payload = queue_signal(action, queue, ident_for(settings.name, node), limit) | (limits or {})
+    await engine.notify("signal", payload)
     if local is not None and node in (None, local.name):
         if action == "pause":
             local.pause(queue)
         elif action == "resume":
             local.resume(queue)
-        elif action == "scale" and limit is not None:
-            local.scale(queue, limit)
+        elif action == "scale":
+            local.apply_scale(queue, payload)
         elif action == "start" and limit is not None:
             await local.start_queue(queue, limit)
         elif action == "stop":

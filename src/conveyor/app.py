@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import importlib
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import datetime
+from types import EllipsisType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from conveyor._control import list_queues, send_queue_signal
+from conveyor._control import list_queues, scale_changes, send_queue_signal
 from conveyor._options import check_job_id
 from conveyor._portal import Portal
 from conveyor._resolver import Resolver
@@ -27,6 +28,7 @@ from conveyor.errors import ConveyorError, JobNotFoundError, ValidationError
 from conveyor.filters import JobFilter
 from conveyor.fleet import QueueInfo
 from conveyor.job import Job, JobId, job_ids
+from conveyor.limits import RateLimit
 from conveyor.recorded import decode_result
 from conveyor.request import JobRequest
 from conveyor.settings import load_settings
@@ -202,10 +204,21 @@ class Conveyor:
         await self._signal("resume", queue, node=node, persist=persist)
 
     async def scale_queue(
-        self, queue: str, limit: int, *, node: str | None = None, persist: bool = False
+        self,
+        queue: str,
+        limit: int | None = None,
+        *,
+        global_limit: int | EllipsisType | None = ...,
+        rate_limit: RateLimit | Mapping[str, Any] | EllipsisType | None = ...,
+        node: str | None = None,
+        persist: bool = False,
     ) -> None:
-        """Change the local limit (concurrency) of ``queue`` on every node, or on ``node``."""
-        await self._signal("scale", queue, node=node, limit=limit, persist=persist)
+        """Change the local limit (concurrency) of ``queue`` on every node, or on ``node``, and/or its
+        fleet-wide limits: ``global_limit`` (an int, or None to lift it) and ``rate_limit``
+        (``{"allowed": n, "period": s}``, or None to lift it); left out, they stay as they are. The
+        fleet-wide limits are not persisted: a restarted node takes them from its configuration."""
+        changes = scale_changes(limit, global_limit, rate_limit, persist)
+        await self._signal("scale", queue, node=node, limit=limit, persist=persist, limits=changes)
 
     async def start_queue(self, queue: str, limit: int, *, node: str | None = None) -> None:
         """Start running ``queue`` with ``limit`` on every node, or on ``node``."""

@@ -310,3 +310,54 @@ async def test_queues_show_the_fleet_wide_limits(engine_name: str, fleet_engines
     assert shown["foreign"].global_limit is None and shown["foreign"].rate_limit is None
     assert listed.exit_code == 0, listed.output
     assert "30/60s" in listed.output and "global" in listed.output
+
+
+async def test_scale_changes_the_fleet_wide_limits_of_running_nodes(fleet_engines: list[Engine]) -> None:
+    """From any process: set, change and lift a queue's global and rate limits on live nodes."""
+    node = Conveyor(engine=fleet_engines[0], queues={"capped": 5}, leadership=False, node="scaled")
+    controller = Conveyor(engine=fleet_engines[1])
+    await node.start()
+    try:
+        assert node.node is not None
+        producer = node.node.producers["capped"]
+        assert producer.limits == FetchLimits()
+
+        async def limits_become(expected: FetchLimits) -> None:
+            deadline = asyncio.get_running_loop().time() + 10
+            while producer.limits != expected:
+                assert asyncio.get_running_loop().time() < deadline, producer.limits
+                await asyncio.sleep(0.02)
+
+        await controller.scale_queue("capped", global_limit=2, rate_limit={"allowed": 30, "period": 10})
+        await limits_become(FetchLimits(global_limit=2, rate=RateLimit(30, 10)))
+        assert producer.limit == 5  # the local limit stays
+        await controller.scale_queue("capped", 3, global_limit=None)  # local limit too; lift the cap
+        await limits_become(FetchLimits(rate=RateLimit(30, 10)))
+        assert producer.limit == 3
+        await controller.scale_queue("capped", rate_limit=None)
+        await limits_become(FetchLimits())
+        # Junk from another client's signal is ignored whole, never applied halfway.
+        await fleet_engines[1].notify(
+            "signal", {"action": "scale", "queue": "capped", "global_limit": 4, "rate_limit": "fast"}
+        )
+        await controller.scale_queue("capped", global_limit=7)  # a marker that arrives after it
+        await limits_become(FetchLimits(global_limit=7))
+    finally:
+        await node.stop(grace=1)
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({}, "limit"),
+        ({"global_limit": 0}, "global_limit"),
+        ({"rate_limit": {"allowed": 0}}, "rate_limit.allowed"),
+        ({"global_limit": 3, "persist": True}, "persist"),
+    ],
+)
+async def test_bad_scales_are_refused_before_anything_is_sent(
+    any_engine: Engine, options: dict[str, Any], named: str
+) -> None:
+    app = Conveyor(engine=any_engine)
+    with pytest.raises(ValidationError, match=rf"invalid {named}="):
+        await app.scale_queue("capped", **options)

@@ -17,7 +17,7 @@ from conveyor._runtime.leadership import Leadership
 from conveyor._runtime.process_pool import ProcessPool
 from conveyor._runtime.producer import Producer
 from conveyor._runtime.runner import JobRunner
-from conveyor._runtime.signals import addressed_to
+from conveyor._runtime.signals import addressed_to, limits_from_signal
 from conveyor._runtime.stager import Stager
 from conveyor.cron import CronEntry
 from conveyor.engine.base import Engine
@@ -217,6 +217,17 @@ class Node:
             producer.wake()
         self._fit_threads()
 
+    def apply_scale(self, queue: str, payload: dict[str, Any]) -> None:
+        """A scale signal: a new local limit and/or new fleet-wide limits (``_control``)."""
+        limit = payload.get("limit")
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+            self.scale(queue, limit)
+        for producer in self._targets(queue):
+            limits = limits_from_signal(payload, producer.limits)
+            if limits is not None:
+                producer.limits = limits
+                producer.wake()
+
     def _fit_threads(self) -> None:
         """A blocking job needs a thread per slot: grow a default-sized pool when the limits grow."""
         if self.settings.threads is not None:
@@ -276,8 +287,8 @@ class Node:
             self.pause(queue)
         elif action == "resume":
             self.resume(queue)
-        elif action == "scale" and isinstance(limit, int) and limit > 0:
-            self.scale(queue, limit)
+        elif action == "scale":
+            self.apply_scale(queue, payload)
         elif action == "start" and isinstance(limit, int) and limit > 0 and queue != "*":
             self._spawn(self.start_queue(queue, limit))
         elif action == "stop":

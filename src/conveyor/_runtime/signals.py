@@ -3,12 +3,16 @@
 Payloads: ``{"action": "pause" | "resume", "queue": name or "*"}``, ``{"action": "scale", "queue",
 "limit"}``, ``{"action": "start", "queue", "limit"}``, ``{"action": "stop", "queue"}``,
 ``{"action": "pkill", "job_id"}``; an ``ident`` of ``"any"`` (or absent) reaches every node,
-``"<name>.<node>"`` one node.
+``"<name>.<node>"`` one node. A scale may carry ``"global_limit"`` (an int, or null to lift it) and
+``"rate_limit"`` (``{"allowed", "period"}``, or null), as Oban Pro's does.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from conveyor.errors import ValidationError
+from conveyor.limits import FetchLimits, RateLimit
 
 ACTIONS = ("pause", "resume", "scale", "start", "stop", "pkill")
 
@@ -27,3 +31,18 @@ def queue_signal(action: str, queue: str, node_ident: str, limit: int | None = N
     if limit is not None:
         payload["limit"] = limit
     return payload
+
+
+def limits_from_signal(payload: dict[str, Any], current: FetchLimits) -> FetchLimits | None:
+    """The limits a scale signal asks for, from ``current``; None when it changes none (or carries
+    values no node could apply: another client's junk is ignored, not applied halfway)."""
+    if "global_limit" not in payload and "rate_limit" not in payload:
+        return None
+    try:
+        global_limit = payload.get("global_limit", current.global_limit)
+        rate = current.rate
+        if "rate_limit" in payload:
+            rate = RateLimit.build(payload["rate_limit"])
+        return FetchLimits(global_limit=global_limit, rate=rate)
+    except (ValidationError, TypeError):
+        return None
