@@ -361,3 +361,35 @@ async def test_bad_scales_are_refused_before_anything_is_sent(
     app = Conveyor(engine=any_engine)
     with pytest.raises(ValidationError, match=rf"invalid {named}="):
         await app.scale_queue("capped", **options)
+
+
+async def test_the_cli_scales_the_fleet_wide_limits(engine_name: str, fleet_engines: list[Engine]) -> None:
+    node = Conveyor(engine=fleet_engines[0], queues={"capped": 5}, leadership=False, node="cli-scaled")
+    url, prefix = ADDRESSES[engine_name](fleet_engines[0])
+
+    def scale(*args: str) -> Any:
+        return CliRunner().invoke(cli, ["scale", "capped", *args, "--dsn", url, "--prefix", prefix])
+
+    await node.start()
+    try:
+        assert node.node is not None
+        producer = node.node.producers["capped"]
+        done = await asyncio.to_thread(scale, "--global-limit", "2", "--rate-limit", "30/10s")
+        assert done.exit_code == 0, done.output
+        deadline = asyncio.get_running_loop().time() + 10
+        while producer.limits != FetchLimits(global_limit=2, rate=RateLimit(30, 10)):
+            assert asyncio.get_running_loop().time() < deadline, producer.limits
+            await asyncio.sleep(0.02)
+        assert producer.limit == 5
+    finally:
+        await node.stop(grace=1)
+    refused = [
+        (scale(), 2, "give a LIMIT, --global-limit or --rate-limit"),
+        (scale("--global-limit", "many"), 2, "--global-limit"),
+        (scale("--rate-limit", "fast"), 2, "--rate-limit"),
+        (scale("--rate-limit", "0/1"), 1, "rate_limit.allowed"),
+        (scale("--global-limit", "3", "--persist"), 1, "not persisted"),
+    ]
+    for result, code, said in refused:
+        assert result.exit_code == code and said in result.output, result.output
+        assert "Traceback" not in result.output

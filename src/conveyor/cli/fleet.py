@@ -52,10 +52,14 @@ def _queue_command(
             raise click.BadParameter(
                 "must be a node name (leave --node out for every node)", param_hint="--node"
             )
-        app = build_app(dsn, prefix)
         options: dict[str, object] = {"node": node}
         if with_limit:
             options["limit"] = rest["limit"]
+        if action == "scale":
+            options |= _fleet_limits(rest.get("global_limit"), rest.get("rate_limit"))
+            if options["limit"] is None and len(options) == 2:
+                raise click.UsageError("give a LIMIT, --global-limit or --rate-limit")
+        app = build_app(dsn, prefix)
         if persist:
             options["persist"] = rest["persist"]
         try:
@@ -72,11 +76,55 @@ def _queue_command(
     # Arguments added to a built command keep the order they are added in: QUEUE, then LIMIT.
     command = click.argument("queue")(command)
     if with_limit:
-        command = click.argument("limit", type=click.IntRange(min=1))(command)
+        command = click.argument("limit", type=click.IntRange(min=1), required=action != "scale")(command)
+    if action == "scale":
+        command = click.option(
+            "--rate-limit",
+            default=None,
+            metavar="ALLOWED/SECONDS",
+            help="Fleet-wide starts per period, e.g. 50/1 ('none' lifts it).",
+        )(command)
+        command = click.option(
+            "--global-limit",
+            default=None,
+            metavar="N",
+            help="Jobs running at once on all nodes together ('none' lifts it).",
+        )(command)
     return database_options(command)
+
+
+def _fleet_limits(global_limit: object, rate_limit: object) -> dict[str, object]:
+    """The fleet-wide limits a ``conveyor scale`` changes, as ``scale_queue`` takes them."""
+    changes: dict[str, object] = {}
+    if isinstance(global_limit, str):
+        if global_limit.strip().lower() == "none":
+            changes["global_limit"] = None
+        else:
+            try:
+                changes["global_limit"] = int(global_limit)
+            except ValueError:
+                raise click.BadParameter(
+                    f"{global_limit!r} is not an integer or 'none'", param_hint="--global-limit"
+                ) from None
+    if isinstance(rate_limit, str):
+        if rate_limit.strip().lower() == "none":
+            changes["rate_limit"] = None
+        else:
+            allowed, _, period = rate_limit.strip().partition("/")
+            try:
+                changes["rate_limit"] = {"allowed": int(allowed), "period": float(period.rstrip("s") or 1)}
+            except ValueError:
+                raise click.BadParameter(
+                    f"{rate_limit!r} is not ALLOWED/SECONDS (e.g. 50/1) or 'none'", param_hint="--rate-limit"
+                ) from None
+    return changes
 
 
 pause = _queue_command("pause", "Pause QUEUE ('*' for all): running jobs finish, nothing new starts.")
 resume = _queue_command("resume", "Resume QUEUE ('*' for all).")
-scale = _queue_command("scale", "Set the per-node LIMIT (concurrency) of QUEUE.", with_limit=True)
+scale = _queue_command(
+    "scale",
+    "Set the per-node LIMIT (concurrency) of QUEUE, and/or its fleet-wide --global-limit and --rate-limit.",
+    with_limit=True,
+)
 stop = _queue_command("stop", "Stop QUEUE on the nodes; running jobs finish first.", persist=False)
