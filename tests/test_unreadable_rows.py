@@ -36,6 +36,9 @@ JUNK = {
         ("errors = 'null'", "errors"),
         ("errors = '[1]'", "errors"),
         ("meta = '\"text\"'", "meta"),
+        # Scalars and arrays holding the names of Conveyor's meta markers: never a unique job or a lock.
+        ("meta = '\"uniq_key\"'", "meta"),
+        ("meta = '[\"uniq_key\", \"lock_key\"]'", "meta"),
         ("inserted_at = 'infinity'", "inserted_at"),
         ("scheduled_at = '-infinity'", "scheduled_at"),
         ("attempted_at = '20000-01-01'", "attempted_at"),
@@ -108,6 +111,8 @@ async def test_reading_shows_junk_rows_with_the_reason(setup: Setup) -> None:
         assert job.worker == "tests.conformance.hardening_jobs.quick"  # the readable fields stay
         found = await setup.app.get_job(job_id)
         assert found is not None and found.unreadable == job.unreadable
+    # Retrying them (a statement that reads meta for unique markers) fails for none of them.
+    assert sorted(await setup.app.retry_jobs(ids=list(bad))) == sorted(bad)
 
 
 async def test_junk_rows_are_discarded_and_their_batch_runs(setup: Setup) -> None:

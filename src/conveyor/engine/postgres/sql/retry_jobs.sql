@@ -24,7 +24,7 @@ retried AS (
         cancelled_at = NULL,
         discarded_at = NULL,
         meta = CASE
-            WHEN NOT coalesce(j.meta ? 'uniq_key', false) THEN j.meta
+            WHEN jsonb_typeof(j.meta) IS DISTINCT FROM 'object' OR NOT j.meta ? 'uniq_key' THEN j.meta
             WHEN EXISTS (
                 SELECT 1 FROM {prefix}.oban_jobs AS o
                 WHERE (o.meta ->> 'uniq_key') = (j.meta ->> 'uniq_key') AND o.id <> j.id AND {unique_predicate}

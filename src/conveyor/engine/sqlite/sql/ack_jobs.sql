@@ -45,13 +45,13 @@ SET state = a.state,
                 ELSE 0
             END),
             CASE
-                WHEN json_valid(j.meta) AND j.meta ->> 'uniq_key' IS NOT NULL
-                    AND instr(coalesce(j.meta ->> 'uniq_states', ''), '"executing"') = 0
+                WHEN (CASE WHEN json_valid(j.meta) THEN j.meta ->> 'uniq_key' END) IS NOT NULL
+                    AND instr(CASE WHEN json_valid(j.meta) THEN coalesce(j.meta ->> 'uniq_states', '') ELSE '' END, '"executing"') = 0
                 THEN '$.uniq_key' ELSE '$.conveyor_none'
             END,
             CASE
-                WHEN json_valid(j.meta) AND j.meta ->> 'uniq_key' IS NOT NULL
-                    AND instr(coalesce(j.meta ->> 'uniq_states', ''), '"executing"') = 0
+                WHEN (CASE WHEN json_valid(j.meta) THEN j.meta ->> 'uniq_key' END) IS NOT NULL
+                    AND instr(CASE WHEN json_valid(j.meta) THEN coalesce(j.meta ->> 'uniq_states', '') ELSE '' END, '"executing"') = 0
                 THEN '$.uniq_states' ELSE '$.conveyor_none'
             END)
         WHEN a.meta IS NULL THEN j.meta

@@ -28,7 +28,8 @@ SET state = 'available',
               AND (CASE WHEN json_valid(o.meta) THEN o.meta ->> 'uniq_key' IS NOT NULL AND instr(o.meta ->> 'uniq_states', '"' || o.state || '"') > 0 ELSE 0 END)
         ) OR EXISTS (
             SELECT 1 FROM retry_targets AS t JOIN oban_jobs AS o ON o.id = t.id
-            WHERE json_valid(o.meta) AND o.meta ->> 'uniq_key' = oban_jobs.meta ->> 'uniq_key' AND o.id <> oban_jobs.id
+            WHERE (CASE WHEN json_valid(o.meta) THEN o.meta ->> 'uniq_key' END) = oban_jobs.meta ->> 'uniq_key'
+              AND o.id <> oban_jobs.id
         ) THEN json_remove(meta, '$.uniq_key', '$.uniq_states')
         ELSE meta
     END
