@@ -40,7 +40,7 @@ def scale_changes(limit: int | None, global_limit: Any, rate_limit: Any, persist
         changes["global_limit"] = global_limit
     if rate_limit is not ...:
         rate = RateLimit.build(rate_limit)
-        changes["rate_limit"] = None if rate is None else {"allowed": rate.allowed, "period": rate.period}
+        changes["rate_limit"] = None if rate is None else rate.to_json()
     if changes and persist:
         raise ValidationError(
             "persist", persist, "global and rate limits are not persisted yet; scale without persist"

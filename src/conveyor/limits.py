@@ -59,6 +59,10 @@ class RateLimit:
             raise ValidationError("rate_limit.allowed", None, "is required")
         return cls(**dict(value))
 
+    def to_json(self) -> dict[str, Any]:
+        """As signals and producer rows carry it (Oban Pro's names); ``build`` reads it back."""
+        return {"allowed": self.allowed, "period": self.period}
+
     @property
     def spacing(self) -> float:
         """The average time between starts the limit allows."""

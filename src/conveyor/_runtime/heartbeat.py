@@ -29,7 +29,7 @@ def producer_meta(producer: Producer) -> dict[str, Any]:
     if limits.global_limit is not None:
         meta["global_limit"] = limits.global_limit
     if limits.rate is not None:
-        meta["rate_limit"] = {"allowed": limits.rate.allowed, "period": limits.rate.period}
+        meta["rate_limit"] = limits.rate.to_json()
     return meta
 
 

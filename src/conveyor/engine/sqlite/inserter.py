@@ -101,30 +101,12 @@ def insert_steps(
     outcomes: list[int | str | None] = []
     first_of_key: dict[str, int] = {}  # key -> input position of the request that claimed it
     for batch in chunks:
-        plan = unique_plan(batch, builder.clock, first_of_key, len(outcomes))
-        existing: dict[str, int] = {}
-        if plan.claimed:
-            found = yield ("execute", UNIQUE_LOOKUP, (orjson.dumps(plan.claimed).decode(),))
-            existing = {str(key): int(job_id) for key, job_id in found}
-        writes: list[JobRequest] = []
-        replacing: list[dict[str, Any]] = []
-        for request, key in zip(batch, plan.keys, strict=True):
-            if key is None:
-                outcomes.append(None)
-                writes.append(request)
-            elif key in existing:
-                if first_of_key[key] == len(outcomes) and request.unique and request.unique.replace:
-                    replacing.append(builder.replacement(request, existing[key]))
-                outcomes.append(existing[key])
-            elif first_of_key[key] != len(outcomes):
-                outcomes.append(key)
-            else:
-                outcomes.append(None)
-                writes.append(request)
-        if replacing:
-            params = {"jobs": orjson.dumps(replacing).decode(), "now": builder.clock_text}
-            yield ("execute", REPLACE, params)
-        values = builder.values(writes, plan.metas)
+        if not any(request.unique is not None for request in batch):  # the common case: all new
+            outcomes += [None] * len(batch)
+            values = builder.values(batch)
+        else:
+            writes, metas = yield from unique_writes(batch, builder, first_of_key, outcomes)
+            values = builder.values(writes, metas)
         if not values:
             continue
         start = 0
@@ -153,6 +135,41 @@ def insert_steps(
     if len(new_ids) == len(outcomes):  # nothing unique collapsed: the common case
         return Inserted(new_ids, queues)
     return Inserted(resolve_outcomes(outcomes, new_ids, first_of_key), queues)
+
+
+def unique_writes(
+    batch: list[JobRequest],
+    builder: InsertRows,
+    first_of_key: dict[str, int],
+    outcomes: list[int | str | None],
+) -> Generator[Step, Any, tuple[list[JobRequest], dict[int, bytes]]]:
+    """The requests of a chunk holding unique ones that must be written, and their stored metas.
+    Each request's outcome is appended to ``outcomes`` (see ``insert_steps``); the stored jobs the
+    claimed keys already have are looked up first, and replaced where the request says so."""
+    plan = unique_plan(batch, builder.clock, first_of_key, len(outcomes))
+    existing: dict[str, int] = {}
+    if plan.claimed:
+        found = yield ("execute", UNIQUE_LOOKUP, (orjson.dumps(plan.claimed).decode(),))
+        existing = {str(key): int(job_id) for key, job_id in found}
+    writes: list[JobRequest] = []
+    replacing: list[dict[str, Any]] = []
+    for request, key in zip(batch, plan.keys, strict=True):
+        if key is None:
+            outcomes.append(None)
+            writes.append(request)
+        elif key in existing:
+            if first_of_key[key] == len(outcomes) and request.unique and request.unique.replace:
+                replacing.append(builder.replacement(request, existing[key]))
+            outcomes.append(existing[key])
+        elif first_of_key[key] != len(outcomes):
+            outcomes.append(key)
+        else:
+            outcomes.append(None)
+            writes.append(request)
+    if replacing:
+        params = {"jobs": orjson.dumps(replacing).decode(), "now": builder.clock_text}
+        yield ("execute", REPLACE, params)
+    return writes, plan.metas
 
 
 def run_sync(conn: Any, steps: Steps) -> Inserted:
