@@ -38,7 +38,7 @@ JUNK = {
         ("meta = '\"text\"'", "meta"),
         # Scalars and arrays holding the names of Conveyor's meta markers: never a unique job or a lock.
         ("meta = '\"uniq_key\"'", "meta"),
-        ("meta = '[\"uniq_key\", \"lock_key\"]'", "meta"),
+        ('meta = \'["uniq_key", "lock_key"]\'', "meta"),
         ("inserted_at = 'infinity'", "inserted_at"),
         ("scheduled_at = '-infinity'", "scheduled_at"),
         ("attempted_at = '20000-01-01'", "attempted_at"),
