@@ -11,16 +11,12 @@ from psycopg import sql
 
 from conveyor import JobRequest
 from conveyor.engine.postgres import PostgresEngine
+from conveyor.engine.postgres.core import CLAIM_PARTS
 
 NODE, PRODUCER = "node-1", "producer-1"
 
 
-FETCH_PARTS = {
-    "job_columns": "job_columns",
-    "lock_free": "lock_free",
-    "claimed_meta": "claimed_meta",
-    "record_starts": "no_record_starts",
-}
+FETCH_PARTS = CLAIM_PARTS | {"record_starts": "no_record_starts"}
 
 
 def positional(statement: str, names: list[str]) -> str:

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -148,9 +149,23 @@ async def test_the_cli_lists_junk_rows_and_says_why(setup: Setup) -> None:
     assert "(unreadable)" in result.output
 
 
-async def test_junk_rows_never_strand_a_claim_under_fleet_wide_limits(setup: Setup) -> None:
+PARTITIONED = {"allowed": 5, "partition": {"worker": True, "args": ["n"], "meta": ["lock_key"]}}
+
+
+@pytest.mark.parametrize(
+    "limited",
+    [
+        {"default": {"limit": 5, "global_limit": 5, "rate_limit": {"allowed": 1000, "period": 1}}},
+        {"default": {"limit": 5, "global_limit": PARTITIONED, "rate_limit": {"allowed": 1000} | PARTITIONED}},
+    ],
+    ids=["limits", "partitioned"],
+)
+async def test_junk_rows_never_strand_a_claim_under_fleet_wide_limits(
+    setup: Setup, limited: dict[str, Any]
+) -> None:
     """The same as a plain fetch, for the limited claim (a lock, a count, a pipelined transaction on
-    PostgreSQL): junk rows are discarded with the reason, the good jobs beside them run."""
+    PostgreSQL) and the partitioned one (keys read from every row's args and meta): junk rows are
+    discarded with the reason, the good jobs beside them run."""
     bad = await junk_jobs(setup)
     good = await setup.app.enqueue_many([hj.quick.new(n=i) for i in range(12)])
     for job_id in bad:
@@ -158,7 +173,6 @@ async def test_junk_rows_never_strand_a_claim_under_fleet_wide_limits(setup: Set
     mended = [job_id for job_id, column in bad.items() if column in ("attempted_at", "attempted_by")]
     bad = {job_id: column for job_id, column in bad.items() if job_id not in mended}
     settings = setup.app.settings
-    limited = {"default": {"limit": 5, "global_limit": 5, "rate_limit": {"allowed": 1000, "period": 1}}}
     node = Conveyor(
         settings.database_url, prefix=settings.prefix, queues=limited, poll_interval=0.1, leadership=False
     )

@@ -16,7 +16,7 @@ from conveyor._runtime.signals import ident_for, queue_signal
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 from conveyor.fleet import QueueInfo
-from conveyor.limits import FetchLimits, RateLimit
+from conveyor.limits import GlobalLimit, RateLimit
 from conveyor.settings import Settings
 
 QUEUE_ACTIONS = ("pause", "resume", "scale", "start", "stop")
@@ -36,8 +36,8 @@ def scale_changes(limit: int | None, global_limit: Any, rate_limit: Any, persist
     lifted), checked before anything is sent."""
     changes: dict[str, Any] = {}
     if global_limit is not ...:
-        FetchLimits(global_limit=global_limit)  # refuses 0, negatives, non-integers
-        changes["global_limit"] = global_limit
+        cap = GlobalLimit.build(global_limit)  # refuses 0, negatives, non-integers, bad partitions
+        changes["global_limit"] = None if cap is None else cap.to_json()
     if rate_limit is not ...:
         rate = RateLimit.build(rate_limit)
         changes["rate_limit"] = None if rate is None else rate.to_json()
@@ -114,9 +114,12 @@ async def list_queues(engine: Engine, settings: Settings, *, now: datetime | Non
     return sorted(result, key=lambda q: (q.queue, q.node))
 
 
-def _global_limit(value: Any) -> int | None:
+def _global_limit(value: Any) -> GlobalLimit | None:
     """A producer row's global limit, or None: another client may have written anything there."""
-    return value if type(value) is int and value > 0 else None
+    try:
+        return GlobalLimit.build(value)
+    except Exception:
+        return None
 
 
 def _rate_limit(value: Any) -> RateLimit | None:
@@ -124,6 +127,6 @@ def _rate_limit(value: Any) -> RateLimit | None:
     if not isinstance(value, dict):
         return None
     try:
-        return RateLimit.build({"allowed": value.get("allowed"), "period": value.get("period", 1.0)})
+        return RateLimit.build(value)
     except Exception:
         return None

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from conveyor.limits import RateLimit
+from conveyor.limits import GlobalLimit, RateLimit
 from conveyor.request import JobRequest
 
 
@@ -75,5 +75,5 @@ class QueueInfo:
     started_at: datetime
     updated_at: datetime
     #: The fleet-wide limits the node claims under (None where the queue has none).
-    global_limit: int | None = None
+    global_limit: GlobalLimit | None = None
     rate_limit: RateLimit | None = None

@@ -10,7 +10,7 @@ from typing import Any
 from conveyor import _options as opt
 from conveyor.definition import ExecutorKind
 from conveyor.errors import ValidationError
-from conveyor.limits import FetchLimits, RateLimit
+from conveyor.limits import FetchLimits, GlobalLimit, RateLimit
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,9 +22,11 @@ class QueueSettings:
     limit: int = 10
     #: Default executor for the queue's jobs (a worker's own choice wins).
     executor: ExecutorKind = ExecutorKind.AUTO
-    #: Jobs of the queue running at once on all nodes together (None: only ``limit`` per node).
-    global_limit: int | None = None
-    #: Starts of the queue's jobs per period on all nodes together: ``{"allowed": n, "period": s}``.
+    #: Jobs of the queue running at once on all nodes together (None: only ``limit`` per node):
+    #: an int, or ``{"allowed": n, "partition": ...}`` for a limit per partition.
+    global_limit: GlobalLimit | None = None
+    #: Starts of the queue's jobs per period on all nodes together: ``{"allowed": n, "period": s}``
+    #: (and ``"partition"`` for a limit per partition).
     rate_limit: RateLimit | None = None
 
     def __post_init__(self) -> None:
@@ -33,13 +35,9 @@ class QueueSettings:
             raise ValidationError(f"queues.{self.name}.limit", self.limit, "must be an integer >= 1")
         try:
             object.__setattr__(self, "rate_limit", RateLimit.build(self.rate_limit))
-            FetchLimits(global_limit=self.global_limit)
+            object.__setattr__(self, "global_limit", GlobalLimit.build(self.global_limit))
         except ValidationError as exc:
-            if exc.field.startswith("rate_limit"):
-                raise ValidationError(f"queues.{self.name}.{exc.field}", exc.value, exc.problem) from None
-            raise ValidationError(
-                f"queues.{self.name}.global_limit", self.global_limit, exc.problem
-            ) from None
+            raise ValidationError(f"queues.{self.name}.{exc.field}", exc.value, exc.problem) from None
         try:
             object.__setattr__(self, "executor", ExecutorKind(self.executor))
         except ValueError:
@@ -57,7 +55,7 @@ QUEUE_KEYS = ("limit", "executor", "global_limit", "rate_limit")
 def parse_queues(value: Any) -> tuple[QueueSettings, ...]:
     """Queues from ``"default:10,mail:5"``, a list of names or specs, or a mapping of name to limit
     or to ``{"limit": n, "executor": "process", "global_limit": m, "rate_limit": {"allowed": a,
-    "period": s}}``."""
+    "period": s, "partition": {"args": ["tenant"]}}}``."""
     if isinstance(value, str):
         value = [part for part in value.split(",") if part.strip()]
     if isinstance(value, Mapping):

@@ -31,7 +31,8 @@ _RECYCLED_TABLES = (
     "oban_leaders",
     "conveyor_cron_ticks",
     "conveyor_queue_states",
-    "conveyor_rate_starts",
+    "conveyor_queue_starts",
+    "conveyor_queue_limits",
 )
 
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import random
 import time
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from conveyor import JobRequest, JobState
+from conveyor import Job, JobFilter, JobRequest, JobState
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
+from conveyor.limits import FetchLimits
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 NODE, PRODUCER = "node-1", "00000000-0000-4000-8000-000000000001"
@@ -107,3 +110,34 @@ async def settle(engine: Engine, heard: Heard, marker: int = 0) -> None:
     payload = {"action": "marker", "n": marker}
     await engine.notify("signal", payload)
     await heard.wait_for("signal", payload)
+
+
+async def claim_and_ack_at_random(
+    engines: Sequence[Engine],
+    limits: FetchLimits,
+    check: Callable[[list[Job]], None],
+    *,
+    seed: int,
+    most: int = 4,
+) -> list[int]:
+    """Two producers per engine claim (demand 1..``most``) and ack at random moments until the queue
+    stays empty; after each claim ``check`` sees every executing job. The ids acked, in order."""
+    done: list[int] = []
+    rng = random.Random(seed)
+
+    async def producer(engine: Engine, n: int) -> None:
+        idle_rounds = 0
+        while idle_rounds < 20:
+            jobs = await engine.fetch_jobs(
+                "default", rng.randint(1, most), node=f"node-{n}", producer=uid(n), now=T0, limits=limits
+            )
+            check(await engine.list_jobs(JobFilter(states=(JobState.EXECUTING,), limit=1000)))
+            idle_rounds = 0 if jobs else idle_rounds + 1
+            await asyncio.sleep(rng.random() / 500)
+            if jobs:
+                await engine.ack_jobs([Ack(j.id, 1, JobState.COMPLETED) for j in jobs], now=T0)
+                done.extend(j.id for j in jobs)
+            await asyncio.sleep(0)
+
+    await asyncio.gather(*(producer(e, n) for n, e in enumerate(list(engines) * 2, start=1)))
+    return done

@@ -19,11 +19,11 @@ from conveyor.cli import main as cli
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 from conveyor.fleet import ProducerBeat
-from conveyor.limits import FetchLimits, RateLimit
+from conveyor.limits import FetchLimits, GlobalLimit, RateLimit
 from conveyor.queue_settings import fetch_limits, parse_queues
 from tests.conformance import jobs
 from tests.conformance.conftest import ADDRESSES
-from tests.conformance.contract import T0, fetch, put, req, uid
+from tests.conformance.contract import T0, claim_and_ack_at_random, fetch, put, req, uid
 
 CAP = FetchLimits(global_limit=3)
 
@@ -84,29 +84,15 @@ def test_a_global_limit_must_be_a_positive_integer(bad: object) -> None:
 async def test_concurrent_nodes_never_run_more_than_the_global_limit(fleet_engines: list[Engine]) -> None:
     """Three engines (nodes), two producers each, claim and ack at random for a while: at no moment
     does the database hold more than the cap executing, and every job is run exactly once."""
-    first = fleet_engines[0]
-    ids = await first.insert([req() for _ in range(120)], now=T0)
-    cap = FetchLimits(global_limit=4)
-    done: list[int] = []
+    ids = await fleet_engines[0].insert([req() for _ in range(120)], now=T0)
     peak = 0
-    rng = random.Random(7)
 
-    async def producer(engine: Engine, n: int) -> None:
+    def check(executing: list[Any]) -> None:
         nonlocal peak
-        idle_rounds = 0
-        while idle_rounds < 20:
-            claimed = await claim(engine, rng.randint(1, 4), cap, n=n)
-            executing = await engine.list_jobs(JobFilter(states=(JobState.EXECUTING,), limit=1000))
-            peak = max(peak, len(executing))
-            assert len(executing) <= 4, [j.id for j in executing]
-            idle_rounds = 0 if claimed else idle_rounds + 1
-            await asyncio.sleep(rng.random() / 500)
-            if claimed:
-                await engine.ack_jobs([Ack(i, 1, JobState.COMPLETED) for i in claimed], now=T0)
-                done.extend(claimed)
-            await asyncio.sleep(0)
+        peak = max(peak, len(executing))
+        assert len(executing) <= 4, [j.id for j in executing]
 
-    await asyncio.gather(*(producer(e, n) for n, e in enumerate(fleet_engines * 2, start=1)))
+    done = await claim_and_ack_at_random(fleet_engines, FetchLimits(global_limit=4), check, seed=7)
     assert sorted(done) == ids  # each job claimed once, none lost
     assert peak == 4  # the cap was reached, so it was the cap that held
 
@@ -245,7 +231,8 @@ async def test_concurrent_engines_never_start_more_than_the_rate(fleet_engines: 
         ({"allowed": 5, "period": 90_000}, "rate_limit.period"),
         ({"period": 1}, "rate_limit.allowed"),
         ({"allowed": 5, "burst": 2}, "rate_limit.burst"),
-        ({"allowed": 5, "partition": {"args": ["tenant"]}}, "rate_limit.partition"),
+        ({"allowed": 5, "partition": {"keys": ["tenant"]}}, "rate_limit.partition.fields"),
+        ({"allowed": 5, "partition": {"args": []}}, "rate_limit.partition"),
         (50, "rate_limit"),
     ],
 )
@@ -305,7 +292,7 @@ async def test_queues_show_the_fleet_wide_limits(engine_name: str, fleet_engines
         listed = CliRunner().invoke(cli, ["queues", "--dsn", url, "--prefix", prefix])
     finally:
         await node.stop(grace=1)
-    assert shown["shown"].limit == 3 and shown["shown"].global_limit == 2
+    assert shown["shown"].limit == 3 and shown["shown"].global_limit == GlobalLimit(2)
     assert shown["shown"].rate_limit == RateLimit(30, 60)
     assert shown["foreign"].global_limit is None and shown["foreign"].rate_limit is None
     assert listed.exit_code == 0, listed.output

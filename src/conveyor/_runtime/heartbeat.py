@@ -27,7 +27,7 @@ def producer_meta(producer: Producer) -> dict[str, Any]:
     }
     limits = producer.limits
     if limits.global_limit is not None:
-        meta["global_limit"] = limits.global_limit
+        meta["global_limit"] = limits.global_limit.to_json()
     if limits.rate is not None:
         meta["rate_limit"] = limits.rate.to_json()
     return meta

@@ -3,8 +3,9 @@
 Payloads: ``{"action": "pause" | "resume", "queue": name or "*"}``, ``{"action": "scale", "queue",
 "limit"}``, ``{"action": "start", "queue", "limit"}``, ``{"action": "stop", "queue"}``,
 ``{"action": "pkill", "job_id"}``; an ``ident`` of ``"any"`` (or absent) reaches every node,
-``"<name>.<node>"`` one node. A scale may carry ``"global_limit"`` (an int, or null to lift it) and
-``"rate_limit"`` (``{"allowed", "period"}``, or null), as Oban Pro's does.
+``"<name>.<node>"`` one node. A scale may carry ``"global_limit"`` (an int or
+``{"allowed", "partition"}``, or null to lift it) and ``"rate_limit"`` (``{"allowed", "period",
+"partition"}``, or null), as Oban Pro's does.
 """
 
 from __future__ import annotations

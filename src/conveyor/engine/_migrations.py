@@ -29,6 +29,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "unique_jobs"),
     Migration(5, "ordered_locks"),
     Migration(6, "rate_starts"),
+    Migration(7, "fleet_limits"),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

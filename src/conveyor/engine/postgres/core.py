@@ -26,6 +26,16 @@ from conveyor.job import Job
 log = logging.getLogger("conveyor.engine")
 
 
+#: The fragments of every claim (fetch_jobs.sql, fetch_partitioned.sql), in the order they are
+#: pasted: claim_update.sql holds the others.
+CLAIM_PARTS = {
+    "claim_update": "claim_update",
+    "job_columns": "job_columns",
+    "lock_free": "lock_free",
+    "claimed_meta": "claimed_meta",
+}
+
+
 def channel(prefix: str, name: str) -> str:
     """Oban's channel naming: ``<prefix>.oban_<name>``."""
     return f"{prefix}.oban_{name}"
@@ -136,14 +146,18 @@ class PostgresCore:
             reconnect_failed=_reconnect_again,
         )
         # Encoded once: psycopg would encode the text (and hash the bytes) on every call.
-        parts = {"job_columns": "job_columns", "lock_free": "lock_free", "claimed_meta": "claimed_meta"}
+        parts = CLAIM_PARTS
         self._fetch_statement = self.sql.compose(
             "fetch_jobs", demand="fetch_demand", record_starts="no_record_starts", **parts
         ).encode()
-        self._fetch_limited_statement = self.sql.compose(
+        # Starts of an unpartitioned rate limit count against the partition ''.
+        limited = self.sql.compose(
             "fetch_jobs", demand="fetch_demand_limited", record_starts="record_starts", **parts
-        ).encode()
+        )
+        self._fetch_limited_statement = limited.replace("{rate_key}", "''").encode()
         self._claim_left_statement = self.sql["limited_claim_left"].encode()
+        #: Claims under partitioned limits, by the shapes of their partitions (hot_path).
+        self._partitioned: dict[Any, tuple[bytes, bytes]] = {}
         self._lock_queue_statement = self.sql["lock_queue"].encode()
         # Composed once the type of the errors column is known (see _detect_errors_type).
         self._ack_statement: bytes | None = None

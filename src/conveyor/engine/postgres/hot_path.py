@@ -9,10 +9,19 @@ from typing import Any
 import orjson
 
 from conveyor.acks import Ack
-from conveyor.engine.postgres.core import PostgresCore, read_result
+from conveyor.engine import _partitions
+from conveyor.engine._partitions import KeySyntax, Shape
+from conveyor.engine.postgres.core import CLAIM_PARTS, PostgresCore, read_result
 from conveyor.engine.postgres.rows import naive_utc
 from conveyor.job import Job
 from conveyor.limits import Claimed, FetchLimits, capped_by
+
+#: Partition keys on PostgreSQL: a jsonb array of the worker and the values under the keys, as text.
+KEYS = KeySyntax(
+    read=lambda column, param: f"({column} -> %({param})s::text)",
+    array=lambda items: f"jsonb_build_array({', '.join(items)})::text",
+    param=lambda key: key,
+)
 
 
 def ack_record(ack: Ack) -> dict[str, Any]:
@@ -56,21 +65,40 @@ class PostgresHotPath(PostgresCore):
         # after the lock is taken (READ COMMITTED gives it a snapshot with every earlier claim).
         rate = limits.rate
         params |= {
-            "global_limit": limits.global_limit,
+            "global_limit": limits.global_limit.allowed if limits.global_limit else None,
             "rate_allowed": rate.allowed if rate else None,
             "rate_period": rate.period if rate else None,
         }
+        partitioned = limits.partitioned
+        if partitioned:
+            fetch, claim_left = self._partitioned_statements(_partitions.limits_shape(limits))
+            params |= _partitions.partitioned_params(KEYS, limits) | {"scan": _partitions.scan_size(demand)}
+        else:
+            fetch, claim_left = self._fetch_limited_statement, self._claim_left_statement
         # One round trip for the lock, the claim (which records its starts) and the count of what the
         # limits have left: the pipeline sends them together, the server runs them in order.
         async with self.hot_pool.connection() as conn, conn.pipeline(), conn.transaction():
             await conn.execute(self._lock_queue_statement, {"queue": queue})
-            claim = await conn.execute(self._fetch_limited_statement, params)
-            left = await conn.execute(self._claim_left_statement, params)
+            claim = await conn.execute(fetch, params)
+            left = await conn.execute(claim_left, params)
             claimed = Claimed(await read_result(claim))
             row = await left.fetchone()
-        running, started = (row[0], row[1]) if row else (None, None)
-        claimed.capped = capped_by(limits, running, started)
+        if partitioned:
+            claimed.capped = len(claimed) < demand and bool(row and row[0])
+        else:
+            running, started = (row[0], row[1]) if row else (None, None)
+            claimed.capped = capped_by(limits, running, started)
         return claimed
+
+    def _partitioned_statements(self, shapes: tuple[Shape, Shape]) -> tuple[bytes, bytes]:
+        """The claim and its follow-up for partitions of these shapes, composed once per shape."""
+        found = self._partitioned.get(shapes)
+        if found is None:
+            composed = self.sql.compose("fetch_partitioned", record_starts="record_starts", **CLAIM_PARTS)
+            fetch = _partitions.render(composed, KEYS, shapes)
+            left = self.sql.compose("partitioned_claim_left", lock_free="lock_free")
+            found = self._partitioned[shapes] = (fetch.encode(), left.encode())
+        return found
 
     async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
         if not acks:

@@ -7,6 +7,7 @@ import asyncio
 import os
 import sqlite3
 from datetime import datetime, timedelta
+from typing import Any
 
 from conveyor.engine.sqlite import database, schema
 from conveyor.engine.sqlite.database import MEMORY, Database
@@ -24,6 +25,7 @@ def compose(name: str, condition: str, demand: str = "fetch_demand") -> str:
     filter, the WHERE ``condition`` built for the request (``{filter}``: ``jobs._filter``)."""
     text = FILES.compose(
         name,
+        claim_update="claim_update",  # first: it holds columns and claimed_meta
         columns="job_columns",
         unique_key="unique_key",
         lock_free="lock_free",
@@ -60,6 +62,8 @@ class SqliteCore:
         self._db: Database | None = None
         self._fetch = compose("fetch_jobs", "")
         self._fetch_limited = compose("fetch_jobs", "", "fetch_demand_limited")
+        #: Claims under partitioned limits, by the shapes of their partitions (hot_path).
+        self._partitioned: dict[Any, tuple[str, str]] = {}
         self._get = compose("get_job", "")
 
     @property

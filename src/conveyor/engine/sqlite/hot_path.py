@@ -10,7 +10,9 @@ from typing import Any
 import orjson
 
 from conveyor.acks import Ack
-from conveyor.engine.sqlite.core import FILES, SqliteCore
+from conveyor.engine import _partitions
+from conveyor.engine._partitions import KeySyntax, Shape
+from conveyor.engine.sqlite.core import FILES, SqliteCore, compose
 from conveyor.engine.sqlite.database import Tx
 from conveyor.engine.sqlite.rows import check_now, fetch_order, later_text, read_jobs, time_text, utc_clock
 from conveyor.errors import ValidationError
@@ -20,6 +22,16 @@ from conveyor.limits import Claimed, FetchLimits, capped_by
 RATE_RECORD = FILES["rate_starts_record"]
 RATE_FORGET = FILES["rate_starts_forget"]
 CLAIM_LEFT = FILES["limited_claim_left"]
+PARTITIONED_LEFT = FILES.compose("partitioned_claim_left", lock_free="lock_free")
+
+#: Partition keys on SQLite: a JSON array of the worker and the values under the keys (read through
+#: a quoted JSON path, so a key with dots or brackets is one key; a column that is not JSON reads as
+#: null instead of failing the claim).
+KEYS = KeySyntax(
+    read=lambda column, param: f"(CASE WHEN json_valid({column}) THEN {column} -> :{param} END)",
+    array=lambda items: f"json_array({', '.join(items)})",
+    param=lambda key: f'$."{key}"',
+)
 
 
 class SqliteHotPath(SqliteCore):
@@ -50,10 +62,12 @@ class SqliteHotPath(SqliteCore):
             jobs = read_jobs(await self.database.write(run))
             jobs.sort(key=fetch_order)
             return jobs
+        if limits.partitioned:
+            return await self._fetch_partitioned(params, demand, now, limits)
         # One writer at a time: the counts in the statement see every process's claims.
         rate = limits.rate
         params |= {
-            "global_limit": limits.global_limit,
+            "global_limit": limits.global_limit.allowed if limits.global_limit else None,
             "rate_allowed": rate.allowed if rate else None,
         }
         limited = self._fetch_limited
@@ -80,6 +94,48 @@ class SqliteHotPath(SqliteCore):
         claimed = Claimed(sorted(read_jobs(rows), key=fetch_order))
         claimed.capped = capped_by(limits, running, started)
         return claimed
+
+    async def _fetch_partitioned(
+        self, params: dict[str, Any], demand: int, now: datetime | None, limits: FetchLimits
+    ) -> Claimed:
+        fetch, record = self._partitioned_statements(_partitions.limits_shape(limits))
+        cap, rate = limits.global_limit, limits.rate
+        params = params | _partitions.partitioned_params(KEYS, limits)
+        params |= {
+            "global_limit": cap.allowed if cap else None,
+            "rate_allowed": rate.allowed if rate else None,
+            "scan": _partitions.scan_size(demand),
+        }
+
+        def run(tx: Tx) -> tuple[list[Any], bool]:
+            clock = utc_clock(now)
+            values = params | {
+                "now": time_text(clock),
+                "window_start": time_text(clock - timedelta(seconds=rate.period)) if rate else None,
+                "forget_before": time_text(clock - timedelta(seconds=2 * rate.period + 60)) if rate else None,
+            }
+            rows = tx.conn.execute(fetch, values).fetchall()
+            if rate is not None:
+                if rows:
+                    ids = orjson.dumps([row[0] for row in rows]).decode()
+                    tx.conn.execute(record, values | {"ids": ids})
+                tx.conn.execute(RATE_FORGET, values)
+            left = tx.conn.execute(PARTITIONED_LEFT, values).fetchone()
+            return rows, bool(left and left[0])
+
+        rows, waiting = await self.database.write(run)
+        claimed = Claimed(sorted(read_jobs(rows), key=fetch_order))
+        claimed.capped = len(claimed) < demand and waiting
+        return claimed
+
+    def _partitioned_statements(self, shapes: tuple[Shape, Shape]) -> tuple[str, str]:
+        """The claim and the record of its starts for partitions of these shapes, composed once."""
+        found = self._partitioned.get(shapes)
+        if found is None:
+            fetch = _partitions.render(compose("fetch_partitioned", ""), KEYS, shapes)
+            record = _partitions.render(FILES["partitioned_record"], KEYS, shapes)
+            found = self._partitioned[shapes] = (fetch, record)
+        return found
 
     async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
         check_now(now)

@@ -92,7 +92,8 @@ OBJECTS: tuple[tuple[int, str, str], ...] = (
     (3, "table", "conveyor_queue_states"),
     (4, "index", "conveyor_unique_jobs_index"),
     (5, "index", "conveyor_ordered_lock_index"),
-    (6, "table", "conveyor_rate_starts"),
+    (7, "table", "conveyor_queue_starts"),
+    (7, "table", "conveyor_queue_limits"),
 )
 
 

@@ -4,7 +4,7 @@ greatest(0, least(
         SELECT count(*) FROM {prefix}.oban_jobs WHERE state = 'executing' AND queue = %(queue)s
     ) END,
     CASE WHEN %(rate_allowed)s::integer IS NULL THEN %(demand)s ELSE %(rate_allowed)s::integer - (
-        SELECT coalesce(sum(r.started), 0) FROM {prefix}.conveyor_rate_starts AS r
+        SELECT coalesce(sum(r.started), 0) FROM {prefix}.conveyor_queue_starts AS r
         WHERE r.queue = %(queue)s
           AND r.started_at > (SELECT now FROM clock) - make_interval(secs => %(rate_period)s::double precision)
     ) END

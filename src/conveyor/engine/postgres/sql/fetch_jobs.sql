@@ -9,6 +9,9 @@
 -- A job with an ordered lock (meta.lock_key) is claimed only when no job with its key runs and none
 -- enqueued before it waits (lock_free.sql). A claimed job unique only while it waits drops its unique
 -- markers (claimed_meta.sql), so going back to waiting later (a rescue, a snooze) never meets a twin.
+-- The UPDATE (claim_update.sql, shared with fetch_partitioned.sql) checks the state again, for claims
+-- that take rows without locking them first; as text, so that a generic plan never prefers the state
+-- index to the primary key.
 -- SKIP LOCKED lets every producer of the fleet fetch at once without waiting on each other.
 -- attempted_by records [node, producer uuid] so rescue can tell whose jobs are orphaned.
 --
@@ -30,16 +33,7 @@ claimed AS (
     FOR UPDATE SKIP LOCKED
 ),
 updated AS (
-    UPDATE {prefix}.oban_jobs AS j
-    SET state = 'executing',
-        attempt = j.attempt + 1,
-        attempted_at = clock.now,
-        attempted_by = ARRAY[%(node)s::text, %(producer)s::text],
-        meta = {claimed_meta}
-    FROM clock
-    WHERE j.id = ANY(ARRAY(SELECT id FROM claimed))
-      AND j.attempt < j.max_attempts
-    RETURNING {job_columns}
+    {claim_update}
 ){record_starts}
 -- The primary key hands the rows back in id order: give them in claim order again.
 SELECT * FROM updated ORDER BY priority, scheduled_at, id;

@@ -10,7 +10,7 @@ SELECT
         SELECT count(*) FROM {prefix}.oban_jobs WHERE state = 'executing' AND queue = %(queue)s
     ) END AS running,
     CASE WHEN %(rate_allowed)s::integer IS NULL THEN NULL ELSE (
-        SELECT coalesce(sum(r.started), 0) FROM {prefix}.conveyor_rate_starts AS r, clock
+        SELECT coalesce(sum(r.started), 0) FROM {prefix}.conveyor_queue_starts AS r, clock
         WHERE r.queue = %(queue)s
           AND r.started_at > clock.now - make_interval(secs => %(rate_period)s::double precision)
     ) END AS started_in_window;

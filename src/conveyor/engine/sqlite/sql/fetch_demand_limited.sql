@@ -4,7 +4,7 @@ max(0, min(
         SELECT count(*) FROM oban_jobs WHERE state = 'executing' AND queue = :queue
     ) END,
     CASE WHEN :rate_allowed IS NULL THEN :demand ELSE :rate_allowed - (
-        SELECT coalesce(sum(r.started), 0) FROM conveyor_rate_starts AS r
+        SELECT coalesce(sum(r.started), 0) FROM conveyor_queue_starts AS r
         WHERE r.queue = :queue AND r.started_at > :window_start
     ) END
 ))

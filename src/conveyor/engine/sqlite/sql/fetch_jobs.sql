@@ -6,17 +6,11 @@
 -- A job with an ordered lock (meta.lock_key) is claimed only when no job with its key runs and none
 -- enqueued before it waits (lock_free.sql). A claimed job unique only while it waits drops its unique
 -- markers (claimed_meta.sql), so going back to waiting later (a rescue, a snooze) never meets a twin.
-UPDATE oban_jobs
-SET state = 'executing',
-    attempt = attempt + 1,
-    attempted_at = :now,
-    attempted_by = json_array(:node, :producer),
-    meta = {claimed_meta}
-WHERE id IN (
+WITH claimed AS (
     SELECT id FROM oban_jobs AS c
     WHERE state = 'available' AND queue = :queue AND attempt < max_attempts
       AND {lock_free}
     ORDER BY priority, scheduled_at, id
     LIMIT {demand}
 )
-RETURNING {columns};
+{claim_update};

@@ -5,5 +5,5 @@ SELECT
         SELECT count(*) FROM oban_jobs WHERE state = 'executing' AND queue = :queue
     ) END,
     CASE WHEN :rate_allowed IS NULL THEN NULL ELSE (
-        SELECT coalesce(sum(started), 0) FROM conveyor_rate_starts WHERE queue = :queue AND started_at > :window_start
+        SELECT coalesce(sum(started), 0) FROM conveyor_queue_starts WHERE queue = :queue AND started_at > :window_start
     ) END;

@@ -1,1 +1,1 @@
-DELETE FROM conveyor_rate_starts WHERE queue = :queue AND started_at <= :forget_before;
+DELETE FROM conveyor_queue_starts WHERE queue = :queue AND started_at <= :forget_before;

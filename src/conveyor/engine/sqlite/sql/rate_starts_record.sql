@@ -1,1 +1,1 @@
-INSERT INTO conveyor_rate_starts (queue, started_at, started) VALUES (:queue, :now, :started);
+INSERT INTO conveyor_queue_starts (queue, partition, started_at, started) VALUES (:queue, '', :now, :started);
