@@ -31,7 +31,7 @@ def check_target(queue: str, limit: int | None, action: str, *, limits: bool = F
         raise ValidationError("limit", limit, f"{action} needs an integer limit >= 1")
 
 
-def scale_changes(limit: int | None, global_limit: Any, rate_limit: Any, persist: bool) -> dict[str, Any]:
+def scale_changes(limit: int | None, global_limit: Any, rate_limit: Any) -> dict[str, Any]:
     """The fleet-wide limits a scale changes, as the signal carries them (``...``: unchanged; None:
     lifted), checked before anything is sent."""
     changes: dict[str, Any] = {}
@@ -41,10 +41,6 @@ def scale_changes(limit: int | None, global_limit: Any, rate_limit: Any, persist
     if rate_limit is not ...:
         rate = RateLimit.build(rate_limit)
         changes["rate_limit"] = None if rate is None else rate.to_json()
-    if changes and persist:
-        raise ValidationError(
-            "persist", persist, "global and rate limits are not persisted yet; scale without persist"
-        )
     if limit is None and not changes:
         raise ValidationError("limit", limit, "scale needs a limit, a global_limit or a rate_limit")
     return changes
@@ -73,7 +69,7 @@ async def send_queue_signal(
         if node is not None:  # conveyor_queue_states has no node: it would reach every node on restart
             raise ValidationError("persist", persist, "a persisted change reaches every node; pass no node")
         paused = {"pause": True, "resume": False}.get(action)
-        await engine.save_queue_state(settings.name, queue, paused=paused, limit=limit)
+        await engine.save_queue_state(settings.name, queue, paused=paused, limit=limit, limits=limits)
     payload = queue_signal(action, queue, ident_for(settings.name, node), limit) | (limits or {})
     await engine.notify("signal", payload)
     if local is not None and node in (None, local.name):

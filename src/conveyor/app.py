@@ -28,7 +28,7 @@ from conveyor.errors import ConveyorError, JobNotFoundError, ValidationError
 from conveyor.filters import JobFilter
 from conveyor.fleet import QueueInfo
 from conveyor.job import Job, JobId, job_ids
-from conveyor.limits import RateLimit
+from conveyor.limits import GlobalLimit, RateLimit
 from conveyor.recorded import decode_result
 from conveyor.request import JobRequest
 from conveyor.settings import load_settings
@@ -208,16 +208,17 @@ class Conveyor:
         queue: str,
         limit: int | None = None,
         *,
-        global_limit: int | EllipsisType | None = ...,
+        global_limit: int | GlobalLimit | Mapping[str, Any] | EllipsisType | None = ...,
         rate_limit: RateLimit | Mapping[str, Any] | EllipsisType | None = ...,
         node: str | None = None,
         persist: bool = False,
     ) -> None:
         """Change the local limit (concurrency) of ``queue`` on every node, or on ``node``, and/or its
         fleet-wide limits: ``global_limit`` (an int, or None to lift it) and ``rate_limit``
-        (``{"allowed": n, "period": s}``, or None to lift it); left out, they stay as they are. The
-        fleet-wide limits are not persisted: a restarted node takes them from its configuration."""
-        changes = scale_changes(limit, global_limit, rate_limit, persist)
+        (``{"allowed": n, "period": s}``, or None to lift it), each with an optional ``partition``;
+        left out, they stay as they are. ``persist`` keeps the changes across restarts: a node
+        starting the queue applies them over its configuration."""
+        changes = scale_changes(limit, global_limit, rate_limit)
         await self._signal("scale", queue, node=node, limit=limit, persist=persist, limits=changes)
 
     async def start_queue(self, queue: str, limit: int, *, node: str | None = None) -> None:

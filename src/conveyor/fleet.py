@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+import orjson
 
 from conveyor.limits import GlobalLimit, RateLimit
 from conveyor.request import JobRequest
@@ -61,6 +65,24 @@ class QueueState:
 
     paused: bool | None = None
     limit: int | None = None
+    #: Fleet-wide limits kept by ``scale --persist``, as a scale signal carries them
+    #: (``global_limit``, ``rate_limit``; a key holding None lifts that limit).
+    limits: dict[str, Any] = field(default_factory=dict)
+
+
+def with_limits(states: dict[str, QueueState], rows: Iterable[Sequence[Any]]) -> dict[str, QueueState]:
+    """``states`` with the kept fleet-wide limits of each (queue, limits) row: limits as a mapping
+    or JSON text; anything else (another tool's junk) is left out."""
+    result = dict(states)
+    for queue, limits in rows:
+        if isinstance(limits, str | bytes):
+            try:
+                limits = orjson.loads(limits)
+            except orjson.JSONDecodeError:
+                continue
+        if isinstance(limits, dict) and limits:
+            result[queue] = dataclasses.replace(result.get(queue, QueueState()), limits=limits)
+    return result
 
 
 @dataclass(frozen=True, slots=True)

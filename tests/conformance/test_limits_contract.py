@@ -19,7 +19,7 @@ from conveyor.cli import main as cli
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 from conveyor.fleet import ProducerBeat
-from conveyor.limits import FetchLimits, GlobalLimit, RateLimit
+from conveyor.limits import FetchLimits, GlobalLimit, Partition, RateLimit
 from conveyor.queue_settings import fetch_limits, parse_queues
 from tests.conformance import jobs
 from tests.conformance.conftest import ADDRESSES
@@ -339,7 +339,9 @@ async def test_scale_changes_the_fleet_wide_limits_of_running_nodes(fleet_engine
         ({}, "limit"),
         ({"global_limit": 0}, "global_limit"),
         ({"rate_limit": {"allowed": 0}}, "rate_limit.allowed"),
-        ({"global_limit": 3, "persist": True}, "persist"),
+        ({"global_limit": 3, "persist": True, "node": "n1"}, "persist"),
+        ({"global_limit": {"allowed": 2, "partition": {"keys": ["x"]}}}, "global_limit.partition.fields"),
+        ({"rate_limit": {"allowed": 2, "partition": "tenant"}}, "rate_limit.partition"),
     ],
 )
 async def test_bad_scales_are_refused_before_anything_is_sent(
@@ -368,6 +370,12 @@ async def test_the_cli_scales_the_fleet_wide_limits(engine_name: str, fleet_engi
             assert asyncio.get_running_loop().time() < deadline, producer.limits
             await asyncio.sleep(0.02)
         assert producer.limit == 5
+        by_tenant = Partition(worker=True, args=("tenant",))
+        done = await asyncio.to_thread(scale, "--rate-limit", "5/1", "--partition", "worker,args.tenant")
+        assert done.exit_code == 0, done.output
+        while producer.limits != FetchLimits(global_limit=2, rate=RateLimit(5, 1, by_tenant)):
+            assert asyncio.get_running_loop().time() < deadline, producer.limits
+            await asyncio.sleep(0.02)
     finally:
         await node.stop(grace=1)
     refused = [
@@ -375,8 +383,38 @@ async def test_the_cli_scales_the_fleet_wide_limits(engine_name: str, fleet_engi
         (scale("--global-limit", "many"), 2, "--global-limit"),
         (scale("--rate-limit", "fast"), 2, "--rate-limit"),
         (scale("--rate-limit", "0/1"), 1, "rate_limit.allowed"),
-        (scale("--global-limit", "3", "--persist"), 1, "not persisted"),
+        (scale("--global-limit", "3", "--persist", "--node", "n1"), 1, "persist"),
+        (scale("--partition", "args.tenant"), 2, "--partition needs --global-limit or --rate-limit"),
+        (scale("--global-limit", "3", "--partition", "tenant"), 2, "--partition"),
+        (scale("--global-limit", "3", "--partition", "args."), 2, "--partition"),
     ]
     for result, code, said in refused:
         assert result.exit_code == code and said in result.output, result.output
         assert "Traceback" not in result.output
+
+
+async def test_persisted_fleet_wide_limits_apply_to_nodes_started_later(fleet_engines: list[Engine]) -> None:
+    """`scale --persist` keeps global and rate limits (partitioned too) over the configuration of
+    nodes that start the queue later; a persisted None lifts a configured limit; later persisted
+    changes replace only what they name."""
+    controller = Conveyor(engine=fleet_engines[1])
+    by_tenant = {"allowed": 3, "period": 2, "partition": {"args": ["tenant"]}}
+    await controller.scale_queue("capped", global_limit=None, rate_limit=by_tenant, persist=True)
+    await controller.scale_queue("capped", 4, persist=True)  # the local limit, kept beside them
+
+    async def limits_of_a_new_node(engine: Engine) -> tuple[int, FetchLimits]:
+        configured = {"capped": {"limit": 2, "global_limit": 9}}
+        node = Conveyor(engine=engine, queues=configured, leadership=False, node="later")
+        await node.start()
+        try:
+            assert node.node is not None
+            producer = node.node.producers["capped"]
+            return producer.limit, producer.limits
+        finally:
+            await node.stop(grace=1)
+
+    rate = RateLimit(3, 2, Partition(args=("tenant",)))
+    assert await limits_of_a_new_node(fleet_engines[0]) == (4, FetchLimits(rate=rate))
+    await controller.scale_queue("capped", global_limit={"allowed": 5, "partition": "worker"}, persist=True)
+    cap = GlobalLimit(5, Partition(worker=True))
+    assert await limits_of_a_new_node(fleet_engines[2]) == (4, FetchLimits(global_limit=cap, rate=rate))

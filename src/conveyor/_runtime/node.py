@@ -199,6 +199,9 @@ class Node:
                 producer.paused = state.paused
             if state.limit is not None:
                 producer.limit = state.limit
+            limits = limits_from_signal(state.limits, producer.limits)
+            if limits is not None:
+                producer.limits = limits
         self._fit_threads()
 
     # -- queue control (local; signals from anywhere arrive in _on_signal) ----------------------

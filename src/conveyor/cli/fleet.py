@@ -56,7 +56,7 @@ def _queue_command(
         if with_limit:
             options["limit"] = rest["limit"]
         if action == "scale":
-            options |= _fleet_limits(rest.get("global_limit"), rest.get("rate_limit"))
+            options |= _fleet_limits(rest.get("global_limit"), rest.get("rate_limit"), rest.get("partition"))
             if options["limit"] is None and len(options) == 2:
                 raise click.UsageError("give a LIMIT, --global-limit or --rate-limit")
         app = build_app(dsn, prefix)
@@ -79,6 +79,12 @@ def _queue_command(
         command = click.argument("limit", type=click.IntRange(min=1), required=action != "scale")(command)
     if action == "scale":
         command = click.option(
+            "--partition",
+            default=None,
+            metavar="FIELDS",
+            help="Count the limits given per partition: worker, args.KEY, meta.KEY (comma-separated).",
+        )(command)
+        command = click.option(
             "--rate-limit",
             default=None,
             metavar="ALLOWED/SECONDS",
@@ -93,7 +99,25 @@ def _queue_command(
     return database_options(command)
 
 
-def _fleet_limits(global_limit: object, rate_limit: object) -> dict[str, object]:
+def _partition(text: str) -> dict[str, object]:
+    """``--partition worker,args.tenant,meta.region`` as ``Partition.build`` takes it."""
+    shape: dict[str, object] = {}
+    for item in (part.strip() for part in text.split(",")):
+        field, dot, key = item.partition(".")
+        if item == "worker":
+            shape["worker"] = True
+        elif dot and field in ("args", "meta") and key:
+            keys = shape.setdefault(field, [])
+            assert isinstance(keys, list)
+            keys.append(key)
+        else:
+            raise click.BadParameter(
+                f"{item!r} is not worker, args.KEY or meta.KEY", param_hint="--partition"
+            )
+    return shape
+
+
+def _fleet_limits(global_limit: object, rate_limit: object, partition: object = None) -> dict[str, object]:
     """The fleet-wide limits a ``conveyor scale`` changes, as ``scale_queue`` takes them."""
     changes: dict[str, object] = {}
     if isinstance(global_limit, str):
@@ -117,6 +141,16 @@ def _fleet_limits(global_limit: object, rate_limit: object) -> dict[str, object]
                 raise click.BadParameter(
                     f"{rate_limit!r} is not ALLOWED/SECONDS (e.g. 50/1) or 'none'", param_hint="--rate-limit"
                 ) from None
+    if isinstance(partition, str):
+        given = {key: value for key, value in changes.items() if value is not None}
+        if not given:
+            raise click.UsageError("--partition needs --global-limit or --rate-limit (not 'none')")
+        shape = _partition(partition)
+        for key, value in given.items():
+            if isinstance(value, dict):
+                value["partition"] = shape
+            else:
+                changes[key] = {"allowed": value, "partition": shape}
     return changes
 
 

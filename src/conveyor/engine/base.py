@@ -36,7 +36,7 @@ Conventions every method keeps:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -298,10 +298,17 @@ class Engine(Protocol):
 
     # -- queue state -------------------------------------------------------------------------
     async def save_queue_state(
-        self, name: str, queue: str, *, paused: bool | None = None, limit: int | None = None
+        self,
+        name: str,
+        queue: str,
+        *,
+        paused: bool | None = None,
+        limit: int | None = None,
+        limits: Mapping[str, Any] | None = None,
     ) -> None:
-        """Persist a pause or a limit of ``queue`` for the instance ``name`` so nodes starting the
-        queue later apply it. None leaves that part as it was."""
+        """Persist a pause, a limit or fleet-wide limits of ``queue`` for the instance ``name`` so
+        nodes starting the queue later apply them. None leaves that part as it was; ``limits`` (as a
+        scale signal carries them) replace the keys they name and keep the others."""
 
     async def load_queue_states(self, name: str) -> dict[str, QueueState]:
         """Every persisted queue state of the instance ``name``, by queue (parts never saved are

@@ -3,14 +3,23 @@ queue state."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 
 from conveyor.engine.postgres.core import PostgresCore
 from conveyor.engine.postgres.rows import aware, naive_utc, request_record
-from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, QueueState, RescueResult
+from conveyor.fleet import (
+    CronTick,
+    LeaderInfo,
+    ProducerBeat,
+    ProducerInfo,
+    QueueState,
+    RescueResult,
+    with_limits,
+)
 
 
 class PostgresCluster(PostgresCore):
@@ -143,16 +152,28 @@ class PostgresCluster(PostgresCore):
 
     # -- queue state -------------------------------------------------------------------------
     async def save_queue_state(
-        self, name: str, queue: str, *, paused: bool | None = None, limit: int | None = None
+        self,
+        name: str,
+        queue: str,
+        *,
+        paused: bool | None = None,
+        limit: int | None = None,
+        limits: Mapping[str, Any] | None = None,
     ) -> None:
         params = {"name": name, "queue": queue, "paused": paused, "limit": limit}
-        async with self.pool.connection() as conn:
-            await conn.execute(self.sql["save_queue_state"].encode(), params)
+        async with self.pool.connection() as conn, conn.transaction():
+            if paused is not None or limit is not None or not limits:
+                await conn.execute(self.sql["save_queue_state"].encode(), params)
+            if limits:
+                given = params | {"limits": orjson.dumps(dict(limits)).decode()}
+                await conn.execute(self.sql["save_queue_limits"].encode(), given)
 
     async def load_queue_states(self, name: str) -> dict[str, QueueState]:
         async with self.pool.connection() as conn:
             cur = await conn.execute(self.sql["load_queue_states"].encode(), {"name": name})
-            return {row[0]: QueueState(paused=row[1], limit=row[2]) for row in await cur.fetchall()}
+            states = {row[0]: QueueState(paused=row[1], limit=row[2]) for row in await cur.fetchall()}
+            cur = await conn.execute(self.sql["load_queue_limits"].encode(), {"name": name})
+            return with_limits(states, await cur.fetchall())
 
     async def still_executing(self, attempts: Sequence[tuple[int, int]]) -> set[int]:
         if not attempts:

@@ -4,7 +4,7 @@ state."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -20,7 +20,15 @@ from conveyor.engine.sqlite.rows import (
     time_text,
     utc_clock,
 )
-from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, QueueState, RescueResult
+from conveyor.fleet import (
+    CronTick,
+    LeaderInfo,
+    ProducerBeat,
+    ProducerInfo,
+    QueueState,
+    RescueResult,
+    with_limits,
+)
 
 
 class SqliteCluster(SqliteCore):
@@ -210,7 +218,13 @@ class SqliteCluster(SqliteCore):
 
     # -- queue state -------------------------------------------------------------------------
     async def save_queue_state(
-        self, name: str, queue: str, *, paused: bool | None = None, limit: int | None = None
+        self,
+        name: str,
+        queue: str,
+        *,
+        paused: bool | None = None,
+        limit: int | None = None,
+        limits: Mapping[str, Any] | None = None,
     ) -> None:
         statement = FILES["save_queue_state"]
 
@@ -222,16 +236,26 @@ class SqliteCluster(SqliteCore):
                 "limit": limit,
                 "now": time_text(utc_clock(None)),
             }
-            tx.conn.execute(statement, params)
+            if paused is not None or limit is not None or not limits:
+                tx.conn.execute(statement, params)
+            if limits:
+                kept = tx.conn.execute(FILES["load_queue_limits"], {"name": name}).fetchall()
+                state = with_limits({queue: QueueState()}, [r for r in kept if r[0] == queue])[queue]
+                merged = orjson.dumps(state.limits | dict(limits)).decode()
+                tx.conn.execute(FILES["save_queue_limits"], params | {"limits": merged})
 
         await self.database.write(run)
 
     async def load_queue_states(self, name: str) -> dict[str, QueueState]:
-        statement = FILES["load_queue_states"]
-        rows = await self.database.read(lambda conn: conn.execute(statement, {"name": name}).fetchall())
-        return {
-            row[0]: QueueState(paused=None if row[1] is None else bool(row[1]), limit=row[2]) for row in rows
-        }
+        def run(conn: sqlite3.Connection) -> dict[str, QueueState]:
+            rows = conn.execute(FILES["load_queue_states"], {"name": name}).fetchall()
+            states = {
+                row[0]: QueueState(paused=None if row[1] is None else bool(row[1]), limit=row[2])
+                for row in rows
+            }
+            return with_limits(states, conn.execute(FILES["load_queue_limits"], {"name": name}).fetchall())
+
+        return await self.database.read(run)
 
     async def still_executing(self, attempts: Sequence[tuple[int, int]]) -> set[int]:
         if not attempts:
