@@ -51,3 +51,39 @@ async def noop(n: int = 0) -> int:
 @job(queue="default")
 async def cron_tick(label: str = "") -> str:
     return label
+
+
+def spans_table(prefix: str) -> sql.Composed:
+    return sql.SQL("{}.{}").format(sql.Identifier(prefix), sql.Identifier("spans"))
+
+
+def create_spans_table(dsn: str, prefix: str) -> None:
+    """The table ``record_span`` writes to: when each start of a job began and ended, and where."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "CREATE TABLE {} (job_id bigint NOT NULL, pid integer NOT NULL, attempt integer NOT NULL,"
+                " started_at timestamptz NOT NULL DEFAULT clock_timestamp(), ended_at timestamptz)"
+            ).format(spans_table(prefix))
+        )
+
+
+@job(queue="limited")
+async def record_span(dsn: str, prefix: str, seconds: float) -> None:
+    """Record when this start began, sleep ``seconds``, record when it ended (in ``<prefix>.spans``).
+    Both records fall inside the time the job's row is executing, so overlapping spans never
+    outnumber the jobs the database counts as running."""
+    context = current_job()
+    table = spans_table(prefix)
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute(
+            sql.SQL("INSERT INTO {} (job_id, pid, attempt) VALUES (%s, %s, %s)").format(table),
+            (context.id, os.getpid(), context.attempt),
+        )
+        await asyncio.sleep(seconds)
+        await conn.execute(
+            sql.SQL("UPDATE {} SET ended_at = clock_timestamp() WHERE job_id = %s AND attempt = %s").format(
+                table
+            ),
+            (context.id, context.attempt),
+        )

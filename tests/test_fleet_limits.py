@@ -1,0 +1,186 @@
+"""Fleet-wide limits with real node processes: three ``conveyor start`` processes share a queue's
+global limit, one is killed with SIGKILL mid-run, and the limit holds throughout while the dead
+node's slots come back after rescue."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+import uuid
+from contextlib import suppress
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from conveyor import JobState
+from conveyor.engine.postgres import PostgresEngine
+from tests import cluster_jobs as jobs
+from tests.helpers import make_app, table
+
+ROOT = Path(__file__).resolve().parent.parent
+CONVEYOR = Path(sys.executable).with_name("conveyor")
+GLOBAL_LIMIT = 4
+JOBS, SECONDS = 48, 0.4
+
+
+def overlap_peak(spans: list[tuple[datetime, datetime]]) -> int:
+    """The most spans open at one moment (a span ending as another starts does not overlap it)."""
+    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    peak = current = 0
+    for _, step in events:
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+async def executing_now(conn: psycopg.AsyncConnection[Any], prefix: str) -> int:
+    query = sql.SQL("SELECT count(*) FROM {} WHERE state = 'executing' AND queue = 'limited'")
+    cur = await conn.execute(query.format(table(prefix)))
+    row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def spans(conn: psycopg.AsyncConnection[Any], prefix: str) -> list[tuple[int, int, int, Any, Any]]:
+    query = sql.SQL("SELECT job_id, pid, attempt, started_at, ended_at FROM {} ORDER BY started_at")
+    cur = await conn.execute(query.format(jobs.spans_table(prefix)))
+    return [tuple(row) for row in await cur.fetchall()]  # type: ignore[misc]
+
+
+@pytest.mark.slow
+async def test_three_node_processes_share_a_global_limit_through_a_kill(
+    dsn: str, prefix: str, engine: PostgresEngine, tmp_path: Path
+) -> None:
+    jobs.create_spans_table(dsn, prefix)
+    config = tmp_path / "conveyor.toml"
+    config.write_text(f"[queues.limited]\nlimit = 10\nglobal_limit = {GLOBAL_LIMIT}\n")
+    producer_timeout, rescue_interval, heartbeat = 2.0, 0.5, 0.5
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVEYOR_")} | {
+        "CONVEYOR_LEADERSHIP": "false",
+        "CONVEYOR_HEARTBEAT_INTERVAL": str(heartbeat),
+        "CONVEYOR_PRODUCER_TIMEOUT": str(producer_timeout),
+    }
+    # Rescue is a leader's duty: an in-test node leads, with nothing of its own to run.
+    lifeline = make_app(
+        dsn,
+        prefix,
+        queues={"idle": 1},
+        heartbeat_interval=heartbeat,
+        producer_timeout=producer_timeout,
+        rescue_interval=rescue_interval,
+    )
+    ids = await lifeline.enqueue_many(
+        [jobs.record_span.new(dsn=dsn, prefix=prefix, seconds=SECONDS) for _ in range(JOBS)]
+    )
+    processes: list[asyncio.subprocess.Process] = []
+    logs = [tmp_path / f"node-{i}-{uuid.uuid4().hex[:6]}.log" for i in range(3)]
+    samples: list[int] = []
+    sampling = True
+
+    async def sample() -> None:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            while sampling:
+                samples.append(await executing_now(conn, prefix))
+                await asyncio.sleep(0.005)
+
+    def output() -> str:
+        return "\n".join(f"--- {log.name}:\n{log.read_text(errors='replace')[-2000:]}" for log in logs)
+
+    await lifeline.start()
+    sampler = asyncio.create_task(sample())
+    try:
+        for log in logs:
+            with log.open("wb") as out:
+                processes.append(
+                    await asyncio.create_subprocess_exec(
+                        str(CONVEYOR),
+                        "start",
+                        "--dsn",
+                        dsn,
+                        "--prefix",
+                        prefix,
+                        "--config",
+                        str(config),
+                        "--import",
+                        "tests.cluster_jobs",
+                        "--poll-interval",
+                        "0.2",
+                        "--shutdown-grace",
+                        "1",
+                        cwd=ROOT,
+                        env=env,
+                        stdout=out,
+                        stderr=out,
+                    )
+                )
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            # Kill a process while it runs jobs, once the fleet is well under way.
+            deadline = time.monotonic() + 60
+            victim = None
+            while victim is None:
+                assert time.monotonic() < deadline, output()
+                found = await spans(conn, prefix)
+                running = {pid for _, pid, _, _, ended in found if ended is None}
+                if len(found) >= 8:
+                    victim = next((p for p in processes if p.pid in running), None)
+                await asyncio.sleep(0.01)
+            victim.send_signal(signal.SIGKILL)
+            killed_at = (await (await conn.execute("SELECT clock_timestamp()")).fetchone())[0]  # type: ignore[index]
+            await victim.wait()
+
+            while True:
+                assert time.monotonic() < deadline, output()
+                cur = await conn.execute(
+                    sql.SQL("SELECT count(*) FROM {} WHERE state = 'completed'").format(table(prefix))
+                )
+                row = await cur.fetchone()
+                if row and row[0] == JOBS:
+                    break
+                await asyncio.sleep(0.05)
+            found = await spans(conn, prefix)
+    finally:
+        sampling = False
+        with suppress(Exception):
+            await sampler
+        for process in processes:
+            if process.returncode is None:
+                with suppress(ProcessLookupError):
+                    process.kill()
+            with suppress(Exception):
+                await asyncio.wait_for(process.wait(), 10)
+        await lifeline.stop()
+
+    # The database never held more than the global limit executing, sampled every few ms.
+    assert max(samples) <= GLOBAL_LIMIT, max(samples)
+    # Nor did the jobs themselves: spans cut short by the kill end at the kill.
+    intervals = [(start, end or killed_at) for _, _, _, start, end in found]
+    assert overlap_peak(intervals) <= GLOBAL_LIMIT
+    # Throughput used every slot: before the kill, and again after the rescue.
+    assert overlap_peak([s for s in intervals if s[1] <= killed_at]) == GLOBAL_LIMIT
+    assert overlap_peak([s for s in intervals if s[0] > killed_at]) == GLOBAL_LIMIT
+    # The jobs the dead node held ran again elsewhere, once; every other job ran once.
+    cut_short = {job_id for job_id, pid, _, _, end in found if pid == victim.pid and end is None}
+    assert cut_short, "the victim was running jobs when it died"
+    starts: dict[int, list[tuple[int, int]]] = {}
+    for job_id, pid, attempt, _, _ in found:
+        starts.setdefault(job_id, []).append((pid, attempt))
+    assert sorted(starts) == sorted(ids)
+    for job_id, runs in starts.items():
+        if job_id in cut_short:
+            assert len(runs) == 2 and runs[1][0] != victim.pid and runs[1][1] == 2, runs
+        else:
+            assert len(runs) == 1, (job_id, runs)
+    done = await engine.get_job(ids[0])
+    assert done is not None and done.state is JobState.COMPLETED
+    busy = sum((end - start).total_seconds() for start, end in intervals)
+    makespan = (max(end for _, end in intervals) - min(start for start, _ in intervals)).total_seconds()
+    print(
+        f"\nglobal limit {GLOBAL_LIMIT} over 3 processes, 1 killed: {JOBS} jobs of {SECONDS}s in "
+        f"{makespan:.2f}s, slot use {busy / (GLOBAL_LIMIT * makespan):.0%}, peak sampled {max(samples)}"
+    )
