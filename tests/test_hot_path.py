@@ -61,16 +61,27 @@ async def test_fetch_and_ack_plans_use_the_indexes_even_when_planned_on_a_tiny_t
     # Under a global limit the executing jobs of the queue are counted through the fetch index too.
     fetch_global = positional(
         engine.sql.compose("fetch_jobs", demand="fetch_demand_limited", **FETCH_PARTS),
-        ["queue", "demand", "node", "producer", "now", "global_limit", "rate_allowed", "rate_period"],
+        [
+            "queue",
+            "demand",
+            "node",
+            "producer",
+            "now",
+            "global_limit",
+            "rate_allowed",
+            "rate_period",
+            "ended_ids",
+            "ended_attempts",
+        ],
     )
     plan = await generic_plan(
         engine,
         fetch_global,
-        "text, int, text, text, timestamp, int, int, float8",
-        ["default", 2, NODE, PRODUCER, None, 4, None, None],
+        "text, int, text, text, timestamp, int, int, float8, bigint[], int[]",
+        ["default", 2, NODE, PRODUCER, None, 4, None, None, [ids[0]], [1]],
     )
-    assert "Seq Scan" not in plan and "Bitmap" not in plan, plan
-    assert "Index Only Scan using oban_jobs_state_queue_priority_scheduled_at_id_index" in plan, plan
+    assert "Seq Scan on oban_jobs" not in plan and "Bitmap" not in plan, plan
+    assert "Index Scan using oban_jobs_state_queue_priority_scheduled_at_id_index" in plan, plan
 
     ack = positional(engine.sql.compose("ack_jobs", append_error="append_error_jsonb"), ["acks", "now"])
     records = json.dumps([{"id": ids[0], "attempt": 1, "state": "completed"}])

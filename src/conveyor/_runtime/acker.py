@@ -92,6 +92,11 @@ class Acker:
         """Ids of the jobs whose acks are waiting or being written (still executing in the database)."""
         return {ack.job_id for ack in self._pending} | {ack.job_id for ack in self._writing}
 
+    def held_attempts(self) -> list[tuple[int, int]]:
+        """(job id, attempt) of the acks waiting or being written: jobs that no longer run, though
+        their rows may still say executing (a global limit need not count them)."""
+        return [(ack.job_id, ack.attempt) for ack in (*self._writing, *self._pending)]
+
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="conveyor-acker")
 

@@ -89,6 +89,8 @@ class Producer(Service):
                 producer=self.uuid,
                 now=self.clock.database_now(),
                 limits=None if self.limits.unlimited else self.limits,
+                # Finished jobs free their global slots at once, not when their acks are written.
+                ended=self.acker.held_attempts() if self.limits.global_limit else (),
             )
         finally:
             self.fetching = False
@@ -136,7 +138,7 @@ class Producer(Service):
             if not self.running:
                 self._idle.set()
         self.acker.push(ack)
-        if self._backlog:
+        if self._backlog or self.capped:
             self.wake()
 
     def cancel_job(self, job_id: int, reason: str) -> bool:

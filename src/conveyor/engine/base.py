@@ -154,6 +154,7 @@ class Engine(Protocol):
         producer: str,
         now: datetime | None = None,
         limits: FetchLimits | None = None,
+        ended: Sequence[tuple[int, int]] = (),
     ) -> list[Job]:
         """Claim up to ``demand`` (>= 0) available jobs of ``queue`` whose ``attempt`` is below
         ``max_attempts``, in (priority, scheduled_at, id) order, and return them in that order.
@@ -170,7 +171,11 @@ class Engine(Protocol):
         starts no more than ``rate.allowed`` less the starts recorded for the queue in the ``rate.period``
         seconds before now (any start recorded after that moment counts, later ones included), and
         records its own. Under limits the result is a ``Claimed`` list whose ``capped`` says whether a
-        limit, rather than an empty queue, stopped the claim."""
+        limit, rather than an empty queue, stopped the claim.
+
+        ``ended`` lists (job id, attempt) of this node's jobs that have finished but whose acks may not
+        be written yet: a global limit does not count them as running (a row still executing that
+        attempt is one of them; once acked, or claimed again under a new attempt, it is not)."""
 
     async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
         """Write many finished attempts at once; return the ids written (any order).

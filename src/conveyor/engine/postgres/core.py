@@ -33,6 +33,7 @@ CLAIM_PARTS = {
     "job_columns": "job_columns",
     "lock_free": "lock_free",
     "claimed_meta": "claimed_meta",
+    "still_running": "still_running",  # after demand: fetch_demand_limited.sql holds it
 }
 
 
@@ -155,7 +156,9 @@ class PostgresCore:
             "fetch_jobs", demand="fetch_demand_limited", record_starts="record_starts", **parts
         )
         self._fetch_limited_statement = limited.replace("{rate_key}", "''").encode()
-        self._claim_left_statement = self.sql["limited_claim_left"].encode()
+        self._claim_left_statement = self.sql.compose(
+            "limited_claim_left", still_running="still_running"
+        ).encode()
         #: Claims under partitioned limits, by the shapes of their partitions (hot_path).
         self._partitioned: dict[Any, tuple[bytes, bytes]] = {}
         self._lock_queue_statement = self.sql["lock_queue"].encode()

@@ -49,6 +49,7 @@ class PostgresHotPath(PostgresCore):
         producer: str,
         now: datetime | None = None,
         limits: FetchLimits | None = None,
+        ended: Sequence[tuple[int, int]] = (),
     ) -> list[Job]:
         params: dict[str, Any] = {
             "queue": queue,
@@ -65,6 +66,8 @@ class PostgresHotPath(PostgresCore):
         # after the lock is taken (READ COMMITTED gives it a snapshot with every earlier claim).
         rate = limits.rate
         params |= {
+            "ended_ids": [job_id for job_id, _ in ended],
+            "ended_attempts": [attempt for _, attempt in ended],
             "global_limit": limits.global_limit.allowed if limits.global_limit else None,
             "rate_allowed": rate.allowed if rate else None,
             "rate_period": rate.period if rate else None,

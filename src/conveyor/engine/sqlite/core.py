@@ -31,6 +31,7 @@ def compose(name: str, condition: str, demand: str = "fetch_demand") -> str:
         lock_free="lock_free",
         claimed_meta="claimed_meta",
         demand=demand,
+        still_running="still_running",  # after demand: fetch_demand_limited.sql holds it
     )
     return text.replace("{filter}", condition)
 

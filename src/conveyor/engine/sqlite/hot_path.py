@@ -21,7 +21,7 @@ from conveyor.limits import Claimed, FetchLimits, capped_by
 
 RATE_RECORD = FILES["rate_starts_record"]
 RATE_FORGET = FILES["rate_starts_forget"]
-CLAIM_LEFT = FILES["limited_claim_left"]
+CLAIM_LEFT = FILES.compose("limited_claim_left", still_running="still_running")
 PARTITIONED_LEFT = FILES.compose("partitioned_claim_left", lock_free="lock_free")
 
 #: Partition keys on SQLite: a JSON array of the worker and the values under the keys (read through
@@ -46,6 +46,7 @@ class SqliteHotPath(SqliteCore):
         producer: str,
         now: datetime | None = None,
         limits: FetchLimits | None = None,
+        ended: Sequence[tuple[int, int]] = (),
     ) -> list[Job]:
         check_now(now)
         if isinstance(demand, bool) or not isinstance(demand, int) or demand < 0:
@@ -62,6 +63,7 @@ class SqliteHotPath(SqliteCore):
             jobs = read_jobs(await self.database.write(run))
             jobs.sort(key=fetch_order)
             return jobs
+        params["ended"] = orjson.dumps([list(pair) for pair in ended]).decode()
         if limits.partitioned:
             return await self._fetch_partitioned(params, demand, now, limits)
         # One writer at a time: the counts in the statement see every process's claims.

@@ -20,8 +20,9 @@ WITH clock AS (
 ),
 running AS (
     SELECT {global_key} AS pkey, count(*) AS n
-    FROM {prefix}.oban_jobs
+    FROM {prefix}.oban_jobs AS x
     WHERE %(global_limit)s::integer IS NOT NULL AND state = 'executing' AND queue = %(queue)s
+      AND {still_running}
     GROUP BY 1
 ),
 started AS (
