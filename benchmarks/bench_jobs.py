@@ -14,7 +14,7 @@ STARTED: dict[int, float] = {}
 
 
 @job
-async def noop(n: int = 0) -> None:
+async def noop(n: int = 0, tenant: str | None = None) -> None:
     """Does nothing: what is left is the cost of Conveyor itself."""
 
 

@@ -235,7 +235,9 @@ def test_ordered_locks(any_prefix: str, tmp_path: Path) -> None:
 
 def test_fleet_limits(any_prefix: str, tmp_path: Path) -> None:
     out = run_example("fleet_limits.py", any_prefix, tmp_path)
-    assert "queue limits: local 10, global 2, rate RateLimit(allowed=10, period=1.0)" in out
+    assert "partner_api: local 10, global 2, rate 10/1s" in out
+    assert "reports: local 10, global 1 per args.tenant, rate -" in out
+    assert "reports at once per tenant: acme 1, globex 1, initech 1" in out
     match = re.search(r"25 jobs: at most (\d+) at once, at most (\d+) started in any second", out)
     assert match is not None, out
     assert int(match[1]) == 2 and 1 <= int(match[2]) <= 10
