@@ -18,7 +18,16 @@ from collections.abc import Sequence
 
 from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_table
 from insert import insert_bulk, insert_single, insert_unique, insert_unique_bulk
-from runtime import cpu, drain, drain_global, drain_history, latency, rate_limit, rate_limit_tenants
+from runtime import (
+    cpu,
+    drain,
+    drain_global,
+    drain_history,
+    fetch_overhead,
+    latency,
+    rate_limit,
+    rate_limit_tenants,
+)
 
 #: Every scenario, by the name the command line uses. Order is the order ``all`` runs them in.
 SCENARIOS: dict[str, Scenario] = {
@@ -33,6 +42,7 @@ SCENARIOS: dict[str, Scenario] = {
     "drain-global": drain_global,
     "rate-limit": rate_limit,
     "rate-limit-tenants": rate_limit_tenants,
+    "fetch-overhead": fetch_overhead,
 }
 #: Engines the scenarios can run on (``common.fresh_app`` opens them).
 ENGINES = ("postgres", "sqlite")

@@ -31,10 +31,12 @@ import bench_jobs
 import psycopg
 from common import Figures, Settings, compared, fresh_app, latency_figures, rate
 
-from conveyor import Conveyor, JobRequest
+from conveyor import Conveyor, JobRequest, JobState
+from conveyor.acks import Ack
 from conveyor.engine._sqlfiles import quote_identifier
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.engine.sqlite import SqliteEngine
+from conveyor.limits import FetchLimits, GlobalLimit, Partition
 
 DRAIN_JOBS = 50_000
 DRAIN_CONCURRENCY = (20, 100)
@@ -138,6 +140,46 @@ async def drain_global(settings: Settings) -> Figures:
         plain.append((await drain_once(settings, jobs, concurrency))["jobs_per_s"])
         capped.append((await drain_once(settings, jobs, concurrency, global_limit=concurrency))["jobs_per_s"])
     return {"jobs": jobs, "concurrency": concurrency, **compared("capped", capped, plain)}
+
+
+# -- fetch overhead of limits --------------------------------------------------------------------
+OVERHEAD_CALLS = 400
+OVERHEAD_DEMAND = 10
+
+
+async def fetch_overhead(settings: Settings) -> Figures:
+    """What a limit adds to one claim: ``fetch_jobs`` of demand 10 then the ack of what it took, timed
+    call by call on a backlog of ten tenants' jobs, plain, with ``global_limit`` (one partition) and
+    with a global limit per ``args.tenant``, the three kinds interleaved so a drift of the machine's load
+    touches each alike. Reported: the median and p95 of each, and the medians as ratios to plain."""
+    calls = settings.jobs or OVERHEAD_CALLS
+    kinds: dict[str, FetchLimits | None] = {
+        "plain": None,
+        "global": FetchLimits(global_limit=1000),
+        "partitioned": FetchLimits(global_limit=GlobalLimit(1000, Partition(args=("tenant",)))),
+    }
+    timings: dict[str, list[float]] = {kind: [] for kind in kinds}
+    async with fresh_app(settings, pool_size=4) as base:
+        engine = await base.engine()
+        backlog = calls * OVERHEAD_DEMAND * len(kinds) + 1000
+        await enqueue_all(base, (bench_jobs.noop.new(n=n, tenant=f"t{n % 10}") for n in range(backlog)))
+        for call in range(calls):
+            for kind, limits in kinds.items():
+                started = time.perf_counter()
+                jobs = await engine.fetch_jobs(
+                    "default", OVERHEAD_DEMAND, node="bench", producer=f"bench-{call}", limits=limits
+                )
+                timings[kind].append(time.perf_counter() - started)
+                await engine.ack_jobs([Ack(j.id, j.attempt, JobState.COMPLETED) for j in jobs])
+    figures: Figures = {"calls": calls, "demand": OVERHEAD_DEMAND}
+    plain = statistics.median(timings["plain"])
+    for kind, taken in timings.items():
+        ordered = sorted(taken)
+        figures[f"{kind}_median_ms"] = round(statistics.median(ordered) * 1000, 3)
+        figures[f"{kind}_p95_ms"] = round(ordered[int(len(ordered) * 0.95)] * 1000, 3)
+        if kind != "plain":
+            figures[f"{kind}_ratio"] = round(statistics.median(ordered) / plain, 2)
+    return figures
 
 
 # -- drain with a big history ---------------------------------------------------------------

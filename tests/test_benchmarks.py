@@ -87,3 +87,14 @@ def test_drain_global_reports_the_ratio_to_a_plain_drain(dsn: str) -> None:
     assert figures["scenario"] == "drain-global" and figures["rounds"] == 3
     assert figures["capped_range"][0] <= figures["jobs_per_s"] <= figures["capped_range"][1]
     assert figures["ratio"] > 0
+
+
+def test_fetch_overhead_reports_each_kind_of_claim_against_plain(dsn: str) -> None:
+    command = [sys.executable, "benchmarks/run.py", "fetch-overhead", "--jobs", "20", "--json", "--dsn", dsn]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    (figures,) = (json.loads(line) for line in done.stdout.splitlines())
+    assert figures["scenario"] == "fetch-overhead" and figures["calls"] == 20
+    for kind in ("plain", "global", "partitioned"):
+        assert 0 < figures[f"{kind}_median_ms"] <= figures[f"{kind}_p95_ms"]
+    assert figures["global_ratio"] > 0 and figures["partitioned_ratio"] > 0
