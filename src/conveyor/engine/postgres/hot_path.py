@@ -78,12 +78,15 @@ class PostgresHotPath(PostgresCore):
             params |= _partitions.partitioned_params(KEYS, limits) | {"scan": _partitions.scan_size(demand)}
         else:
             fetch, claim_left = self._fetch_limited_statement, self._claim_left_statement
-        # One round trip for the lock, the claim (which records its starts) and the count of what the
-        # limits have left: the pipeline sends them together, the server runs them in order.
-        async with self.hot_pool.connection() as conn, conn.pipeline(), conn.transaction():
-            await conn.execute(self._lock_queue_statement, {"queue": queue})
-            claim = await conn.execute(fetch, params)
-            left = await conn.execute(claim_left, params)
+        # One round trip for the lock, the claim (which records its starts), the count of what the
+        # limits have left and the commit: the pipeline sends them together, the server runs them in
+        # order. The results are read after the transaction block, so the COMMIT goes with them
+        # (read inside it, the commit would be a second round trip).
+        async with self.hot_pool.connection() as conn, conn.pipeline():
+            async with conn.transaction():
+                await conn.execute(self._lock_queue_statement, {"queue": queue})
+                claim = await conn.execute(fetch, params)
+                left = await conn.execute(claim_left, params)
             claimed = Claimed(await read_result(claim))
             row = await left.fetchone()
         if partitioned:
