@@ -21,6 +21,7 @@ from conveyor.queue_settings import QueueSettings
 from conveyor.request import JobRequest
 from conveyor.settings import Settings
 from conveyor.unique import Unique
+from conveyor.workflow import Workflow, WorkflowStatus
 
 __all__ = [
     "Cancel",
@@ -51,6 +52,8 @@ __all__ = [
     "UnsupportedConnectionError",
     "ValidationError",
     "WorkerNotFoundError",
+    "Workflow",
+    "WorkflowStatus",
     "current_job",
     "job",
     "worker",

@@ -21,6 +21,13 @@ from conveyor._portal import Portal
 from conveyor._resolver import Resolver
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor._runtime.node import Node
+from conveyor._workflows import (
+    cancel_workflow,
+    enqueue_workflow,
+    extend_workflow,
+    retry_workflow,
+    workflow_status,
+)
 from conveyor.cron import definitions_in, entries_for
 from conveyor.engine.base import Engine
 from conveyor.engines import default_database_url, engine_from_url
@@ -33,6 +40,7 @@ from conveyor.recorded import decode_result
 from conveyor.request import JobRequest
 from conveyor.settings import load_settings
 from conveyor.telemetry import Telemetry
+from conveyor.workflow import Workflow, WorkflowStatus
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -294,18 +302,53 @@ class Conveyor:
         return self.enqueue_many_sync((request,), conn=conn, now=now)[0]
 
     async def enqueue_many(
-        self, requests: Iterable[JobRequest], *, conn: Any = None, now: datetime | None = None
+        self, requests: Iterable[JobRequest] | Workflow, *, conn: Any = None, now: datetime | None = None
     ) -> list[JobId]:
-        """Insert many jobs atomically, streamed in chunks; return their ids in order."""
+        """Insert many jobs atomically, streamed in chunks; return their ids in order. A
+        ``Workflow`` inserts its steps, in the order they were added (see ``conveyor.workflow``)."""
+        if isinstance(requests, Workflow):
+            workflow = requests
+            return job_ids(await self._run(lambda e: enqueue_workflow(e, workflow, conn=conn, now=now), conn))
         return job_ids(await self._run(lambda e: e.insert(requests, conn=conn, now=now), conn))
 
     def enqueue_many_sync(
-        self, requests: Iterable[JobRequest], *, conn: Any = None, now: datetime | None = None
+        self, requests: Iterable[JobRequest] | Workflow, *, conn: Any = None, now: datetime | None = None
     ) -> list[JobId]:
         if conn is not None:
             # A caller's synchronous connection is used right here, in the caller's thread.
-            return job_ids(self._statement_engine().insert_sync(requests, conn=conn, now=now))
-        return job_ids(self._portal.call(self._run, lambda e: e.insert(requests, now=now)))
+            engine = self._statement_engine()
+            if isinstance(requests, Workflow):
+                if requests.existing:
+                    raise ValidationError(
+                        "conn", conn, "steps added to a stored workflow need the async enqueue_many"
+                    )
+                steps, hold = requests.requests()
+                return job_ids(engine.insert_sync(steps, conn=conn, now=now, hold=hold))
+            return job_ids(engine.insert_sync(requests, conn=conn, now=now))
+        return self._portal.call(self.enqueue_many, requests, now=now)
+
+    # -- workflows ---------------------------------------------------------------------------
+    async def extend_workflow(self, workflow_id: str) -> Workflow:
+        """A ``Workflow`` that adds steps to a stored one (a running step grafting more work): add
+        steps, which may depend on the stored ones, then ``enqueue_many`` it."""
+        return await self._run(lambda e: extend_workflow(e, workflow_id))
+
+    async def workflow_status(self, workflow_id: str) -> WorkflowStatus:
+        """Each step's job by name, and counts by state."""
+        return await self._run(lambda e: workflow_status(e, workflow_id))
+
+    async def cancel_workflow(self, workflow_id: str) -> list[int]:
+        """Cancel every unfinished step of the workflow; return the ids cancelled."""
+        return await self._run(lambda e: cancel_workflow(e, workflow_id))
+
+    async def retry_workflow(self, workflow_id: str) -> list[int]:
+        """Run the cancelled and discarded steps again, each once its dependencies have completed."""
+        return await self._run(lambda e: retry_workflow(e, workflow_id))
+
+    extend_workflow_sync = blocking_twin(extend_workflow)
+    workflow_status_sync = blocking_twin(workflow_status)
+    cancel_workflow_sync = blocking_twin(cancel_workflow)
+    retry_workflow_sync = blocking_twin(retry_workflow)
 
     # -- managing jobs -----------------------------------------------------------------------
     async def get_job(self, job_id: int) -> Job | None:

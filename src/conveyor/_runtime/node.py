@@ -19,6 +19,7 @@ from conveyor._runtime.producer import Producer
 from conveyor._runtime.runner import JobRunner
 from conveyor._runtime.signals import addressed_to, limits_from_signal
 from conveyor._runtime.stager import Stager
+from conveyor._runtime.sweeper import Sweeper
 from conveyor.cron import CronEntry
 from conveyor.engine.base import Engine
 from conveyor.queue_settings import QueueSettings, fetch_limits
@@ -95,6 +96,7 @@ class Node:
                     heartbeat=self.heartbeat,
                 )
             )
+            self.duties.append(Sweeper(engine, telemetry, self.leadership, settings.stage_interval))
             if settings.prune:
                 self.duties.append(
                     Pruner(

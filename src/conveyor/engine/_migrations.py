@@ -30,6 +30,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "ordered_locks"),
     Migration(6, "rate_starts"),
     Migration(7, "fleet_limits"),
+    Migration(8, "workflows"),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -43,7 +43,7 @@ from typing import Any, Protocol, runtime_checkable
 from conveyor.acks import Ack
 from conveyor.filters import JobFilter
 from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, QueueState, RescueResult
-from conveyor.job import Job
+from conveyor.job import Job, JobState
 from conveyor.limits import FetchLimits
 from conveyor.request import JobRequest
 
@@ -82,7 +82,12 @@ class Engine(Protocol):
 
     # -- inserting ---------------------------------------------------------------------------
     async def insert(
-        self, requests: Iterable[JobRequest], *, conn: Any = None, now: datetime | None = None
+        self,
+        requests: Iterable[JobRequest],
+        *,
+        conn: Any = None,
+        now: datetime | None = None,
+        hold: Sequence[int] = (),
     ) -> list[int]:
         """Insert jobs atomically and return their ids in input order (an empty input: ``[]``).
 
@@ -99,10 +104,18 @@ class Engine(Protocol):
         With ``conn`` (a caller's connection or session) the insert joins the caller's transaction:
         their commit makes the jobs visible and sends the insert notifications, their rollback
         leaves nothing. Large inputs are written in bounded chunks, never one giant statement.
+
+        ``hold`` lists input positions whose jobs are then made ``suspended`` in the same
+        transaction (workflow steps with dependencies: no node fetches them until they settle).
         """
 
     def insert_sync(
-        self, requests: Iterable[JobRequest], *, conn: Any, now: datetime | None = None
+        self,
+        requests: Iterable[JobRequest],
+        *,
+        conn: Any,
+        now: datetime | None = None,
+        hold: Sequence[int] = (),
     ) -> list[int]:
         """``insert`` through a caller's synchronous connection or session."""
 
@@ -196,6 +209,36 @@ class Engine(Protocol):
         holds one ack per attempt; given two for the same attempt, exactly one applies (which one
         is unspecified: PostgreSQL and SQLite pick differently) and the id is returned once.
         Sends no notification."""
+
+    # -- workflows ---------------------------------------------------------------------------
+    async def settle_steps(
+        self, ids: Sequence[int], *, now: datetime | None = None, conn: Any = None
+    ) -> dict[int, JobState]:
+        """Let suspended workflow steps go on where they can: those among ``ids``, and those that
+        depend on the steps among ``ids``. A step goes on once none of its dependencies (``meta.deps``,
+        names of steps with its ``meta.workflow_id``) is unfinished: it becomes ``available``
+        (``scheduled`` when its ``scheduled_at`` is ahead), or ``cancelled`` when a dependency was
+        cancelled, discarded or no longer exists, unless its meta says ``ignore_cancelled``,
+        ``ignore_discarded`` or ``ignore_deleted``; a step cancelled so settles the steps after it.
+        Returns the settled steps' new states. Notifies "insert" for queues that gained jobs.
+
+        Run after the change that ended the dependencies is committed (``ack_jobs`` and
+        ``cancel_jobs`` call it so): of two steps ending at once on two nodes, the settle that starts
+        last sees both. A step goes on once, however many settles see it ready. With ``conn``, in
+        the caller's transaction."""
+
+    async def sweep_steps(self, *, now: datetime | None = None, limit: int = 10_000) -> dict[int, JobState]:
+        """``settle_steps`` for every suspended step (up to ``limit``, in id order): what no ack
+        settled (a node that died after its ack's commit, steps deleted by hand, another client's
+        ack). The leader runs it on every stage."""
+
+    async def hold_steps(self, ids: Sequence[int], *, conn: Any = None) -> list[int]:
+        """Make the jobs among ``ids`` that are available, scheduled, cancelled or discarded
+        ``suspended`` (a failed one gets one more attempt if it used them up, and loses its end
+        time); return the ids held. A workflow retry sends failed steps back to wait with it."""
+
+    async def workflow_jobs(self, workflow_id: str) -> list[Job]:
+        """The steps of a workflow, in id order."""
 
     async def release_jobs(self, attempts: Sequence[tuple[int, int]]) -> list[int]:
         """Give executing (id, attempt) pairs back as available without spending the attempt

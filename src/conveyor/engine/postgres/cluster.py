@@ -115,7 +115,8 @@ class PostgresCluster(PostgresCore):
         queue beyond that many); return how many rows went."""
         async with self.pool.connection() as conn:
             cur = await conn.execute(
-                self.sql["prune_jobs"].encode(), {"max_age": max_age, "limit": limit, "now": naive_utc(now)}
+                self.sql.compose("prune_jobs", waiting_step="waiting_step").encode(),
+                {"max_age": max_age, "limit": limit, "now": naive_utc(now)},
             )
             deleted = cur.rowcount
             if keep_per_queue is not None:

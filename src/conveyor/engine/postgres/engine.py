@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -38,18 +38,28 @@ class PostgresEngine(PostgresJobs, PostgresHotPath, PostgresCluster):
 
     # -- inserting ---------------------------------------------------------------------------
     async def insert(
-        self, requests: Iterable[JobRequest], *, conn: Any = None, now: datetime | None = None
+        self,
+        requests: Iterable[JobRequest],
+        *,
+        conn: Any = None,
+        now: datetime | None = None,
+        hold: Sequence[int] = (),
     ) -> list[int]:
         if conn is not None:
             driver = await foreign.async_driver_connection(conn)
-            return await self._inserter.insert(driver, requests, now)
+            return await self._inserter.insert(driver, requests, now, hold)
         async with self.pool.connection() as own:
-            return await self._inserter.insert(own, requests, now)
+            return await self._inserter.insert(own, requests, now, hold)
 
     def insert_sync(
-        self, requests: Iterable[JobRequest], *, conn: Any, now: datetime | None = None
+        self,
+        requests: Iterable[JobRequest],
+        *,
+        conn: Any,
+        now: datetime | None = None,
+        hold: Sequence[int] = (),
     ) -> list[int]:
-        return self._inserter.insert_sync(foreign.sync_driver_connection(conn), requests, now)
+        return self._inserter.insert_sync(foreign.sync_driver_connection(conn), requests, now, hold)
 
     # -- notifications -----------------------------------------------------------------------
     async def notify(self, name: str, payload: dict[str, Any]) -> None:

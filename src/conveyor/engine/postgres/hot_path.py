@@ -11,8 +11,9 @@ import orjson
 from conveyor.acks import Ack
 from conveyor.engine import _partitions
 from conveyor.engine._partitions import KeySyntax, Shape
-from conveyor.engine.postgres.core import CLAIM_PARTS, PostgresCore, read_result
+from conveyor.engine.postgres.core import CLAIM_PARTS, read_result
 from conveyor.engine.postgres.rows import naive_utc
+from conveyor.engine.postgres.workflows import PostgresWorkflows
 from conveyor.job import Job
 from conveyor.limits import Claimed, FetchLimits, capped_by
 
@@ -37,7 +38,7 @@ def ack_record(ack: Ack) -> dict[str, Any]:
     }
 
 
-class PostgresHotPath(PostgresCore):
+class PostgresHotPath(PostgresWorkflows):
     """``fetch_jobs``, ``ack_jobs``, ``release_jobs``, ``stage_jobs``."""
 
     async def fetch_jobs(
@@ -116,7 +117,11 @@ class PostgresHotPath(PostgresCore):
         statement = self._ack_statement or await self._detect_errors_type()
         async with self.hot_pool.connection() as conn:
             cur = await conn.execute(statement, params)
-            return [row[0] for row in await cur.fetchall()]
+            rows = await cur.fetchall()
+        steps = [row[0] for row in rows if row[1]]
+        if steps:
+            await self.settle_after(steps, now)
+        return [row[0] for row in rows]
 
     async def release_jobs(self, attempts: Sequence[tuple[int, int]]) -> list[int]:
         if not attempts:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass
 from datetime import datetime
@@ -111,20 +111,40 @@ class Inserter:
             "insert_unique_jobs", unique_predicate="unique_predicate"
         ).encode()
         self._replace_statement = sql["replace_jobs"].encode()
+        self._hold_statement = sql["hold_jobs"].encode()
         self._channel = insert_channel
 
     async def insert(
-        self, conn: psycopg.AsyncConnection[Any], requests: Iterable[JobRequest], now: datetime | None
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        requests: Iterable[JobRequest],
+        now: datetime | None,
+        hold: Sequence[int] = (),
     ) -> list[int]:
-        return await run_async(conn, self.steps(requests, now, copy=_copy_capable(conn)))
+        return await run_async(conn, self.steps(requests, now, copy=_copy_capable(conn), hold=hold))
 
     def insert_sync(
-        self, conn: psycopg.Connection[Any], requests: Iterable[JobRequest], now: datetime | None
+        self,
+        conn: psycopg.Connection[Any],
+        requests: Iterable[JobRequest],
+        now: datetime | None,
+        hold: Sequence[int] = (),
     ) -> list[int]:
-        return run_sync(conn, self.steps(requests, now, copy=_copy_capable(conn)))
+        return run_sync(conn, self.steps(requests, now, copy=_copy_capable(conn), hold=hold))
 
-    def steps(self, requests: Iterable[JobRequest], now: datetime | None, *, copy: bool) -> Steps:
-        """The statements of one insert; returns the ids in input order."""
+    def steps(
+        self, requests: Iterable[JobRequest], now: datetime | None, *, copy: bool, hold: Sequence[int] = ()
+    ) -> Steps:
+        """The statements of one insert; returns the ids in input order. The jobs at the positions
+        in ``hold`` are then held suspended, in the same transaction (workflow steps)."""
+        if not hold:
+            return (yield from self._insert_steps(requests, now, copy=copy))
+        yield Atomic()
+        ids = yield from self._insert_steps(requests, now, copy=copy)
+        yield Execute(self._hold_statement, {"ids": [int(ids[position]) for position in hold]})
+        return ids
+
+    def _insert_steps(self, requests: Iterable[JobRequest], now: datetime | None, *, copy: bool) -> Steps:
         clock = naive_utc(now)
         source = iter(requests)
         head = take_requests(source, COPY_THRESHOLD)

@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from conveyor.engine.postgres.core import PostgresCore
 from conveyor.engine.postgres.rows import naive_utc
+from conveyor.engine.postgres.workflows import PostgresWorkflows
 from conveyor.filters import JobFilter
 from conveyor.job import Job
 
 
-class PostgresJobs(PostgresCore):
+class PostgresJobs(PostgresWorkflows):
     """``get_job``, ``list_jobs``, ``cancel_jobs``, ``retry_jobs``, ``delete_jobs``."""
 
     @staticmethod
@@ -45,7 +45,12 @@ class PostgresJobs(PostgresCore):
             "now": naive_utc(now),
             "signal_channel": self.signal_channel,
         }
-        return await self._fetch_ids(self.sql.compose("cancel_jobs", filter="job_filter"), params, conn)
+        ids = await self._fetch_ids(self.sql.compose("cancel_jobs", filter="job_filter"), params, conn)
+        if ids:
+            # Cancelled steps end: the steps that depend on them settle now (in the caller's
+            # transaction with conn; a settle that misses a concurrent change is the sweep's).
+            await self.settle_after(ids, now, conn)
+        return ids
 
     async def retry_jobs(
         self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None

@@ -17,7 +17,7 @@ say the same things in two dialects). What differs, and why:
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -42,7 +42,12 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster):
 
     # -- inserting ---------------------------------------------------------------------------
     async def insert(
-        self, requests: Iterable[JobRequest], *, conn: Any = None, now: datetime | None = None
+        self,
+        requests: Iterable[JobRequest],
+        *,
+        conn: Any = None,
+        now: datetime | None = None,
+        hold: Sequence[int] = (),
     ) -> list[int]:
         check_now(now)
         if conn is not None:
@@ -51,7 +56,9 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster):
             if not first:
                 return []
             builder = InsertRows(utc_clock(now))
-            steps = inserter.insert_steps(inserter.chunk_requests(first, rest), builder, None)
+            steps = inserter.holding(
+                inserter.insert_steps(inserter.chunk_requests(first, rest), builder, None), hold
+            )
             async with foreign.atomic_async(driver):
                 inserted = await inserter.run_async(driver, steps)
             return inserted.ids
@@ -62,7 +69,9 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster):
         def run(tx: Tx) -> list[int]:
             builder = InsertRows(utc_clock(now))
             chunks = inserter.chunk_requests(first, rest)
-            steps = inserter.insert_steps(chunks, builder, tx.db.token, notify=tx.db.shared)
+            steps = inserter.holding(
+                inserter.insert_steps(chunks, builder, tx.db.token, notify=tx.db.shared), hold
+            )
             done = inserter.run_sync(tx.conn, steps)
             for queue in done.queues:
                 tx.notify("insert", {"queue": queue}, builder.clock_text, written=True)
@@ -72,7 +81,12 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster):
         return await self.database.write(run, retry=False)
 
     def insert_sync(
-        self, requests: Iterable[JobRequest], *, conn: Any, now: datetime | None = None
+        self,
+        requests: Iterable[JobRequest],
+        *,
+        conn: Any,
+        now: datetime | None = None,
+        hold: Sequence[int] = (),
     ) -> list[int]:
         check_now(now)
         driver = foreign.sync_driver_connection(conn)
@@ -80,7 +94,9 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster):
         if not first:
             return []
         builder = InsertRows(utc_clock(now))
-        steps = inserter.insert_steps(inserter.chunk_requests(first, rest), builder, None)
+        steps = inserter.holding(
+            inserter.insert_steps(inserter.chunk_requests(first, rest), builder, None), hold
+        )
         with foreign.atomic_sync(driver):
             inserted = inserter.run_sync(driver, steps)
         return inserted.ids

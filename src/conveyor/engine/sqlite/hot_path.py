@@ -12,9 +12,10 @@ import orjson
 from conveyor.acks import Ack
 from conveyor.engine import _partitions
 from conveyor.engine._partitions import KeySyntax, Shape
-from conveyor.engine.sqlite.core import FILES, SqliteCore, compose
+from conveyor.engine.sqlite.core import FILES, compose
 from conveyor.engine.sqlite.database import Tx
 from conveyor.engine.sqlite.rows import check_now, fetch_order, later_text, read_jobs, time_text, utc_clock
+from conveyor.engine.sqlite.workflows import SqliteWorkflows, settle_in
 from conveyor.errors import ValidationError
 from conveyor.job import Job
 from conveyor.limits import Claimed, FetchLimits, capped_by
@@ -34,7 +35,7 @@ KEYS = KeySyntax(
 )
 
 
-class SqliteHotPath(SqliteCore):
+class SqliteHotPath(SqliteWorkflows):
     """``fetch_jobs``, ``ack_jobs``, ``release_jobs``, ``stage_jobs``."""
 
     async def fetch_jobs(
@@ -160,7 +161,11 @@ class SqliteHotPath(SqliteCore):
                 for ack in acks
             ]
             params = {"acks": orjson.dumps(records).decode(), "now": time_text(clock)}
-            return [row[0] for row in tx.conn.execute(statement, params).fetchall()]
+            rows = tx.conn.execute(statement, params).fetchall()
+            steps = [row[0] for row in rows if row[1]]
+            if steps:  # in the ack's transaction: one writer at a time, so nothing slips between
+                settle_in(tx, steps, now)
+            return [row[0] for row in rows]
 
         return await self.database.write(run)
 

@@ -20,7 +20,7 @@ caller's ``sqlite3`` connection, and on a caller's ``aiosqlite`` connection (awa
 from __future__ import annotations
 
 import functools
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -170,6 +170,16 @@ def unique_writes(
         params = {"jobs": orjson.dumps(replacing).decode(), "now": builder.clock_text}
         yield ("execute", REPLACE, params)
     return writes, plan.metas
+
+
+def holding(steps: Steps, hold: Sequence[int]) -> Steps:
+    """``steps``, then the jobs at the positions in ``hold`` held suspended (workflow steps with
+    dependencies), in the same transaction."""
+    inserted = yield from steps
+    if hold:
+        ids = orjson.dumps([int(inserted.ids[position]) for position in hold]).decode()
+        yield ("execute", FILES["hold_jobs"], {"ids": ids})
+    return inserted
 
 
 def run_sync(conn: Any, steps: Steps) -> Inserted:

@@ -10,9 +10,10 @@ from typing import Any, TypeVar
 import orjson
 
 from conveyor.engine.sqlite import foreign
-from conveyor.engine.sqlite.core import FILES, SqliteCore, compose
+from conveyor.engine.sqlite.core import FILES, compose
 from conveyor.engine.sqlite.database import WriteTx
 from conveyor.engine.sqlite.rows import check_now, read_jobs, time_text, utc_clock
+from conveyor.engine.sqlite.workflows import SqliteWorkflows, settle_in
 from conveyor.filters import JobFilter
 from conveyor.job import Job
 
@@ -51,7 +52,7 @@ def _condition(used: tuple[str, ...]) -> str:
     return found
 
 
-class SqliteJobs(SqliteCore):
+class SqliteJobs(SqliteWorkflows):
     """``get_job``, ``list_jobs``, ``cancel_jobs``, ``retry_jobs``, ``delete_jobs``."""
 
     async def _write(self, write: Callable[[WriteTx], T], conn: Any) -> T:
@@ -98,6 +99,8 @@ class SqliteJobs(SqliteCore):
             for job_id, state in targets:
                 if state == "executing":
                     tx.notify("signal", {"action": "pkill", "job_id": job_id}, clock)
+            if cancelled:  # cancelled steps end: the steps that depend on them settle now
+                settle_in(tx, cancelled, now)
             return sorted(cancelled)
 
         return await self._write(run, conn)

@@ -58,4 +58,6 @@ WHERE j.id = ANY(ARRAY(SELECT id FROM acks))
   AND j.id = a.id
   AND j.state::text = 'executing'
   AND j.attempt = a.attempt
-RETURNING j.id;
+-- The second column says whether a workflow step finished: its dependents may go on now.
+RETURNING j.id, a.state IN ('completed', 'cancelled', 'discarded')
+    AND jsonb_typeof(j.meta) = 'object' AND j.meta ? 'workflow_id';

@@ -63,4 +63,7 @@ WHERE j.id = a.id
   -- index (every executing job, each joined against every ack).
   AND +j.state = 'executing'
   AND j.attempt = a.attempt
-RETURNING id;
+-- The second column says whether a workflow step finished: its dependents may go on now.
+-- (RETURNING sees the updated row only: its state is the ack's now.)
+-- Nested CASEs, not AND: SQLite may read meta as JSON before json_valid says it is not.
+RETURNING id, state IN ('completed', 'cancelled', 'discarded') AND (CASE WHEN json_valid(meta) THEN (CASE WHEN json_type(meta) = 'object' THEN meta ->> 'workflow_id' IS NOT NULL ELSE 0 END) ELSE 0 END);

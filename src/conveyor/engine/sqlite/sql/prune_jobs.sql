@@ -8,4 +8,11 @@ WHERE id IN (
     UNION ALL
     SELECT id FROM oban_jobs WHERE state = 'discarded' AND discarded_at < :cutoff
     LIMIT :limit
+)
+-- A finished workflow step stays while steps of its workflow wait: they read how it ended.
+AND NOT EXISTS (
+    SELECT 1 FROM oban_jobs AS d
+    WHERE d.state = 'suspended'
+      AND (CASE WHEN json_valid(d.meta) THEN d.meta ->> 'workflow_id' END)
+          = (CASE WHEN json_valid(oban_jobs.meta) THEN oban_jobs.meta ->> 'workflow_id' END)
 );

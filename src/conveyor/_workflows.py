@@ -1,0 +1,84 @@
+"""What ``Conveyor`` does with workflows (``conveyor/workflow.py``): enqueue one, extend a running
+one, read its status, cancel it, retry its failed steps. Each is a few engine calls; kept here so the
+app module stays a list of entry points."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from conveyor.engine.base import Engine
+from conveyor.errors import ValidationError
+from conveyor.filters import JobFilter
+from conveyor.job import JobState
+from conveyor.workflow import Workflow, WorkflowStatus, step_name
+
+FAILED = (JobState.CANCELLED, JobState.DISCARDED)
+
+
+def check_workflow_id(workflow_id: Any) -> str:
+    if not isinstance(workflow_id, str) or not workflow_id or not workflow_id.isprintable():
+        raise ValidationError("workflow_id", workflow_id, "must be a workflow's id (a non-empty string)")
+    return workflow_id
+
+
+async def enqueue_workflow(
+    engine: Engine, workflow: Workflow, *, conn: Any = None, now: datetime | None = None
+) -> list[int]:
+    """Insert every step atomically (those with dependencies suspended); steps added to a stored
+    workflow whose dependencies already ended settle at once."""
+    requests, hold = workflow.requests()
+    if workflow.existing:
+        stored = {step_name(job) for job in await engine.workflow_jobs(workflow.id)}
+        clash = sorted(name for name in (s.name for s in workflow.steps) if name in stored)
+        if clash:
+            raise ValidationError("name", clash[0], "is already a step of this workflow")
+    ids = await engine.insert(requests, conn=conn, now=now, hold=hold)
+    if workflow.existing and hold:
+        # Their dependencies may have ended already; settled after the insert is committed (or in
+        # the caller's transaction), so a dependency ending meanwhile settles them itself.
+        await engine.settle_steps([int(ids[i]) for i in hold], now=now, conn=conn)
+    return ids
+
+
+async def extend_workflow(engine: Engine, workflow_id: str) -> Workflow:
+    """A ``Workflow`` adding steps to the stored one: its new steps may depend on stored ones."""
+    jobs = await engine.workflow_jobs(check_workflow_id(workflow_id))
+    if not jobs:
+        raise ValidationError("workflow_id", workflow_id, "no such workflow")
+    names = [name for job in jobs if (name := step_name(job)) is not None]
+    label = jobs[0].meta.get("workflow_name") if isinstance(jobs[0].meta, dict) else None
+    return Workflow.adding_to(workflow_id, names, name=label if isinstance(label, str) else None)
+
+
+async def workflow_status(engine: Engine, workflow_id: str) -> WorkflowStatus:
+    jobs = await engine.workflow_jobs(check_workflow_id(workflow_id))
+    return WorkflowStatus(workflow_id, {name: job for job in jobs if (name := step_name(job)) is not None})
+
+
+async def cancel_workflow(engine: Engine, workflow_id: str, *, now: datetime | None = None) -> list[int]:
+    """Cancel every unfinished step (running ones too, wherever they run)."""
+    jobs = await engine.workflow_jobs(check_workflow_id(workflow_id))
+    live = tuple(job.id for job in jobs if not job.state.is_final)
+    if not live:
+        return []
+    return await engine.cancel_jobs(JobFilter(ids=live, limit=len(live)), now=now)
+
+
+async def retry_workflow(engine: Engine, workflow_id: str, *, now: datetime | None = None) -> list[int]:
+    """Run the failed (cancelled or discarded) steps again: those whose dependencies all completed
+    at once, the others once their dependencies complete again. Returns the steps retried."""
+    jobs = await engine.workflow_jobs(check_workflow_id(workflow_id))
+    states = {name: job.state for job in jobs if (name := step_name(job)) is not None}
+    failed = [job for job in jobs if job.state in FAILED and step_name(job) is not None]
+    ready, waiting = [], []
+    for job in failed:
+        deps = job.meta.get("deps") if isinstance(job.meta, dict) else None
+        names = deps if isinstance(deps, list) else []
+        if all(states.get(str(dep)) is JobState.COMPLETED for dep in names):
+            ready.append(job.id)
+        else:
+            waiting.append(job.id)
+    held = await engine.hold_steps(waiting) if waiting else []
+    retried = await engine.retry_jobs(JobFilter(ids=tuple(ready), limit=len(ready)), now=now) if ready else []
+    return sorted([*retried, *held])

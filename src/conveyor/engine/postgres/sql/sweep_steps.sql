@@ -1,0 +1,23 @@
+-- Settle any suspended workflow steps that may go on (see settle_steps.sql), a bounded batch in id
+-- order after %(after)s. The leader runs this on every stage: it settles what no ack settled (a node
+-- died between its ack's commit and the settle, a step was cancelled or deleted by hand, another
+-- client acked a step).
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
+),
+candidates AS (
+    SELECT d.id, d.meta,
+        EXISTS (
+            SELECT 1 FROM jsonb_array_elements_text(d.meta -> 'deps') AS dn(name)
+            JOIN {prefix}.oban_jobs AS x
+              ON (x.meta ->> 'workflow_id') = (d.meta ->> 'workflow_id') AND (x.meta ->> 'name') = dn.name
+             AND x.meta ? 'workflow_id'
+            WHERE (x.state::text = 'cancelled' AND d.meta -> 'ignore_cancelled' IS DISTINCT FROM 'true'::jsonb)
+               OR (x.state::text = 'discarded' AND d.meta -> 'ignore_discarded' IS DISTINCT FROM 'true'::jsonb)
+        ) AS early
+    FROM {prefix}.oban_jobs AS d
+    WHERE {waiting_step} AND jsonb_typeof(d.meta) = 'object' AND jsonb_typeof(d.meta -> 'deps') = 'array'
+      AND d.id > %(after)s
+    ORDER BY d.id
+    LIMIT %(limit)s
+){settle}

@@ -1,0 +1,1 @@
+d.meta ? 'workflow_id' AND d.state NOT IN ('available', 'scheduled', 'executing', 'retryable', 'completed', 'discarded', 'cancelled')

@@ -1,0 +1,98 @@
+"""Workflow steps on PostgreSQL: settling suspended steps once their dependencies have finished, and
+reading a workflow's steps (``conveyor/workflow.py``)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from psycopg.rows import tuple_row
+
+from conveyor.engine.postgres import foreign
+from conveyor.engine.postgres.core import PostgresCore
+from conveyor.engine.postgres.rows import naive_utc
+from conveyor.job import Job, JobState
+
+log = logging.getLogger("conveyor.workflows")
+
+#: Steps settled per sweep statement.
+SWEEP_BATCH = 500
+
+
+class PostgresWorkflows(PostgresCore):
+    """``settle_steps``, ``sweep_steps``, ``workflow_jobs``."""
+
+    def _settle_statement(self, name: str) -> bytes:
+        return self.sql.compose(name, settle="settle", waiting_step="waiting_step").encode()
+
+    async def settle_steps(
+        self, ids: Sequence[int], *, now: datetime | None = None, conn: Any = None
+    ) -> dict[int, JobState]:
+        settled: dict[int, JobState] = {}
+        statement = self._settle_statement("settle_steps")
+        given = list(ids)
+        while given:
+            params = {"ids": given, "now": naive_utc(now), "channel": self.insert_channel}
+            rows = await self._rows(statement, params, conn)
+            settled |= {row[0]: JobState(row[1]) for row in rows}
+            # A step cancelled because of its dependency ends too: the steps after it settle next.
+            given = [row[0] for row in rows if row[1] == JobState.CANCELLED.value]
+        return settled
+
+    async def settle_after(self, ids: Sequence[int], now: datetime | None, conn: Any = None) -> None:
+        """``settle_steps`` after a change to ``ids`` was written. A failure is logged, not raised:
+        the change stands, and the leader's sweep settles what this did not."""
+        try:
+            await self.settle_steps(ids, now=now, conn=conn)
+        except Exception as exc:
+            if conn is not None:  # the caller's transaction failed with it: theirs to see
+                raise
+            log.warning("settling the steps after jobs %s failed (%r); the sweep will", list(ids)[:10], exc)
+
+    async def sweep_steps(self, *, now: datetime | None = None, limit: int = 10_000) -> dict[int, JobState]:
+        settled: dict[int, JobState] = {}
+        statement = self._settle_statement("sweep_steps")
+        after, seen = 0, 0
+        while seen < limit:
+            params = {
+                "after": after,
+                "limit": SWEEP_BATCH,
+                "now": naive_utc(now),
+                "channel": self.insert_channel,
+            }
+            async with self.pool.connection() as conn:
+                page = await conn.execute(
+                    self.sql.compose("sweep_page", waiting_step="waiting_step").encode(), params
+                )
+                bounds = await page.fetchone()
+            if bounds is None or bounds[0] is None:
+                break
+            rows = await self._rows(statement, params, None)
+            settled |= {row[0]: JobState(row[1]) for row in rows}
+            after, seen = bounds[0], seen + bounds[1]
+            if bounds[1] < SWEEP_BATCH:
+                break
+        cancelled = [job_id for job_id, state in settled.items() if state is JobState.CANCELLED]
+        if cancelled:
+            settled |= await self.settle_steps(cancelled, now=now)
+        return settled
+
+    async def hold_steps(self, ids: Sequence[int], *, conn: Any = None) -> list[int]:
+        rows = await self._rows(self.sql["hold_jobs"].encode(), {"ids": list(ids)}, conn)
+        return sorted(row[0] for row in rows)
+
+    async def workflow_jobs(self, workflow_id: str) -> list[Job]:
+        statement = self.sql.compose("workflow_jobs", columns="job_columns")
+        return await self._fetch_jobs(statement, {"workflow": workflow_id})
+
+    async def _rows(self, statement: bytes, params: dict[str, Any], conn: Any) -> list[tuple[Any, ...]]:
+        if conn is not None:
+            driver = await foreign.async_driver_connection(conn)
+            async with driver.cursor(row_factory=tuple_row) as cur:
+                await cur.execute(statement, params)
+                return list(await cur.fetchall())
+        async with self.pool.connection() as own:
+            cur = await own.execute(statement, params)
+            return list(await cur.fetchall())

@@ -1,0 +1,155 @@
+"""Workflow steps on SQLite: settling suspended steps once their dependencies have finished, and
+reading a workflow's steps (``conveyor/workflow.py``). Settling runs inside a write transaction, and
+SQLite has one writer at a time, so two steps finishing at once are settled one after the other and
+the second sees the first."""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from conveyor.engine.sqlite import foreign
+from conveyor.engine.sqlite.core import FILES, SqliteCore, compose
+from conveyor.engine.sqlite.database import WriteTx
+from conveyor.engine.sqlite.rows import check_now, read_jobs, time_text, utc_clock
+from conveyor.job import Job, JobState
+
+FINAL = ("completed", "cancelled", "discarded")
+#: Suspended steps looked at per sweep page.
+SWEEP_BATCH = 500
+
+
+def _meta(text: Any) -> dict[str, Any]:
+    try:
+        meta = orjson.loads(text)
+    except (orjson.JSONDecodeError, TypeError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _verdict(conn: sqlite3.Connection, workflow: str, meta: dict[str, Any]) -> bool | None:
+    """None while a dependency is unfinished; else whether the step must be cancelled."""
+    deps = meta.get("deps")
+    if not isinstance(deps, list):
+        return None
+    step_of = FILES["step_of"]
+    states: list[str | None] = []
+    ignored = {key for key in ("cancelled", "discarded") if meta.get(f"ignore_{key}") is True}
+    # From the last: steps run roughly in the order they were added, so an unfinished one is
+    # usually found at once and a fan-in over thousands is not read whole on every settle.
+    for name in reversed(deps):
+        row = conn.execute(step_of, {"workflow": workflow, "name": str(name)}).fetchone()
+        state = None if row is None else row[0]
+        if state is not None and state not in FINAL:
+            return None
+        if state in ("cancelled", "discarded") and state not in ignored:
+            return True  # a failed dependency cancels the step without waiting for the others
+        states.append(state)
+    ignores = {key: meta.get(f"ignore_{key}") is True for key in ("cancelled", "discarded", "deleted")}
+    return (
+        (None in states and not ignores["deleted"])
+        or ("cancelled" in states and not ignores["cancelled"])
+        or ("discarded" in states and not ignores["discarded"])
+    )
+
+
+def settle_in(tx: WriteTx, ids: Iterable[int], now: datetime | None) -> dict[int, JobState]:
+    """Settle, in ``tx``, the suspended steps among ``ids`` and those depending on the steps among
+    them; steps cancelled on the way settle the ones after them too."""
+    conn = tx.conn
+    clock = time_text(utc_clock(now))
+    settled: dict[int, JobState] = {}
+    given = list(ids)
+    while given:
+        found = conn.execute(FILES["step_identity"], {"ids": orjson.dumps(given).decode()}).fetchall()
+        given = []
+        woken: set[str] = set()
+        # Each workflow's suspended steps are read once per round, however many of its steps ended.
+        touched: dict[str, tuple[set[int], dict[str, str]]] = {}
+        for job_id, workflow, name, state in found:
+            if isinstance(workflow, str):
+                ids_of, ended = touched.setdefault(workflow, (set(), {}))
+                ids_of.add(job_id)
+                if isinstance(name, str):
+                    ended[name] = state
+        for workflow, (ids_of, ended) in touched.items():
+            waiting = conn.execute(FILES["waiting_steps"], {"workflow": workflow}).fetchall()
+            for step_id, text, _, _ in waiting:
+                meta = _meta(text)
+                deps = meta.get("deps")
+                if not isinstance(deps, list):
+                    continue
+                hit = [ended[name] for name in map(str, deps) if name in ended]
+                if step_id not in ids_of and not hit:
+                    continue
+                # A dependency that just failed (unless ignored) cancels the step at once.
+                early = any(state in FINAL[1:] and meta.get(f"ignore_{state}") is not True for state in hit)
+                failed = True if early else _verdict(conn, workflow, meta)
+                if failed is None:
+                    continue
+                row = conn.execute(
+                    FILES["settle_step"], {"id": step_id, "failed": int(failed), "now": clock}
+                ).fetchone()
+                if row is None:
+                    continue
+                settled[step_id] = JobState(row[0])
+                if row[0] == "cancelled":
+                    given.append(step_id)
+                elif row[0] == "available":
+                    woken.add(row[1])
+        for queue in sorted(woken):
+            tx.notify("insert", {"queue": queue}, clock)
+    return settled
+
+
+def _page(params: dict[str, Any], conn: sqlite3.Connection) -> list[Any]:
+    return conn.execute(FILES["sweep_page"], params).fetchall()
+
+
+class SqliteWorkflows(SqliteCore):
+    """``settle_steps``, ``sweep_steps``, ``workflow_jobs``."""
+
+    async def settle_steps(
+        self, ids: Sequence[int], *, now: datetime | None = None, conn: Any = None
+    ) -> dict[int, JobState]:
+        check_now(now)
+        if not ids:
+            return {}
+        if conn is not None:
+            return await foreign.write_in_caller_tx(conn, lambda tx: settle_in(tx, ids, now))
+        return await self.database.write(lambda tx: settle_in(tx, ids, now))
+
+    async def sweep_steps(self, *, now: datetime | None = None, limit: int = 10_000) -> dict[int, JobState]:
+        check_now(now)
+        settled: dict[int, JobState] = {}
+        after, seen = 0, 0
+        while seen < limit:
+            page = await self.database.read(functools.partial(_page, {"after": after, "limit": SWEEP_BATCH}))
+            if not page:
+                break
+            ids = [row[0] for row in page]
+            settled |= await self.database.write(functools.partial(settle_in, ids=ids, now=now))
+            after, seen = ids[-1], seen + len(ids)
+            if len(page) < SWEEP_BATCH:
+                break
+        return settled
+
+    async def hold_steps(self, ids: Sequence[int], *, conn: Any = None) -> list[int]:
+        given = orjson.dumps(list(ids)).decode()
+
+        def run(tx: WriteTx) -> list[int]:
+            return sorted(row[0] for row in tx.conn.execute(FILES["hold_jobs"], {"ids": given}).fetchall())
+
+        if conn is not None:
+            return await foreign.write_in_caller_tx(conn, run)
+        return await self.database.write(run)
+
+    async def workflow_jobs(self, workflow_id: str) -> list[Job]:
+        statement = compose("workflow_jobs", "")
+        rows = await self.database.read(lambda c: c.execute(statement, {"workflow": workflow_id}).fetchall())
+        return read_jobs(rows)

@@ -1,0 +1,255 @@
+"""The workflow contract: steps with dependencies wait suspended and go on exactly once, when their
+last dependency ends, on every engine (``Engine.insert(hold=)``, ``settle_steps``, ``sweep_steps``)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from conveyor import JobFilter, JobState, Workflow
+from conveyor.acks import Ack
+from conveyor.engine.base import Engine
+from conveyor.errors import ValidationError
+from conveyor.workflow import step_name
+from tests.conformance.contract import T0, WORKER, job, req, uid
+
+
+def step(**options: Any) -> Any:
+    return req(**options)
+
+
+async def enqueue(engine: Engine, workflow: Workflow) -> dict[str, int]:
+    """Insert the workflow's steps through the engine, as ``enqueue_many`` does: name -> id."""
+    requests, hold = workflow.requests()
+    ids = await engine.insert(requests, now=T0, hold=hold)
+    return {s.name: int(i) for s, i in zip(workflow.steps, ids, strict=True)}
+
+
+async def states(engine: Engine, ids: dict[str, int]) -> dict[str, JobState]:
+    return {name: (await job(engine, job_id)).state for name, job_id in ids.items()}
+
+
+async def run(
+    engine: Engine, ids: dict[str, int], *names: str, outcome: JobState = JobState.COMPLETED
+) -> None:
+    """Claim the named steps (they must be available) and ack them with ``outcome``."""
+    wanted = {ids[name] for name in names}
+    claimed: set[int] = set()
+    for _ in range(20):
+        jobs = await engine.fetch_jobs("default", 100, node="n", producer=uid(1), now=T0)
+        claimed |= {j.id for j in jobs}
+        if wanted <= claimed:
+            break
+    assert wanted <= claimed, (names, await states(engine, ids))
+    extra = claimed - wanted  # give back what was claimed beyond the named steps
+    acks = [Ack(i, 1, outcome) for i in wanted] + [
+        Ack(i, 1, JobState.AVAILABLE, schedule_in=0, snoozed=True) for i in extra
+    ]
+    await engine.ack_jobs(acks, now=T0)
+
+
+def diamond(**options: Any) -> Workflow:
+    return (
+        Workflow(**options)
+        .add("a", step())
+        .add("b", step(), deps=["a"])
+        .add("c", step(), deps=["a"])
+        .add("d", step(), deps=["b", "c"])
+    )
+
+
+async def test_steps_with_dependencies_wait_suspended_and_are_never_fetched(any_engine: Engine) -> None:
+    ids = await enqueue(any_engine, diamond())
+    assert await states(any_engine, ids) == {
+        "a": JobState.AVAILABLE,
+        "b": JobState.SUSPENDED,
+        "c": JobState.SUSPENDED,
+        "d": JobState.SUSPENDED,
+    }
+    jobs = await any_engine.fetch_jobs("default", 10, node="n", producer=uid(1), now=T0)
+    assert [j.id for j in jobs] == [ids["a"]]
+    stored = await any_engine.get_job(ids["d"])
+    assert stored is not None and stored.meta["deps"] == ["b", "c"] and step_name(stored) == "d"
+
+
+async def test_a_diamond_goes_on_step_by_step(any_engine: Engine) -> None:
+    ids = await enqueue(any_engine, diamond())
+    await run(any_engine, ids, "a")
+    assert (await states(any_engine, ids))["b"] is JobState.AVAILABLE
+    await run(any_engine, ids, "b")
+    assert (await states(any_engine, ids))["d"] is JobState.SUSPENDED  # c has not run
+    await run(any_engine, ids, "c")
+    assert (await states(any_engine, ids))["d"] is JobState.AVAILABLE
+    await run(any_engine, ids, "d")
+    assert set((await states(any_engine, ids)).values()) == {JobState.COMPLETED}
+
+
+async def test_a_failed_dependency_cancels_the_steps_after_it(any_engine: Engine) -> None:
+    workflow = diamond().add("e", step(), deps=["d"])
+    ids = await enqueue(any_engine, workflow)
+    await run(any_engine, ids, "a")
+    await run(any_engine, ids, "b", outcome=JobState.DISCARDED)
+    found = await states(any_engine, ids)
+    assert found["d"] is JobState.CANCELLED and found["e"] is JobState.CANCELLED  # a cascade
+    assert found["c"] is JobState.AVAILABLE  # not after b
+
+
+@pytest.mark.parametrize("outcome", [JobState.DISCARDED, JobState.CANCELLED])
+async def test_a_policy_ignores_failed_dependencies(any_engine: Engine, outcome: JobState) -> None:
+    ids = await enqueue(any_engine, diamond(ignore=[outcome.value]))
+    await run(any_engine, ids, "a")
+    await run(any_engine, ids, "b", outcome=outcome)
+    await run(any_engine, ids, "c")
+    assert (await states(any_engine, ids))["d"] is JobState.AVAILABLE
+
+
+async def test_cancelling_a_step_cancels_the_steps_after_it(any_engine: Engine) -> None:
+    ids = await enqueue(any_engine, diamond())
+    assert await any_engine.cancel_jobs(JobFilter(ids=(ids["a"],)), now=T0) == [ids["a"]]
+    assert set((await states(any_engine, ids)).values()) == {JobState.CANCELLED}
+
+
+async def test_the_sweep_settles_what_no_ack_settled(any_engine: Engine) -> None:
+    """A node that died between its ack's commit and the settle: the ack is written, the settle
+    never ran. The leader's sweep lets the dependents go on."""
+    ids = await enqueue(any_engine, diamond())
+    await run(any_engine, ids, "a")
+    await run(any_engine, ids, "b")
+    await run(any_engine, ids, "c")
+    # d went on; put it back as if the settle after c had never run.
+    await any_engine.hold_steps([ids["d"]])
+    assert (await states(any_engine, ids))["d"] is JobState.SUSPENDED
+    settled = await any_engine.sweep_steps(now=T0)
+    assert settled == {ids["d"]: JobState.AVAILABLE}
+    assert await any_engine.sweep_steps(now=T0) == {}  # once
+
+
+async def test_a_deleted_dependency_cancels_its_dependents_unless_ignored(any_engine: Engine) -> None:
+    plain = await enqueue(any_engine, Workflow().add("a", step()).add("b", step(), deps=["a"]))
+    lenient = await enqueue(
+        any_engine, Workflow(ignore=["deleted"]).add("a", step()).add("b", step(), deps=["a"])
+    )
+    await any_engine.delete_jobs(JobFilter(ids=(plain["a"], lenient["a"])))
+    await any_engine.sweep_steps(now=T0)
+    assert (await job(any_engine, plain["b"])).state is JobState.CANCELLED
+    assert (await job(any_engine, lenient["b"])).state is JobState.AVAILABLE
+
+
+async def test_a_step_scheduled_ahead_waits_for_its_time(any_engine: Engine) -> None:
+    later = T0 + timedelta(hours=1)
+    ids = await enqueue(
+        any_engine, Workflow().add("a", step()).add("b", step(scheduled_at=later), deps=["a"])
+    )
+    await run(any_engine, ids, "a")
+    assert (await job(any_engine, ids["b"])).state is JobState.SCHEDULED
+
+
+async def test_a_fan_in_goes_on_once_when_steps_end_at_once_on_many_nodes(
+    fleet_engines: list[Engine],
+) -> None:
+    """Forty steps end on three engines at once, in acks of one to three; the step after them goes
+    on exactly once, after the last."""
+    first = fleet_engines[0]
+    workflow = Workflow()
+    for n in range(40):
+        workflow.add(f"s{n}", step(args={"n": n}))
+    workflow.add("last", step(args={"n": -1}), deps=[f"s{n}" for n in range(40)])
+    ids = await enqueue(first, workflow)
+    claims_of_last = 0
+
+    async def worker(engine: Engine, n: int) -> None:
+        nonlocal claims_of_last
+        idle = 0
+        while idle < 5:
+            jobs = await engine.fetch_jobs("default", 1 + n % 3, node=f"n{n}", producer=uid(n), now=T0)
+            if any(j.id == ids["last"] for j in jobs):
+                claims_of_last += 1
+                done = await first.list_jobs(JobFilter(states=(JobState.COMPLETED,), limit=1000))
+                assert len(done) == 40  # it went on after the last of the forty, not before
+            jobs = [j for j in jobs if j.id != ids["last"]]
+            idle = 0 if jobs else idle + 1
+            await asyncio.sleep(0)
+            if jobs:
+                await engine.ack_jobs([Ack(j.id, 1, JobState.COMPLETED) for j in jobs], now=T0)
+
+    await asyncio.gather(*(worker(e, n) for n, e in enumerate(fleet_engines * 2, start=1)))
+    final = await job(first, ids["last"])
+    assert claims_of_last == 1 and final.state is JobState.EXECUTING and final.attempt == 1
+    assert await first.sweep_steps(now=T0) == {}
+
+
+async def test_steps_added_later_depend_on_stored_steps(any_engine: Engine) -> None:
+    ids = await enqueue(any_engine, Workflow(id="graft-1").add("a", step()).add("b", step(), deps=["a"]))
+    await run(any_engine, ids, "a")
+    added = (
+        Workflow.adding_to("graft-1", ["a", "b"]).add("c", step(), deps=["a"]).add("d", step(), deps=["b"])
+    )
+    requests, hold = added.requests()
+    new = await any_engine.insert(requests, now=T0, hold=hold)
+    settled = await any_engine.settle_steps([int(i) for i in new], now=T0)
+    assert settled == {int(new[0]): JobState.AVAILABLE}  # a completed already; b has not run
+    steps = await any_engine.workflow_jobs("graft-1")
+    assert [step_name(j) for j in steps] == ["a", "b", "c", "d"]
+
+
+async def test_finished_steps_are_not_pruned_while_their_workflow_waits(any_engine: Engine) -> None:
+    ids = await enqueue(any_engine, diamond())
+    await run(any_engine, ids, "a")
+    await run(any_engine, ids, "b")
+    plain = await any_engine.insert([req(worker=WORKER)], now=T0)
+    await any_engine.fetch_jobs("default", 100, node="n", producer=uid(2), now=T0)
+    await any_engine.ack_jobs([Ack(int(plain[0]), 1, JobState.COMPLETED)], now=T0)
+    later = T0 + timedelta(days=30)
+    await any_engine.prune_jobs(max_age=60, limit=1000, now=later)
+    assert (await any_engine.get_job(ids["a"])) is not None  # d still waits on b and c
+    assert (await any_engine.get_job(int(plain[0]))) is None
+
+
+# -- building --------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("build", "named"),
+    [
+        (lambda: Workflow(), "workflow"),
+        (lambda: Workflow().add("a", step(), deps=["x"]), "step 'a'.deps"),
+        (lambda: Workflow().add("a", step()).add("a", step()), "name"),
+        (lambda: Workflow().add("a", step(), deps=["b"]).add("b", step(), deps=["a"]), "workflow"),
+        (lambda: Workflow().add("a", step(), deps=["a"]), "workflow"),
+        (lambda: Workflow().add("", step()), "name"),
+        (lambda: Workflow().add("a", "not a request"), "step 'a'"),  # type: ignore[arg-type]
+        (lambda: Workflow().add("a", step(meta={"deps": []})), "step 'a'.meta['deps']"),
+        (lambda: Workflow().add("a", step(unique=True)), "step 'a'.unique"),
+        (lambda: Workflow().add("a", step(), deps="b"), "step 'a'.deps"),
+        (lambda: Workflow(ignore=["lost"]), "ignore"),
+        (lambda: Workflow().add_workflow("sub", Workflow()), "workflow 'sub'"),
+    ],
+)
+def test_bad_workflows_are_refused_before_anything_is_written(build: Any, named: str) -> None:
+    with pytest.raises(ValidationError, match=rf"invalid {re.escape(named)}"):
+        build().requests()
+
+
+def test_a_cycle_is_named_step_by_step() -> None:
+    workflow = (
+        Workflow().add("a", step(), deps=["c"]).add("b", step(), deps=["a"]).add("c", step(), deps=["b"])
+    )
+    with pytest.raises(ValidationError, match="a -> c -> b -> a"):
+        workflow.requests()
+
+
+def test_a_sub_workflow_becomes_a_group_of_named_steps() -> None:
+    inner = Workflow().add("x", step()).add("y", step(), deps=["x"])
+    outer = (
+        Workflow()
+        .add("start", step())
+        .add_workflow("sub", inner, deps=["start"])
+        .add("end", step(), deps=["sub"])
+    )
+    requests, hold = outer.requests()
+    deps = {r.meta["name"]: r.meta["deps"] for r in requests}
+    assert deps == {"start": [], "sub.x": ["start"], "sub.y": ["sub.x", "start"], "end": ["sub.x", "sub.y"]}
+    assert hold == [1, 2, 3]
+    assert {r.meta["workflow_id"] for r in requests} == {outer.id}
