@@ -28,6 +28,7 @@ from conveyor._workflows import (
     retry_workflow,
     workflow_status,
 )
+from conveyor.context import current_job
 from conveyor.cron import definitions_in, entries_for
 from conveyor.engine.base import Engine
 from conveyor.engines import default_database_url, engine_from_url
@@ -337,6 +338,18 @@ class Conveyor:
         """Each step's job by name, and counts by state."""
         return await self._run(lambda e: workflow_status(e, workflow_id))
 
+    async def dependency_results(self) -> dict[str, Any]:
+        """Inside a workflow step: the recorded results of the steps it depends on, by name."""
+        workflow_id, deps = _step_of_current_job()
+        results = (await self.workflow_status(workflow_id)).results
+        return {name: results[name] for name in deps if name in results}
+
+    def dependency_results_sync(self) -> dict[str, Any]:
+        """``dependency_results`` for a blocking (thread) step."""
+        workflow_id, deps = _step_of_current_job()  # read here: the job's context is this thread's
+        results = self._portal.call(self.workflow_status, workflow_id).results
+        return {name: results[name] for name in deps if name in results}
+
     async def cancel_workflow(self, workflow_id: str) -> list[int]:
         """Cancel every unfinished step of the workflow; return the ids cancelled."""
         return await self._run(lambda e: cancel_workflow(e, workflow_id))
@@ -415,6 +428,14 @@ class Conveyor:
         return bool(await self.delete_jobs(ids=[job_id]))
 
     delete_job_sync = blocking_twin(delete_job)
+
+
+def _step_of_current_job() -> tuple[str, list[str]]:
+    context = current_job()
+    workflow_id, deps = context.meta.get("workflow_id"), context.meta.get("deps")
+    if not isinstance(workflow_id, str) or not isinstance(deps, list):
+        raise ValidationError("current_job", context.id, "is not a workflow step with dependencies")
+    return workflow_id, [str(dep) for dep in deps]
 
 
 def _criteria(criteria: JobFilter | None, filters: dict[str, Any]) -> JobFilter:

@@ -16,6 +16,7 @@ from typing import Any
 
 from conveyor.errors import ValidationError
 from conveyor.job import Job, JobState
+from conveyor.recorded import UnreadableResultError, decode_result
 from conveyor.request import JobRequest
 
 #: The meta keys a step carries; a request's own meta must not hold them.
@@ -267,6 +268,18 @@ class WorkflowStatus:
     @property
     def finished(self) -> bool:
         return bool(self.steps) and all(job.state.is_final for job in self.steps.values())
+
+    @property
+    def results(self) -> dict[str, Any]:
+        """The recorded result of each step that recorded one (``Record``, ``record=True``), by
+        name; a result that cannot be decoded is left out."""
+        found: dict[str, Any] = {}
+        for name, job in self.steps.items():
+            try:
+                found[name] = decode_result(job.meta)
+            except (LookupError, UnreadableResultError):
+                continue
+        return found
 
 
 def step_name(job: Job) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from typing import Any
 
 from conveyor import Cancel, Record, Snooze, current_job, job
 
@@ -78,3 +79,45 @@ RATED_STARTS: list[float] = []
 @job(queue="rated")
 async def rated_step() -> None:
     RATED_STARTS.append(time.monotonic())
+
+
+#: (label, "start" | "end") in the order they happened, in this process (workflow steps).
+FLOW_LOG: list[tuple[str, str]] = []
+#: What the workflow tests hand to their steps: the app (``app``) and switches (``fail``).
+FLOW: dict[str, Any] = {}
+
+
+@job(queue="flow", record=True)
+async def flow_step(label: str, pause: float = 0.0) -> str:
+    FLOW_LOG.append((label, "start"))
+    try:
+        await asyncio.sleep(pause)
+        return label.upper()
+    finally:
+        FLOW_LOG.append((label, "end"))
+
+
+@job(queue="flow", max_attempts=1)
+async def flow_fails(label: str) -> None:
+    FLOW_LOG.append((label, "start"))
+    if FLOW.get("fail", True):
+        raise RuntimeError(f"{label} failed")
+
+
+@job(queue="flow", record=True)
+async def flow_join(label: str) -> dict[str, Any]:
+    """Reads the recorded results of the steps it depends on."""
+    FLOW_LOG.append((label, "start"))
+    return await FLOW["app"].dependency_results()
+
+
+@job(queue="flow")
+async def flow_graft(label: str, fan: int) -> None:
+    """Adds ``fan`` steps to its own workflow, and one after them all (grafting)."""
+    app = FLOW["app"]
+    workflow = await app.extend_workflow(current_job().meta["workflow_id"])
+    names = [f"{label}.{n}" for n in range(fan)]
+    for name in names:
+        workflow.add(name, flow_step.new(label=name), deps=[label])
+    workflow.add(f"{label}.done", flow_step.new(label=f"{label}.done"), deps=names)
+    await app.enqueue_many(workflow)

@@ -1,0 +1,159 @@
+"""Workflows run by real nodes on every engine: the order steps start in, results passed along,
+failures, status, cancel, retry, and steps added by a running step."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from conveyor import Conveyor, JobState, Workflow
+from conveyor.engine.base import Engine
+from tests.conformance import jobs
+
+NODE = {"queues": {"flow": 5}, "poll_interval": 0.05, "stage_interval": 0.1}
+
+
+@pytest.fixture
+async def fleet(fleet_engines: list[Engine]) -> AsyncIterator[list[Conveyor]]:
+    """Three started nodes on one database; the first leads (the sweep runs there)."""
+    jobs.FLOW_LOG.clear()
+    jobs.FLOW.clear()
+    apps = [
+        Conveyor(engine=engine, node=f"flow-{n}", leadership=n == 0, **NODE)
+        for n, engine in enumerate(fleet_engines)
+    ]
+    for app in apps:
+        await app.start()
+    jobs.FLOW["app"] = apps[0]
+    try:
+        yield apps
+    finally:
+        for app in apps:
+            await app.stop(grace=1)
+
+
+async def until_finished(app: Conveyor, workflow_id: str, timeout: float = 30) -> dict[str, JobState]:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        status = await app.workflow_status(workflow_id)
+        if status.finished:
+            return status.states
+        assert asyncio.get_running_loop().time() < deadline, status.states
+        await asyncio.sleep(0.05)
+
+
+def position(label: str, event: str) -> int:
+    return jobs.FLOW_LOG.index((label, event))
+
+
+async def test_a_diamond_runs_in_order_on_three_nodes(fleet: list[Conveyor]) -> None:
+    workflow = (
+        Workflow(name="diamond")
+        .add("a", jobs.flow_step.new(label="a", pause=0.05))
+        .add("b", jobs.flow_step.new(label="b", pause=0.1), deps=["a"])
+        .add("c", jobs.flow_step.new(label="c", pause=0.02), deps=["a"])
+        .add("d", jobs.flow_join.new(label="d"), deps=["b", "c"])
+    )
+    ids = await fleet[1].enqueue_many(workflow)
+    assert len(ids) == 4
+    assert set((await until_finished(fleet[2], workflow.id)).values()) == {JobState.COMPLETED}
+    assert position("a", "end") < position("b", "start") and position("a", "end") < position("c", "start")
+    assert position("b", "end") < position("d", "start") and position("c", "end") < position("d", "start")
+    assert sorted(label for label, event in jobs.FLOW_LOG if event == "start") == ["a", "b", "c", "d"]
+    # The last step read what the two before it recorded.
+    assert await fleet[0].get_result(ids[3]) == {"b": "B", "c": "C"}
+
+
+async def test_a_fan_out_of_a_thousand_then_a_fan_in_once(fleet: list[Conveyor]) -> None:
+    workflow = Workflow().add("root", jobs.flow_step.new(label="root"))
+    leaves = [f"leaf{n}" for n in range(1000)]
+    for name in leaves:
+        workflow.add(name, jobs.flow_step.new(label=name), deps=["root"])
+    workflow.add("join", jobs.flow_step.new(label="join"), deps=leaves)
+    await fleet[0].enqueue_many(workflow)
+    found = await until_finished(fleet[0], workflow.id, timeout=60)
+    assert set(found.values()) == {JobState.COMPLETED}
+    starts = [label for label, event in jobs.FLOW_LOG if event == "start"]
+    assert starts.count("join") == 1 and len(starts) == 1002
+    assert starts[-1] == "join"  # after every leaf had started ...
+    steps = (await fleet[0].workflow_status(workflow.id)).steps
+    last_leaf = max(steps[name].completed_at for name in leaves if steps[name].completed_at)
+    join = steps["join"]
+    assert join.attempted_at is not None and join.attempted_at >= last_leaf  # ... and completed
+
+
+async def test_a_failed_step_cancels_what_follows_and_a_retry_finishes_the_workflow(
+    fleet: list[Conveyor],
+) -> None:
+    workflow = (
+        Workflow()
+        .add("a", jobs.flow_step.new(label="a"))
+        .add("b", jobs.flow_fails.new(label="b"), deps=["a"])
+        .add("c", jobs.flow_step.new(label="c"), deps=["b"])
+        .add("d", jobs.flow_step.new(label="d"), deps=["a"])
+    )
+    await fleet[0].enqueue_many(workflow)
+    found = await until_finished(fleet[0], workflow.id)
+    assert found == {
+        "a": JobState.COMPLETED,
+        "b": JobState.DISCARDED,
+        "c": JobState.CANCELLED,
+        "d": JobState.COMPLETED,
+    }
+    status = await fleet[1].workflow_status(workflow.id)
+    assert status.counts == {JobState.COMPLETED: 2, JobState.DISCARDED: 1, JobState.CANCELLED: 1}
+    jobs.FLOW["fail"] = False
+    retried = await fleet[1].retry_workflow(workflow.id)
+    assert sorted(retried) == sorted([status.steps["b"].id, status.steps["c"].id])
+    assert set((await until_finished(fleet[0], workflow.id)).values()) == {JobState.COMPLETED}
+    assert [label for label, event in jobs.FLOW_LOG if event == "start"].count("c") == 1
+
+
+async def test_cancelling_a_workflow_cancels_every_unfinished_step(fleet: list[Conveyor]) -> None:
+    workflow = (
+        Workflow()
+        .add("slow", jobs.flow_step.new(label="slow", pause=30))
+        .add("after", jobs.flow_step.new(label="after"), deps=["slow"])
+    )
+    ids = await fleet[0].enqueue_many(workflow)
+    deadline = asyncio.get_running_loop().time() + 10
+    while ("slow", "start") not in jobs.FLOW_LOG:
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.02)
+    assert sorted(await fleet[2].cancel_workflow(workflow.id)) == sorted(ids)
+    assert await until_finished(fleet[0], workflow.id) == {
+        "slow": JobState.CANCELLED,
+        "after": JobState.CANCELLED,
+    }
+
+
+async def test_a_running_step_adds_steps_to_its_own_workflow(fleet: list[Conveyor]) -> None:
+    workflow = (
+        Workflow()
+        .add("plan", jobs.flow_graft.new(label="plan", fan=3))
+        .add("side", jobs.flow_step.new(label="side"), deps=["plan"])
+    )
+    await fleet[0].enqueue_many(workflow)
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        status = await fleet[0].workflow_status(workflow.id)
+        if len(status.steps) == 6 and status.finished:
+            break
+        assert asyncio.get_running_loop().time() < deadline, status.states
+        await asyncio.sleep(0.05)
+    assert set(status.states.values()) == {JobState.COMPLETED}
+    assert position("plan.done", "start") > max(position(f"plan.{n}", "end") for n in range(3))
+
+
+async def test_bad_workflow_ids_are_refused(fleet: list[Conveyor]) -> None:
+    from conveyor.errors import ValidationError
+
+    with pytest.raises(ValidationError, match="workflow_id"):
+        await fleet[0].workflow_status("")
+    with pytest.raises(ValidationError, match="no such workflow"):
+        await fleet[0].extend_workflow("missing")
+    status: Any = await fleet[0].workflow_status("missing")
+    assert status.steps == {} and not status.finished
