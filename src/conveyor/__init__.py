@@ -2,6 +2,7 @@
 
 from conveyor._runtime.clock import Clock, FakeClock, SystemClock
 from conveyor.app import Conveyor
+from conveyor.batch import Batch
 from conveyor.context import JobContext, current_job
 from conveyor.definition import ExecutorKind, JobDefinition, job, worker
 from conveyor.errors import (
@@ -24,6 +25,7 @@ from conveyor.unique import Unique
 from conveyor.workflow import Workflow, WorkflowStatus
 
 __all__ = [
+    "Batch",
     "Cancel",
     "Clock",
     "Conveyor",

@@ -28,6 +28,7 @@ from conveyor._workflows import (
     retry_workflow,
     workflow_status,
 )
+from conveyor.batch import Batch
 from conveyor.context import current_job
 from conveyor.cron import definitions_in, entries_for
 from conveyor.engine.base import Engine
@@ -303,21 +304,33 @@ class Conveyor:
         return self.enqueue_many_sync((request,), conn=conn, now=now)[0]
 
     async def enqueue_many(
-        self, requests: Iterable[JobRequest] | Workflow, *, conn: Any = None, now: datetime | None = None
+        self,
+        requests: Iterable[JobRequest] | Workflow | Batch,
+        *,
+        conn: Any = None,
+        now: datetime | None = None,
     ) -> list[JobId]:
         """Insert many jobs atomically, streamed in chunks; return their ids in order. A
         ``Workflow`` inserts its steps, in the order they were added (see ``conveyor.workflow``)."""
+        if isinstance(requests, Batch):
+            requests = requests.workflow()
         if isinstance(requests, Workflow):
             workflow = requests
             return job_ids(await self._run(lambda e: enqueue_workflow(e, workflow, conn=conn, now=now), conn))
         return job_ids(await self._run(lambda e: e.insert(requests, conn=conn, now=now), conn))
 
     def enqueue_many_sync(
-        self, requests: Iterable[JobRequest] | Workflow, *, conn: Any = None, now: datetime | None = None
+        self,
+        requests: Iterable[JobRequest] | Workflow | Batch,
+        *,
+        conn: Any = None,
+        now: datetime | None = None,
     ) -> list[JobId]:
         if conn is not None:
             # A caller's synchronous connection is used right here, in the caller's thread.
             engine = self._statement_engine()
+            if isinstance(requests, Batch):
+                requests = requests.workflow()
             if isinstance(requests, Workflow):
                 if requests.existing:
                     raise ValidationError(

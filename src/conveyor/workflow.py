@@ -24,13 +24,20 @@ STEP_META = (
     "workflow_id",
     "name",
     "deps",
+    "deps_ended",
     "workflow_name",
-    *(f"ignore_{o}" for o in ("cancelled", "discarded", "deleted")),
+    "run_if",
+    "ignore_cancelled",
+    "ignore_discarded",
+    "ignore_deleted",
 )
 #: The longest step name taken (sub-workflow names are joined to their steps' with a dot).
 MAX_NAME = 200
 #: How a dependency may end without its dependents being cancelled, when the step's policy says so.
 POLICIES = ("cancelled", "discarded", "deleted")
+#: Conditions on how the dependencies ended for a step to run (else it is cancelled): some failed
+#: (cancelled, discarded or deleted), some were discarded, some were cancelled. Batch callbacks.
+RUN_IF = ("any_failed", "any_discarded", "any_cancelled")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +47,8 @@ class Step:
     deps: tuple[str, ...]
     #: Which endings of a dependency do not cancel this step (see ``POLICIES``).
     ignore: frozenset[str] = frozenset()
+    #: Run only if the dependencies ended so (see ``RUN_IF``); None: whenever they let it.
+    run_if: str | None = None
 
 
 def _check_name(name: Any, field_name: str = "name") -> str:
@@ -118,8 +127,11 @@ class Workflow:
         *,
         deps: Sequence[str] = (),
         ignore: Iterable[str] | None = None,
+        run_if: str | None = None,
     ) -> Workflow:
-        """Add step ``name`` running ``request`` after the steps (or groups) named in ``deps``."""
+        """Add step ``name`` running ``request`` after the steps (or groups) named in ``deps``.
+        ``run_if`` (``"any_failed"``, ``"any_discarded"``, ``"any_cancelled"``) runs it only when its
+        dependencies ended so, and cancels it otherwise (pair it with an ``ignore`` of those)."""
         _check_name(name)
         if name in self._steps or name in self._groups or name in self._existing:
             raise ValidationError("name", name, "is already a step of this workflow")
@@ -139,7 +151,11 @@ class Workflow:
         for dep in deps:
             _check_name(dep, f"step {name!r}.deps")
         chosen = self.ignore if ignore is None else _check_ignore(ignore)
-        self._steps[name] = Step(name, request, tuple(dict.fromkeys(deps)), frozenset(chosen))
+        if run_if is not None and run_if not in RUN_IF:
+            raise ValidationError(f"step {name!r}.run_if", run_if, f"must be one of {', '.join(RUN_IF)}")
+        if run_if is not None and not deps:
+            raise ValidationError(f"step {name!r}.run_if", run_if, "needs dependencies to look at")
+        self._steps[name] = Step(name, request, tuple(dict.fromkeys(deps)), frozenset(chosen), run_if)
         return self
 
     def add_workflow(self, name: str, other: Workflow, *, deps: Sequence[str] = ()) -> Workflow:
@@ -162,7 +178,13 @@ class Workflow:
                     expanded += [f"{name}.{member}" for member in other._groups[dep]]
                 elif dep in inner:
                     expanded.append(f"{name}.{dep}")
-            self.add(f"{name}.{step.name}", step.request, deps=[*expanded, *deps], ignore=step.ignore)
+            self.add(
+                f"{name}.{step.name}",
+                step.request,
+                deps=[*expanded, *deps],
+                ignore=step.ignore,
+                run_if=step.run_if if expanded or deps else None,
+            )
             members.append(f"{name}.{step.name}")
         self._groups[name] = tuple(members)
         return self
@@ -241,6 +263,8 @@ class Workflow:
                 meta["workflow_name"] = self.name
             for policy in sorted(step.ignore):
                 meta[f"ignore_{policy}"] = True
+            if step.run_if is not None:
+                meta["run_if"] = step.run_if
             requests.append(step.request.with_options(meta=meta))
             if deps:
                 held.append(position)

@@ -121,3 +121,12 @@ async def flow_graft(label: str, fan: int) -> None:
         workflow.add(name, flow_step.new(label=name), deps=[label])
     workflow.add(f"{label}.done", flow_step.new(label=f"{label}.done"), deps=names)
     await app.enqueue_many(workflow)
+
+
+#: Each batch callback's kind and the counts it was given, in the order they ran.
+CALLBACKS: list[tuple[str, dict[str, int]]] = []
+
+
+@job(queue="flow")
+async def flow_callback(kind: str) -> None:
+    CALLBACKS.append((kind, dict(current_job().meta["deps_ended"])))  # type: ignore[call-overload]

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from conveyor import Conveyor, JobState, Workflow
+from conveyor import Batch, Conveyor, JobState, Workflow
 from conveyor.engine.base import Engine
+from conveyor.errors import ValidationError
 from tests.conformance import jobs
 
 NODE = {"queues": {"flow": 5}, "poll_interval": 0.05, "stage_interval": 0.1}
@@ -149,11 +150,56 @@ async def test_a_running_step_adds_steps_to_its_own_workflow(fleet: list[Conveyo
 
 
 async def test_bad_workflow_ids_are_refused(fleet: list[Conveyor]) -> None:
-    from conveyor.errors import ValidationError
-
     with pytest.raises(ValidationError, match="workflow_id"):
         await fleet[0].workflow_status("")
     with pytest.raises(ValidationError, match="no such workflow"):
         await fleet[0].extend_workflow("missing")
     status: Any = await fleet[0].workflow_status("missing")
     assert status.steps == {} and not status.finished
+
+
+# -- batches ---------------------------------------------------------------------------------------
+def callbacks() -> dict[str, Any]:
+    return {kind: jobs.flow_callback.new(kind=kind) for kind in CALLBACK_KINDS}
+
+
+CALLBACK_KINDS = ("on_completed", "on_exhausted", "on_discarded", "on_cancelled")
+
+
+async def test_a_batch_that_completes_runs_its_completed_callback_once(fleet: list[Conveyor]) -> None:
+    jobs.CALLBACKS.clear()
+    batch = Batch(**callbacks()).add_many(jobs.flow_step.new(label=f"j{n}") for n in range(30))
+    ids = await fleet[0].enqueue_many(batch)
+    assert len(ids) == 34
+    found = await until_finished(fleet[0], batch.id)
+    assert jobs.CALLBACKS == [
+        ("on_completed", {"completed": 30, "cancelled": 0, "discarded": 0, "deleted": 0})
+    ]
+    assert [found[kind] for kind in CALLBACK_KINDS] == [
+        JobState.COMPLETED,
+        JobState.CANCELLED,
+        JobState.CANCELLED,
+        JobState.CANCELLED,
+    ]
+
+
+async def test_a_batch_with_failures_runs_its_exhausted_and_discarded_callbacks(
+    fleet: list[Conveyor],
+) -> None:
+    jobs.CALLBACKS.clear()
+    batch = Batch(**callbacks()).add_many(jobs.flow_step.new(label=f"j{n}") for n in range(5))
+    batch.add(jobs.flow_fails.new(label="bad"))
+    await fleet[1].enqueue_many(batch)
+    found = await until_finished(fleet[0], batch.id)
+    counts = {"completed": 5, "cancelled": 0, "discarded": 1, "deleted": 0}
+    assert sorted(jobs.CALLBACKS) == [("on_discarded", counts), ("on_exhausted", counts)]
+    assert found["on_completed"] is JobState.CANCELLED and found["on_cancelled"] is JobState.CANCELLED
+
+
+def test_bad_batches_are_refused() -> None:
+    with pytest.raises(ValidationError, match="batch"):
+        Batch().workflow()
+    with pytest.raises(ValidationError, match="on_completed"):
+        Batch(on_completed="report")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="job"):
+        Batch().add(42)  # type: ignore[arg-type]

@@ -32,30 +32,33 @@ def _meta(text: Any) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
-def _verdict(conn: sqlite3.Connection, workflow: str, meta: dict[str, Any]) -> bool | None:
-    """None while a dependency is unfinished; else whether the step must be cancelled."""
+def _verdict(conn: sqlite3.Connection, workflow: str, meta: dict[str, Any]) -> tuple[bool, Any] | None:
+    """None while a dependency is unfinished; else whether the step must be cancelled, and how its
+    dependencies ended (None when a failed one cancels it before the others end)."""
     deps = meta.get("deps")
     if not isinstance(deps, list):
         return None
     step_of = FILES["step_of"]
-    states: list[str | None] = []
-    ignored = {key for key in ("cancelled", "discarded") if meta.get(f"ignore_{key}") is True}
+    ignored = {key for key in ("cancelled", "discarded", "deleted") if meta.get(f"ignore_{key}") is True}
+    ended = {"completed": 0, "cancelled": 0, "discarded": 0, "deleted": 0}
     # From the last: steps run roughly in the order they were added, so an unfinished one is
     # usually found at once and a fan-in over thousands is not read whole on every settle.
     for name in reversed(deps):
         row = conn.execute(step_of, {"workflow": workflow, "name": str(name)}).fetchone()
-        state = None if row is None else row[0]
-        if state is not None and state not in FINAL:
+        state = "deleted" if row is None else row[0]
+        if state not in ended:
             return None
         if state in ("cancelled", "discarded") and state not in ignored:
-            return True  # a failed dependency cancels the step without waiting for the others
-        states.append(state)
-    ignores = {key: meta.get(f"ignore_{key}") is True for key in ("cancelled", "discarded", "deleted")}
-    return (
-        (None in states and not ignores["deleted"])
-        or ("cancelled" in states and not ignores["cancelled"])
-        or ("discarded" in states and not ignores["discarded"])
-    )
+            return True, None  # a failed dependency cancels the step without waiting for the others
+        ended[state] += 1
+    failed = any(ended[key] and key not in ignored for key in ("cancelled", "discarded", "deleted"))
+    run_if = meta.get("run_if")
+    failures = ended["cancelled"] + ended["discarded"] + ended["deleted"]
+    if run_if == "any_failed":
+        failed = failed or failures == 0
+    elif run_if in ("any_discarded", "any_cancelled"):
+        failed = failed or ended[run_if.removeprefix("any_")] == 0
+    return failed, ended
 
 
 def settle_in(tx: WriteTx, ids: Iterable[int], now: datetime | None) -> dict[int, JobState]:
@@ -89,12 +92,17 @@ def settle_in(tx: WriteTx, ids: Iterable[int], now: datetime | None) -> dict[int
                     continue
                 # A dependency that just failed (unless ignored) cancels the step at once.
                 early = any(state in FINAL[1:] and meta.get(f"ignore_{state}") is not True for state in hit)
-                failed = True if early else _verdict(conn, workflow, meta)
-                if failed is None:
+                verdict = (True, None) if early else _verdict(conn, workflow, meta)
+                if verdict is None:
                     continue
-                row = conn.execute(
-                    FILES["settle_step"], {"id": step_id, "failed": int(failed), "now": clock}
-                ).fetchone()
+                failed, counts = verdict
+                params = {
+                    "id": step_id,
+                    "failed": int(failed),
+                    "now": clock,
+                    "counts": None if counts is None else orjson.dumps(counts).decode(),
+                }
+                row = conn.execute(FILES["settle_step"], params).fetchone()
                 if row is None:
                     continue
                 settled[step_id] = JobState(row[0])

@@ -15,21 +15,34 @@ ready AS (
     )
 ),
 verdicts AS (
-    SELECT r.id, true AS failed FROM ready AS r WHERE r.early
+    SELECT r.id, true AS failed, NULL::jsonb AS counts FROM ready AS r WHERE r.early
     UNION ALL
-    SELECT r.id,
-        (count(x.id) < count(dn.name) AND r.meta -> 'ignore_deleted' IS DISTINCT FROM 'true'::jsonb)
-        OR (coalesce(bool_or(x.state::text = 'cancelled'), false)
-            AND r.meta -> 'ignore_cancelled' IS DISTINCT FROM 'true'::jsonb)
-        OR (coalesce(bool_or(x.state::text = 'discarded'), false)
-            AND r.meta -> 'ignore_discarded' IS DISTINCT FROM 'true'::jsonb) AS failed
-    FROM ready AS r
-    LEFT JOIN LATERAL jsonb_array_elements_text(r.meta -> 'deps') AS dn(name) ON true
-    LEFT JOIN {prefix}.oban_jobs AS x
-      ON (x.meta ->> 'workflow_id') = (r.meta ->> 'workflow_id') AND (x.meta ->> 'name') = dn.name
-     AND x.meta ? 'workflow_id'
-    WHERE NOT r.early
-    GROUP BY r.id, r.meta
+    SELECT v.id,
+        (v.deleted > 0 AND v.meta -> 'ignore_deleted' IS DISTINCT FROM 'true'::jsonb)
+        OR (v.cancelled > 0 AND v.meta -> 'ignore_cancelled' IS DISTINCT FROM 'true'::jsonb)
+        OR (v.discarded > 0 AND v.meta -> 'ignore_discarded' IS DISTINCT FROM 'true'::jsonb)
+        -- A step that runs only on some ending of its dependencies (batch callbacks) is cancelled
+        -- when they did not end so.
+        OR (v.meta ->> 'run_if' = 'any_failed' AND v.cancelled + v.discarded + v.deleted = 0)
+        OR (v.meta ->> 'run_if' = 'any_discarded' AND v.discarded = 0)
+        OR (v.meta ->> 'run_if' = 'any_cancelled' AND v.cancelled = 0) AS failed,
+        jsonb_build_object(
+            'completed', v.completed, 'cancelled', v.cancelled, 'discarded', v.discarded, 'deleted', v.deleted
+        ) AS counts
+    FROM (
+        SELECT r.id, r.meta,
+            count(dn.name) FILTER (WHERE x.state::text = 'completed') AS completed,
+            count(dn.name) FILTER (WHERE x.state::text = 'cancelled') AS cancelled,
+            count(dn.name) FILTER (WHERE x.state::text = 'discarded') AS discarded,
+            count(dn.name) FILTER (WHERE x.id IS NULL) AS deleted
+        FROM ready AS r
+        LEFT JOIN LATERAL jsonb_array_elements_text(r.meta -> 'deps') AS dn(name) ON true
+        LEFT JOIN {prefix}.oban_jobs AS x
+          ON (x.meta ->> 'workflow_id') = (r.meta ->> 'workflow_id') AND (x.meta ->> 'name') = dn.name
+         AND x.meta ? 'workflow_id'
+        WHERE NOT r.early
+        GROUP BY r.id, r.meta
+    ) AS v
 ),
 settled AS (
     UPDATE {prefix}.oban_jobs AS d
@@ -38,7 +51,9 @@ settled AS (
             WHEN d.scheduled_at > clock.now THEN 'scheduled'
             ELSE 'available'
         END)::{prefix}.oban_job_state,
-        cancelled_at = CASE WHEN v.failed THEN clock.now ELSE d.cancelled_at END
+        cancelled_at = CASE WHEN v.failed THEN clock.now ELSE d.cancelled_at END,
+        -- How the dependencies ended, for the step to read (a batch callback's counts).
+        meta = CASE WHEN v.counts IS NULL THEN d.meta ELSE d.meta || jsonb_build_object('deps_ended', v.counts) END
     FROM verdicts AS v, clock
     WHERE d.id = v.id AND {waiting_step}
     RETURNING d.id, d.state::text AS state, d.queue
