@@ -27,6 +27,7 @@ from runtime import (
     latency,
     rate_limit,
     rate_limit_tenants,
+    workflow_fanout,
 )
 
 #: Every scenario, by the name the command line uses. Order is the order ``all`` runs them in.
@@ -43,6 +44,7 @@ SCENARIOS: dict[str, Scenario] = {
     "rate-limit": rate_limit,
     "rate-limit-tenants": rate_limit_tenants,
     "fetch-overhead": fetch_overhead,
+    "workflow-fanout": workflow_fanout,
 }
 #: Engines the scenarios can run on (``common.fresh_app`` opens them).
 ENGINES = ("postgres", "sqlite")

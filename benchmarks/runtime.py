@@ -31,7 +31,7 @@ import bench_jobs
 import psycopg
 from common import Figures, Settings, compared, fresh_app, latency_figures, rate
 
-from conveyor import Conveyor, JobRequest, JobState
+from conveyor import Conveyor, JobRequest, JobState, Workflow
 from conveyor.acks import Ack
 from conveyor.engine._sqlfiles import quote_identifier
 from conveyor.engine.postgres import PostgresEngine
@@ -140,6 +140,55 @@ async def drain_global(settings: Settings) -> Figures:
         plain.append((await drain_once(settings, jobs, concurrency))["jobs_per_s"])
         capped.append((await drain_once(settings, jobs, concurrency, global_limit=concurrency))["jobs_per_s"])
     return {"jobs": jobs, "concurrency": concurrency, **compared("capped", capped, plain)}
+
+
+# -- workflows -----------------------------------------------------------------------------------
+WORKFLOW_STEPS = 10_000
+WORKFLOW_ROUNDS = 3
+
+
+async def workflow_once(settings: Settings, steps: int, concurrency: int) -> tuple[float, float]:
+    """One fan-out of ``steps`` no-op steps after a root, then a fan-in after them all: the steps
+    enqueued per second (``enqueue_many`` of the workflow) and the steps run per second, timed from
+    node start to the fan-in's ack."""
+    workflow = Workflow().add("root", bench_jobs.noop.new(n=-1))
+    names = [f"s{n}" for n in range(steps)]
+    for n, name in enumerate(names):
+        workflow.add(name, bench_jobs.noop.new(n=n), deps=["root"])
+    workflow.add("join", bench_jobs.noop.new(n=-2), deps=names)
+    async with fresh_app(settings, pool_size=NODE_POOL) as base:
+        started = time.perf_counter()
+        await base.enqueue_many(workflow)
+        enqueued = time.perf_counter() - started
+        started = time.perf_counter()
+        async with running_node(base, {"default": concurrency}) as app:
+            await written(app, steps + 2, timeout=max(60.0, steps / 200))
+            seconds = time.perf_counter() - started
+        await check_all_completed(base)
+    return rate(steps + 2, enqueued), rate(steps + 2, seconds)
+
+
+async def workflow_fanout(settings: Settings) -> Figures:
+    """A 10,000-step fan-out then a fan-in, drained at c=100 from node start, against a plain drain
+    of as many no-op jobs in the same run, rounds alternated. Targets: >= 0.5x plain; the workflow
+    enqueued at >= 20k steps/s."""
+    steps = settings.job_count(WORKFLOW_STEPS)
+    concurrency = settings.concurrency or 100
+    plain: list[float] = []
+    flows: list[float] = []
+    enqueues: list[float] = []
+    for _ in range(WORKFLOW_ROUNDS):
+        plain.append((await drain_once(settings, steps + 2, concurrency))["jobs_per_s"])
+        enqueue_rate, run_rate = await workflow_once(settings, steps, concurrency)
+        flows.append(run_rate)
+        enqueues.append(enqueue_rate)
+    return {
+        "steps": steps,
+        "concurrency": concurrency,
+        **compared("workflow", flows, plain),
+        "enqueue_steps_per_s": statistics.median(enqueues),
+        "enqueue_range": [min(enqueues), max(enqueues)],
+    }
 
 
 # -- fetch overhead of limits --------------------------------------------------------------------

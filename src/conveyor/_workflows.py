@@ -35,8 +35,10 @@ async def enqueue_workflow(
             raise ValidationError("name", clash[0], "is already a step of this workflow")
     ids = await engine.insert(requests, conn=conn, now=now, hold=hold)
     if workflow.existing and hold:
-        # Their dependencies may have ended already; settled after the insert is committed (or in
-        # the caller's transaction), so a dependency ending meanwhile settles them itself.
+        # The stored steps they depend on list them from now on, so a settle after one of those
+        # finds them; one that ended already is seen by the settle below, which runs after both
+        # writes are committed (or in the caller's transaction): either way someone settles them.
+        await engine.add_dependents(workflow.id, workflow.new_dependents(), conn=conn)
         await engine.settle_steps([int(ids[i]) for i in hold], now=now, conn=conn)
     return ids
 

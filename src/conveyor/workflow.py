@@ -25,6 +25,7 @@ STEP_META = (
     "name",
     "deps",
     "deps_ended",
+    "dependents",
     "workflow_name",
     "run_if",
     "ignore_cancelled",
@@ -118,6 +119,16 @@ class Workflow:
     def existing(self) -> frozenset[str]:
         """Names of the stored steps this workflow adds to (empty for a new workflow)."""
         return self._existing
+
+    def new_dependents(self) -> dict[str, list[str]]:
+        """For a workflow adding to a stored one: the stored steps that new steps depend on, with
+        the names of those new steps (to be added to the stored steps' ``dependents``)."""
+        found: dict[str, list[str]] = {}
+        for step in self._steps.values():
+            for dep in self._expanded(step):
+                if dep in self._existing:
+                    found.setdefault(dep, []).append(step.name)
+        return found
 
     # -- building ------------------------------------------------------------------------------
     def add(
@@ -251,8 +262,15 @@ class Workflow:
         self.validate()
         requests: list[JobRequest] = []
         held: list[int] = []
+        expanded = {step.name: self._expanded(step) for step in self._steps.values()}
+        # Each step also lists the steps that depend on it, so the settle after it ends finds them by
+        # name (an index lookup each) instead of searching the workflow's waiting steps.
+        dependents: dict[str, list[str]] = {}
+        for name, deps in expanded.items():
+            for dep in deps:
+                dependents.setdefault(dep, []).append(name)
         for position, step in enumerate(self._steps.values()):
-            deps = self._expanded(step)
+            deps = expanded[step.name]
             meta: dict[str, Any] = {
                 **step.request.meta,
                 "workflow_id": self.id,
@@ -265,6 +283,8 @@ class Workflow:
                 meta[f"ignore_{policy}"] = True
             if step.run_if is not None:
                 meta["run_if"] = step.run_if
+            if step.name in dependents:
+                meta["dependents"] = dependents[step.name]
             requests.append(step.request.with_options(meta=meta))
             if deps:
                 held.append(position)

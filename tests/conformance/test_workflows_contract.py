@@ -190,8 +190,11 @@ async def test_steps_added_later_depend_on_stored_steps(any_engine: Engine) -> N
     )
     requests, hold = added.requests()
     new = await any_engine.insert(requests, now=T0, hold=hold)
+    await any_engine.add_dependents("graft-1", added.new_dependents())
     settled = await any_engine.settle_steps([int(i) for i in new], now=T0)
     assert settled == {int(new[0]): JobState.AVAILABLE}  # a completed already; b has not run
+    await run(any_engine, ids, "b")  # b now lists d among its dependents: its ack settles d
+    assert (await job(any_engine, int(new[1]))).state is JobState.AVAILABLE
     steps = await any_engine.workflow_jobs("graft-1")
     assert [step_name(j) for j in steps] == ["a", "b", "c", "d"]
 

@@ -237,6 +237,12 @@ class Engine(Protocol):
         ``suspended`` (a failed one gets one more attempt if it used them up, and loses its end
         time); return the ids held. A workflow retry sends failed steps back to wait with it."""
 
+    async def add_dependents(
+        self, workflow_id: str, added: Mapping[str, Sequence[str]], *, conn: Any = None
+    ) -> None:
+        """Steps added to a stored workflow: append the new names in ``added`` (stored step name ->
+        new step names) to the ``meta.dependents`` of those stored steps."""
+
     async def workflow_jobs(self, workflow_id: str) -> list[Job]:
         """The steps of a workflow, in id order."""
 

@@ -4,10 +4,11 @@ reading a workflow's steps (``conveyor/workflow.py``)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import orjson
 from psycopg.rows import tuple_row
 
 from conveyor.engine.postgres import foreign
@@ -17,6 +18,14 @@ from conveyor.job import Job, JobState
 
 log = logging.getLogger("conveyor.workflows")
 
+#: Where settle.sql and sweep_steps.sql look a dependency's state up (step_state.sql): the workflow
+#: and the step name, as expressions of the statement's rows.
+STEP_LOOKUPS = {
+    "step_state_pending": ("c.workflow", "(c.deps ->> i)"),
+    "step_state_ended": ("r.workflow", "dn.name"),
+    "step_state_sweep": ("(d.meta ->> 'workflow_id')", "dn.name"),
+}
+
 #: Steps settled per sweep statement.
 SWEEP_BATCH = 500
 
@@ -25,7 +34,12 @@ class PostgresWorkflows(PostgresCore):
     """``settle_steps``, ``sweep_steps``, ``workflow_jobs``."""
 
     def _settle_statement(self, name: str) -> bytes:
-        return self.sql.compose(name, settle="settle", waiting_step="waiting_step").encode()
+        text = self.sql.compose(name, settle="settle", waiting_step="waiting_step")
+        lookup = self.sql["step_state"].strip()
+        for placeholder, (workflow, step) in STEP_LOOKUPS.items():
+            filled = lookup.replace("{workflow}", workflow).replace("{step}", step)
+            text = text.replace("{" + placeholder + "}", filled)
+        return text.encode()
 
     async def settle_steps(
         self, ids: Sequence[int], *, now: datetime | None = None, conn: Any = None
@@ -82,6 +96,15 @@ class PostgresWorkflows(PostgresCore):
     async def hold_steps(self, ids: Sequence[int], *, conn: Any = None) -> list[int]:
         rows = await self._rows(self.sql["hold_jobs"].encode(), {"ids": list(ids)}, conn)
         return sorted(row[0] for row in rows)
+
+    async def add_dependents(
+        self, workflow_id: str, added: Mapping[str, Sequence[str]], *, conn: Any = None
+    ) -> None:
+        params = {
+            "workflow": workflow_id,
+            "added": orjson.dumps({k: list(v) for k, v in added.items()}).decode(),
+        }
+        await self._rows(self.sql["add_dependents"].encode(), params, conn)
 
     async def workflow_jobs(self, workflow_id: str) -> list[Job]:
         statement = self.sql.compose("workflow_jobs", columns="job_columns")

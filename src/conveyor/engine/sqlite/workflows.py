@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -61,6 +61,33 @@ def _verdict(conn: sqlite3.Connection, workflow: str, meta: dict[str, Any]) -> t
     return failed, ended
 
 
+def _names(value: Any) -> list[str]:
+    """A step's ``meta.dependents`` as read from SQLite (JSON text), or [] for anything else."""
+    try:
+        names = orjson.loads(value) if isinstance(value, str | bytes) else value
+    except orjson.JSONDecodeError:
+        return []
+    return [name for name in names if isinstance(name, str)] if isinstance(names, list) else []
+
+
+def _waiting(tx: WriteTx, found: list[Any]) -> dict[int, tuple[str, dict[str, Any], list[str]]]:
+    """The waiting steps to look at after the steps ``found`` (id, workflow, dependents, state):
+    those each lists as its dependents (looked up by name), with how the steps they depend on among
+    ``found`` ended; and the steps among ``found`` that wait themselves."""
+    conn = tx.conn
+    waiting: dict[int, tuple[str, dict[str, Any], list[str]]] = {}
+    for _, workflow, dependents, state in found:
+        for name in _names(dependents):
+            row = conn.execute(FILES["waiting_step_named"], {"workflow": workflow, "name": name}).fetchone()
+            if row is not None:
+                waiting.setdefault(row[0], (workflow, _meta(row[1]), []))[2].append(state)
+    for job_id, workflow, _, state in found:
+        if state == "suspended" and job_id not in waiting:
+            row = conn.execute(FILES["meta_of"], {"id": job_id}).fetchone()
+            waiting[job_id] = (workflow, _meta(row[0] if row else None), [])
+    return waiting
+
+
 def settle_in(tx: WriteTx, ids: Iterable[int], now: datetime | None) -> dict[int, JobState]:
     """Settle, in ``tx``, the suspended steps among ``ids`` and those depending on the steps among
     them; steps cancelled on the way settle the ones after them too."""
@@ -70,46 +97,32 @@ def settle_in(tx: WriteTx, ids: Iterable[int], now: datetime | None) -> dict[int
     given = list(ids)
     while given:
         found = conn.execute(FILES["step_identity"], {"ids": orjson.dumps(given).decode()}).fetchall()
+        found = [row for row in found if isinstance(row[1], str)]
         given = []
         woken: set[str] = set()
-        # Each workflow's suspended steps are read once per round, however many of its steps ended.
-        touched: dict[str, tuple[set[int], dict[str, str]]] = {}
-        for job_id, workflow, name, state in found:
-            if isinstance(workflow, str):
-                ids_of, ended = touched.setdefault(workflow, (set(), {}))
-                ids_of.add(job_id)
-                if isinstance(name, str):
-                    ended[name] = state
-        for workflow, (ids_of, ended) in touched.items():
-            waiting = conn.execute(FILES["waiting_steps"], {"workflow": workflow}).fetchall()
-            for step_id, text, _, _ in waiting:
-                meta = _meta(text)
-                deps = meta.get("deps")
-                if not isinstance(deps, list):
-                    continue
-                hit = [ended[name] for name in map(str, deps) if name in ended]
-                if step_id not in ids_of and not hit:
-                    continue
-                # A dependency that just failed (unless ignored) cancels the step at once.
-                early = any(state in FINAL[1:] and meta.get(f"ignore_{state}") is not True for state in hit)
-                verdict = (True, None) if early else _verdict(conn, workflow, meta)
-                if verdict is None:
-                    continue
-                failed, counts = verdict
-                params = {
-                    "id": step_id,
-                    "failed": int(failed),
-                    "now": clock,
-                    "counts": None if counts is None else orjson.dumps(counts).decode(),
-                }
-                row = conn.execute(FILES["settle_step"], params).fetchone()
-                if row is None:
-                    continue
-                settled[step_id] = JobState(row[0])
-                if row[0] == "cancelled":
-                    given.append(step_id)
-                elif row[0] == "available":
-                    woken.add(row[1])
+        for step_id, (workflow, meta, ended) in _waiting(tx, found).items():
+            if not isinstance(meta.get("deps"), list):
+                continue
+            # A dependency that just failed (unless ignored) cancels the step at once.
+            early = any(state in FINAL[1:] and meta.get(f"ignore_{state}") is not True for state in ended)
+            verdict = (True, None) if early else _verdict(conn, workflow, meta)
+            if verdict is None:
+                continue
+            failed, counts = verdict
+            params = {
+                "id": step_id,
+                "failed": int(failed),
+                "now": clock,
+                "counts": None if counts is None else orjson.dumps(counts).decode(),
+            }
+            row = conn.execute(FILES["settle_step"], params).fetchone()
+            if row is None:
+                continue
+            settled[step_id] = JobState(row[0])
+            if row[0] == "cancelled":
+                given.append(step_id)
+            elif row[0] == "available":
+                woken.add(row[1])
         for queue in sorted(woken):
             tx.notify("insert", {"queue": queue}, clock)
     return settled
@@ -156,6 +169,21 @@ class SqliteWorkflows(SqliteCore):
         if conn is not None:
             return await foreign.write_in_caller_tx(conn, run)
         return await self.database.write(run)
+
+    async def add_dependents(
+        self, workflow_id: str, added: Mapping[str, Sequence[str]], *, conn: Any = None
+    ) -> None:
+        def run(tx: WriteTx) -> None:
+            for name, names in added.items():
+                row = tx.conn.execute(FILES["step_id"], {"workflow": workflow_id, "name": name}).fetchone()
+                if row is not None:
+                    params = {"id": row[0], "names": orjson.dumps(list(names)).decode()}
+                    tx.conn.execute(FILES["add_dependents"], params)
+
+        if conn is not None:
+            await foreign.write_in_caller_tx(conn, run)
+        else:
+            await self.database.write(run)
 
     async def workflow_jobs(self, workflow_id: str) -> list[Job]:
         statement = compose("workflow_jobs", "")

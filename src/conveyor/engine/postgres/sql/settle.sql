@@ -1,47 +1,53 @@
 ,
 ready AS (
-    SELECT DISTINCT c.id, c.meta, c.early
+    -- The step's policy, read out of its meta once (see below).
+    SELECT c.id, c.deps, c.workflow, c.early,
+        c.meta -> 'ignore_cancelled' = 'true'::jsonb AS ignore_cancelled,
+        c.meta -> 'ignore_discarded' = 'true'::jsonb AS ignore_discarded,
+        c.meta -> 'ignore_deleted' = 'true'::jsonb AS ignore_deleted,
+        c.meta ->> 'run_if' AS run_if
     FROM candidates AS c
     WHERE c.early OR NOT EXISTS (
         -- From the last dependency back: steps run roughly in the order they were added, so an
         -- unfinished one is usually met at once and a fan-in over thousands is not read whole.
+        -- Each dependency is looked up by workflow and name together (a join lets the planner scan
+        -- the whole workflow per dependency).
         SELECT 1
-        FROM generate_series(jsonb_array_length(c.meta -> 'deps') - 1, 0, -1) AS i
-        JOIN {prefix}.oban_jobs AS x
-          ON (x.meta ->> 'workflow_id') = (c.meta ->> 'workflow_id')
-         AND (x.meta ->> 'name') = (c.meta -> 'deps' ->> i)
-         AND x.meta ? 'workflow_id'
-        WHERE x.state::text NOT IN ('completed', 'cancelled', 'discarded')
+        -- c.deps and c.workflow are read out of meta once (candidates is MATERIALIZED): each
+        -- c.meta -> ... would decompress the whole meta again (a fan-in's lists thousands of names).
+        FROM generate_series(jsonb_array_length(c.deps) - 1, 0, -1) AS i
+        WHERE {step_state_pending} NOT IN ('completed', 'cancelled', 'discarded')
     )
 ),
 verdicts AS (
     SELECT r.id, true AS failed, NULL::jsonb AS counts FROM ready AS r WHERE r.early
     UNION ALL
     SELECT v.id,
-        (v.deleted > 0 AND v.meta -> 'ignore_deleted' IS DISTINCT FROM 'true'::jsonb)
-        OR (v.cancelled > 0 AND v.meta -> 'ignore_cancelled' IS DISTINCT FROM 'true'::jsonb)
-        OR (v.discarded > 0 AND v.meta -> 'ignore_discarded' IS DISTINCT FROM 'true'::jsonb)
+        (v.deleted > 0 AND v.ignore_deleted IS NOT TRUE)
+        OR (v.cancelled > 0 AND v.ignore_cancelled IS NOT TRUE)
+        OR (v.discarded > 0 AND v.ignore_discarded IS NOT TRUE)
         -- A step that runs only on some ending of its dependencies (batch callbacks) is cancelled
         -- when they did not end so.
-        OR (v.meta ->> 'run_if' = 'any_failed' AND v.cancelled + v.discarded + v.deleted = 0)
-        OR (v.meta ->> 'run_if' = 'any_discarded' AND v.discarded = 0)
-        OR (v.meta ->> 'run_if' = 'any_cancelled' AND v.cancelled = 0) AS failed,
+        OR (v.run_if = 'any_failed' AND v.cancelled + v.discarded + v.deleted = 0)
+        OR (v.run_if = 'any_discarded' AND v.discarded = 0)
+        OR (v.run_if = 'any_cancelled' AND v.cancelled = 0) AS failed,
         jsonb_build_object(
             'completed', v.completed, 'cancelled', v.cancelled, 'discarded', v.discarded, 'deleted', v.deleted
         ) AS counts
     FROM (
-        SELECT r.id, r.meta,
-            count(dn.name) FILTER (WHERE x.state::text = 'completed') AS completed,
-            count(dn.name) FILTER (WHERE x.state::text = 'cancelled') AS cancelled,
-            count(dn.name) FILTER (WHERE x.state::text = 'discarded') AS discarded,
-            count(dn.name) FILTER (WHERE x.id IS NULL) AS deleted
+        -- Grouped by the id and small flags, never by meta: hashing a fan-in's meta once per
+        -- dependency would cost seconds.
+        SELECT r.id, r.ignore_cancelled, r.ignore_discarded, r.ignore_deleted, r.run_if,
+            count(dn.name) FILTER (WHERE x.state = 'completed') AS completed,
+            count(dn.name) FILTER (WHERE x.state = 'cancelled') AS cancelled,
+            count(dn.name) FILTER (WHERE x.state = 'discarded') AS discarded,
+            count(dn.name) FILTER (WHERE x.gone) AS deleted
         FROM ready AS r
-        LEFT JOIN LATERAL jsonb_array_elements_text(r.meta -> 'deps') AS dn(name) ON true
-        LEFT JOIN {prefix}.oban_jobs AS x
-          ON (x.meta ->> 'workflow_id') = (r.meta ->> 'workflow_id') AND (x.meta ->> 'name') = dn.name
-         AND x.meta ? 'workflow_id'
+        LEFT JOIN LATERAL jsonb_array_elements_text(r.deps) AS dn(name) ON true
+        LEFT JOIN LATERAL (SELECT {step_state_ended} AS state) AS found ON true
+        LEFT JOIN LATERAL (SELECT found.state AS state, found.state IS NULL AS gone) AS x ON true
         WHERE NOT r.early
-        GROUP BY r.id, r.meta
+        GROUP BY r.id, r.ignore_cancelled, r.ignore_discarded, r.ignore_deleted, r.run_if
     ) AS v
 ),
 settled AS (

@@ -1,6 +1,6 @@
 -- Settle the suspended workflow steps that may now go on: those among %(ids)s, and those that depend
--- on the steps among %(ids)s (conveyor/workflow.py). A step goes on once none of its dependencies is
--- unfinished: it becomes available (scheduled when its time is still ahead), or cancelled when a
+-- on the steps among %(ids)s (conveyor/workflow.py; each step lists its dependents by name). A step
+-- goes on once none of its dependencies is unfinished: it becomes available (scheduled when its time is still ahead), or cancelled when a
 -- dependency was cancelled, discarded or is gone (deleted) and the step's policy does not ignore
 -- that. Whatever calls this runs it after the changes it reports are committed (an ack, a cancel, an
 -- insert), so of two steps finishing at once on two nodes, the settle that starts last sees both
@@ -9,24 +9,41 @@ WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
 given AS (
-    SELECT g.meta ->> 'workflow_id' AS workflow, array_agg(g.id) AS ids,
-        coalesce(array_agg(g.meta ->> 'name') FILTER (WHERE g.meta ->> 'name' IS NOT NULL), '{}') AS names,
-        coalesce(array_agg(g.meta ->> 'name') FILTER (WHERE g.state::text = 'cancelled'), '{}') AS cancelled,
-        coalesce(array_agg(g.meta ->> 'name') FILTER (WHERE g.state::text = 'discarded'), '{}') AS discarded
+    SELECT g.id, g.meta ->> 'workflow_id' AS workflow, g.state::text AS state,
+        CASE WHEN jsonb_typeof(g.meta -> 'dependents') = 'array' THEN g.meta -> 'dependents' ELSE '[]' END
+            AS dependents
     FROM {prefix}.oban_jobs AS g
     WHERE g.id = ANY(%(ids)s::bigint[]) AND jsonb_typeof(g.meta) = 'object' AND g.meta ? 'workflow_id'
-    GROUP BY 1
 ),
--- Each workflow's suspended steps are read once per settle, however many of its steps ended. A step
--- whose dependency just failed (and whose policy does not ignore it) is cancelled at once, without
--- waiting for its other dependencies ("early").
-candidates AS (
-    SELECT d.id, d.meta,
-        (d.meta -> 'deps' ?| g.cancelled AND d.meta -> 'ignore_cancelled' IS DISTINCT FROM 'true'::jsonb)
-        OR (d.meta -> 'deps' ?| g.discarded AND d.meta -> 'ignore_discarded' IS DISTINCT FROM 'true'::jsonb)
-        AS early
+-- The waiting steps that depend on a given step, found by name through its meta.dependents (one
+-- index lookup each), with how that step ended; and the given steps that wait themselves.
+edges AS (
+    SELECT s.id, g.state
     FROM given AS g
-    JOIN {prefix}.oban_jobs AS d ON (d.meta ->> 'workflow_id') = g.workflow
-    WHERE {waiting_step} AND jsonb_typeof(d.meta -> 'deps') = 'array'
-      AND (d.id = ANY(g.ids) OR d.meta -> 'deps' ?| g.names)
+    CROSS JOIN LATERAL jsonb_array_elements_text(g.dependents) AS dn(name)
+    -- No state in the lookup: with one, the planner may take the waiting-steps index and read the
+    -- whole workflow per name.
+    CROSS JOIN LATERAL (
+        SELECT d.id, d.state::text AS state FROM {prefix}.oban_jobs AS d
+        WHERE d.meta ? 'workflow_id' AND (d.meta ->> 'workflow_id') = g.workflow AND (d.meta ->> 'name') = dn.name
+        LIMIT 1
+    ) AS s
+    WHERE s.state = 'suspended'
+    UNION ALL
+    SELECT d.id, NULL FROM given AS g JOIN {prefix}.oban_jobs AS d ON d.id = g.id WHERE {waiting_step}
+),
+-- A step whose dependency just failed (and whose policy does not ignore it) is cancelled at once,
+-- without waiting for its other dependencies ("early").
+candidates AS MATERIALIZED (
+    SELECT d.id, d.meta, d.meta -> 'deps' AS deps, d.meta ->> 'workflow_id' AS workflow,
+        (e.cancelled AND d.meta -> 'ignore_cancelled' IS DISTINCT FROM 'true'::jsonb)
+        OR (e.discarded AND d.meta -> 'ignore_discarded' IS DISTINCT FROM 'true'::jsonb) AS early
+    FROM (
+        SELECT id, coalesce(bool_or(state = 'cancelled'), false) AS cancelled,
+            coalesce(bool_or(state = 'discarded'), false) AS discarded
+        FROM edges GROUP BY id
+    ) AS e
+    -- Through the primary key whatever the estimates (an array, as in fetch_jobs.sql).
+    JOIN {prefix}.oban_jobs AS d ON d.id = e.id AND d.id = ANY(ARRAY(SELECT id FROM edges))
+    WHERE jsonb_typeof(d.meta -> 'deps') = 'array'
 ){settle}

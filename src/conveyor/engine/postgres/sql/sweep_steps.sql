@@ -5,15 +5,13 @@
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
-candidates AS (
-    SELECT d.id, d.meta,
+candidates AS MATERIALIZED (
+    SELECT d.id, d.meta, d.meta -> 'deps' AS deps, d.meta ->> 'workflow_id' AS workflow,
         EXISTS (
-            SELECT 1 FROM jsonb_array_elements_text(d.meta -> 'deps') AS dn(name)
-            JOIN {prefix}.oban_jobs AS x
-              ON (x.meta ->> 'workflow_id') = (d.meta ->> 'workflow_id') AND (x.meta ->> 'name') = dn.name
-             AND x.meta ? 'workflow_id'
-            WHERE (x.state::text = 'cancelled' AND d.meta -> 'ignore_cancelled' IS DISTINCT FROM 'true'::jsonb)
-               OR (x.state::text = 'discarded' AND d.meta -> 'ignore_discarded' IS DISTINCT FROM 'true'::jsonb)
+            SELECT 1 FROM jsonb_array_elements_text(d.meta -> 'deps') AS dn(name),
+                LATERAL (SELECT {step_state_sweep} AS state) AS x
+            WHERE (x.state = 'cancelled' AND d.meta -> 'ignore_cancelled' IS DISTINCT FROM 'true'::jsonb)
+               OR (x.state = 'discarded' AND d.meta -> 'ignore_discarded' IS DISTINCT FROM 'true'::jsonb)
         ) AS early
     FROM {prefix}.oban_jobs AS d
     WHERE {waiting_step} AND jsonb_typeof(d.meta) = 'object' AND jsonb_typeof(d.meta -> 'deps') = 'array'

@@ -1,0 +1,1 @@
+SELECT meta FROM oban_jobs WHERE id = :id;

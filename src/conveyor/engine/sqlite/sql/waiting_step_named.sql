@@ -1,0 +1,6 @@
+-- One suspended step of a workflow, by name (through conveyor_workflow_steps_index).
+SELECT id, meta FROM oban_jobs
+WHERE (CASE WHEN json_valid(meta) THEN meta ->> 'workflow_id' IS NOT NULL ELSE 0 END)
+  AND (CASE WHEN json_valid(meta) THEN meta ->> 'workflow_id' END) = :workflow
+  AND (CASE WHEN json_valid(meta) THEN meta ->> 'name' END) = :name
+  AND state = 'suspended';
