@@ -241,3 +241,13 @@ def test_fleet_limits(any_prefix: str, tmp_path: Path) -> None:
     match = re.search(r"25 jobs: at most (\d+) at once, at most (\d+) started in any second", out)
     assert match is not None, out
     assert int(match[1]) == 2 and 1 <= int(match[2]) <= 10
+
+
+def test_workflow_pipeline(any_prefix: str, tmp_path: Path) -> None:
+    out = run_example("workflow_pipeline.py", any_prefix, tmp_path)
+    assert "workflow: 9 completed" in out
+    assert "fetch before renders: True" in out and "index after every render: True" in out
+    assert "index: ['api', 'guide', 'install', 'intro']" in out
+    assert "published: ['docs.html', 'docs.pdf']" in out
+    assert "render-guide attempts: 2" in out
+    assert "thumbnails: 4 completed" in out
