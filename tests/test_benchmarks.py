@@ -98,3 +98,12 @@ def test_fetch_overhead_reports_each_kind_of_claim_against_plain(dsn: str) -> No
     for kind in ("plain", "global", "partitioned"):
         assert 0 < figures[f"{kind}_median_ms"] <= figures[f"{kind}_p95_ms"]
     assert figures["global_ratio"] > 0 and figures["partitioned_ratio"] > 0
+
+
+def test_workflow_fanout_reports_the_ratio_and_the_enqueue_rate(dsn: str) -> None:
+    command = [sys.executable, "benchmarks/run.py", "workflow-fanout", "--jobs", "30", "--json", "--dsn", dsn]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    (figures,) = (json.loads(line) for line in done.stdout.splitlines())
+    assert figures["scenario"] == "workflow-fanout" and figures["steps"] == 30 and figures["rounds"] == 3
+    assert figures["ratio"] > 0 and figures["enqueue_steps_per_s"] > 0

@@ -15,22 +15,30 @@ given AS (
     FROM {prefix}.oban_jobs AS g
     WHERE g.id = ANY(%(ids)s::bigint[]) AND jsonb_typeof(g.meta) = 'object' AND g.meta ? 'workflow_id'
 ),
--- The waiting steps that depend on a given step, found by name through its meta.dependents (one
--- index lookup each), with how that step ended; and the given steps that wait themselves.
-edges AS (
-    SELECT s.id, g.state
+-- The names the given steps list as their dependents, each once per workflow (a fan-in's
+-- dependencies all name it), with whether one of those steps was cancelled or discarded.
+named AS (
+    SELECT g.workflow, dn.name,
+        bool_or(g.state = 'cancelled') AS cancelled, bool_or(g.state = 'discarded') AS discarded
     FROM given AS g
     CROSS JOIN LATERAL jsonb_array_elements_text(g.dependents) AS dn(name)
+    GROUP BY 1, 2
+),
+-- The waiting steps so named, each found by name (one index lookup); and the given steps that wait
+-- themselves.
+edges AS (
+    SELECT s.id, n.cancelled, n.discarded
+    FROM named AS n
     -- No state in the lookup: with one, the planner may take the waiting-steps index and read the
     -- whole workflow per name.
     CROSS JOIN LATERAL (
         SELECT d.id, d.state::text AS state FROM {prefix}.oban_jobs AS d
-        WHERE d.meta ? 'workflow_id' AND (d.meta ->> 'workflow_id') = g.workflow AND (d.meta ->> 'name') = dn.name
+        WHERE d.meta ? 'workflow_id' AND (d.meta ->> 'workflow_id') = n.workflow AND (d.meta ->> 'name') = n.name
         LIMIT 1
     ) AS s
     WHERE s.state = 'suspended'
     UNION ALL
-    SELECT d.id, NULL FROM given AS g JOIN {prefix}.oban_jobs AS d ON d.id = g.id WHERE {waiting_step}
+    SELECT d.id, false, false FROM given AS g JOIN {prefix}.oban_jobs AS d ON d.id = g.id WHERE {waiting_step}
 ),
 -- A step whose dependency just failed (and whose policy does not ignore it) is cancelled at once,
 -- without waiting for its other dependencies ("early").
@@ -39,8 +47,7 @@ candidates AS MATERIALIZED (
         (e.cancelled AND d.meta -> 'ignore_cancelled' IS DISTINCT FROM 'true'::jsonb)
         OR (e.discarded AND d.meta -> 'ignore_discarded' IS DISTINCT FROM 'true'::jsonb) AS early
     FROM (
-        SELECT id, coalesce(bool_or(state = 'cancelled'), false) AS cancelled,
-            coalesce(bool_or(state = 'discarded'), false) AS discarded
+        SELECT id, bool_or(cancelled) AS cancelled, bool_or(discarded) AS discarded
         FROM edges GROUP BY id
     ) AS e
     -- Through the primary key whatever the estimates (an array, as in fetch_jobs.sql).
