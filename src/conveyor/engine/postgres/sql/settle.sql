@@ -1,13 +1,13 @@
 ,
 ready AS (
     -- The step's policy, read out of its meta once (see below).
-    SELECT c.id, c.deps, c.workflow, c.early,
+    SELECT c.id, c.deps, c.workflow, c.early, c.single, c.cancelled, c.discarded,
         c.meta -> 'ignore_cancelled' = 'true'::jsonb AS ignore_cancelled,
         c.meta -> 'ignore_discarded' = 'true'::jsonb AS ignore_discarded,
         c.meta -> 'ignore_deleted' = 'true'::jsonb AS ignore_deleted,
         c.meta ->> 'run_if' AS run_if
     FROM candidates AS c
-    WHERE c.early OR NOT EXISTS (
+    WHERE c.early OR c.single OR NOT EXISTS (
         -- From the last dependency back: steps run roughly in the order they were added, so an
         -- unfinished one is usually met at once and a fan-in over thousands is not read whole.
         -- Each dependency is looked up by workflow and name together (a join lets the planner scan
@@ -21,6 +21,18 @@ ready AS (
 ),
 verdicts AS (
     SELECT r.id, true AS failed, NULL::jsonb AS counts FROM ready AS r WHERE r.early
+    UNION ALL
+    -- One dependency, ended as the given step did: no lookup.
+    SELECT r.id,
+        (r.cancelled AND r.ignore_cancelled IS NOT TRUE) OR (r.discarded AND r.ignore_discarded IS NOT TRUE)
+        OR (r.run_if = 'any_failed' AND NOT (r.cancelled OR r.discarded))
+        OR (r.run_if = 'any_discarded' AND NOT r.discarded)
+        OR (r.run_if = 'any_cancelled' AND NOT r.cancelled),
+        jsonb_build_object(
+            'completed', (NOT (r.cancelled OR r.discarded))::int, 'cancelled', r.cancelled::int,
+            'discarded', r.discarded::int, 'deleted', 0
+        )
+    FROM ready AS r WHERE r.single AND NOT r.early
     UNION ALL
     SELECT v.id,
         (v.deleted > 0 AND v.ignore_deleted IS NOT TRUE)
@@ -46,7 +58,7 @@ verdicts AS (
         LEFT JOIN LATERAL jsonb_array_elements_text(r.deps) AS dn(name) ON true
         LEFT JOIN LATERAL (SELECT {step_state_ended} AS state) AS found ON true
         LEFT JOIN LATERAL (SELECT found.state AS state, found.state IS NULL AS gone) AS x ON true
-        WHERE NOT r.early
+        WHERE NOT r.early AND NOT r.single
         GROUP BY r.id, r.ignore_cancelled, r.ignore_discarded, r.ignore_deleted, r.run_if
     ) AS v
 ),

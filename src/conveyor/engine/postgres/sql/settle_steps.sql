@@ -9,17 +9,19 @@ WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
 given AS (
-    SELECT g.id, g.meta ->> 'workflow_id' AS workflow, g.state::text AS state,
+    SELECT g.id, g.meta ->> 'workflow_id' AS workflow, g.meta ->> 'name' AS name, g.state::text AS state,
         CASE WHEN jsonb_typeof(g.meta -> 'dependents') = 'array' THEN g.meta -> 'dependents' ELSE '[]' END
             AS dependents
     FROM {prefix}.oban_jobs AS g
     WHERE g.id = ANY(%(ids)s::bigint[]) AND jsonb_typeof(g.meta) = 'object' AND g.meta ? 'workflow_id'
 ),
 -- The names the given steps list as their dependents, each once per workflow (a fan-in's
--- dependencies all name it), with whether one of those steps was cancelled or discarded.
+-- dependencies all name it), with whether one of those steps was cancelled or discarded, and the
+-- names of those that ended (a step depending on one of them alone needs no more lookups).
 named AS (
     SELECT g.workflow, dn.name,
-        bool_or(g.state = 'cancelled') AS cancelled, bool_or(g.state = 'discarded') AS discarded
+        bool_or(g.state = 'cancelled') AS cancelled, bool_or(g.state = 'discarded') AS discarded,
+        array_agg(g.name) FILTER (WHERE g.state IN ('completed', 'cancelled', 'discarded')) AS ended
     FROM given AS g
     CROSS JOIN LATERAL jsonb_array_elements_text(g.dependents) AS dn(name)
     GROUP BY 1, 2
@@ -27,7 +29,7 @@ named AS (
 -- The waiting steps so named, each found by name (one index lookup); and the given steps that wait
 -- themselves.
 edges AS (
-    SELECT s.id, n.cancelled, n.discarded
+    SELECT s.id, n.cancelled, n.discarded, n.ended
     FROM named AS n
     -- No state in the lookup: with one, the planner may take the waiting-steps index and read the
     -- whole workflow per name.
@@ -38,19 +40,29 @@ edges AS (
     ) AS s
     WHERE s.state = 'suspended'
     UNION ALL
-    SELECT d.id, false, false FROM given AS g JOIN {prefix}.oban_jobs AS d ON d.id = g.id WHERE {waiting_step}
+    SELECT d.id, false, false, NULL FROM given AS g JOIN {prefix}.oban_jobs AS d ON d.id = g.id WHERE {waiting_step}
+),
+-- What each waiting step met: whether a dependency among the given steps failed, and which of its
+-- dependencies ended now. MATERIALIZED: computed once, never again per candidate.
+met AS MATERIALIZED (
+    SELECT id, bool_or(cancelled) AS cancelled, bool_or(discarded) AS discarded,
+        array_agg(DISTINCT name) FILTER (WHERE name IS NOT NULL) AS ended
+    FROM edges CROSS JOIN LATERAL unnest(coalesce(edges.ended, '{NULL}'::text[])) AS u(name)
+    GROUP BY id
 ),
 -- A step whose dependency just failed (and whose policy does not ignore it) is cancelled at once,
 -- without waiting for its other dependencies ("early").
 candidates AS MATERIALIZED (
     SELECT d.id, d.meta, d.meta -> 'deps' AS deps, d.meta ->> 'workflow_id' AS workflow,
         (e.cancelled AND d.meta -> 'ignore_cancelled' IS DISTINCT FROM 'true'::jsonb)
-        OR (e.discarded AND d.meta -> 'ignore_discarded' IS DISTINCT FROM 'true'::jsonb) AS early
-    FROM (
-        SELECT id, bool_or(cancelled) AS cancelled, bool_or(discarded) AS discarded
-        FROM edges GROUP BY id
-    ) AS e
+        OR (e.discarded AND d.meta -> 'ignore_discarded' IS DISTINCT FROM 'true'::jsonb) AS early,
+        -- Its only dependency is a given step that ended (a fan-out's steps): settled from that
+        -- step's state alone.
+        coalesce(jsonb_array_length(d.meta -> 'deps') = 1 AND (d.meta -> 'deps' ->> 0) = ANY(e.ended), false)
+            AS single,
+        e.cancelled, e.discarded
+    FROM met AS e
     -- Through the primary key whatever the estimates (an array, as in fetch_jobs.sql).
-    JOIN {prefix}.oban_jobs AS d ON d.id = e.id AND d.id = ANY(ARRAY(SELECT id FROM edges))
+    JOIN {prefix}.oban_jobs AS d ON d.id = e.id AND d.id = ANY(ARRAY(SELECT id FROM met))
     WHERE jsonb_typeof(d.meta -> 'deps') = 'array'
 ){settle}

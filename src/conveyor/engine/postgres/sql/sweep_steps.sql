@@ -12,7 +12,8 @@ candidates AS MATERIALIZED (
                 LATERAL (SELECT {step_state_sweep} AS state) AS x
             WHERE (x.state = 'cancelled' AND d.meta -> 'ignore_cancelled' IS DISTINCT FROM 'true'::jsonb)
                OR (x.state = 'discarded' AND d.meta -> 'ignore_discarded' IS DISTINCT FROM 'true'::jsonb)
-        ) AS early
+        ) AS early,
+        false AS single, false AS cancelled, false AS discarded
     FROM {prefix}.oban_jobs AS d
     WHERE {waiting_step} AND jsonb_typeof(d.meta) = 'object' AND jsonb_typeof(d.meta -> 'deps') = 'array'
       AND d.id > %(after)s
