@@ -72,15 +72,19 @@ def _names(value: Any) -> list[str]:
 
 def _waiting(tx: WriteTx, found: list[Any]) -> dict[int, tuple[str, dict[str, Any], list[str]]]:
     """The waiting steps to look at after the steps ``found`` (id, workflow, dependents, state):
-    those each lists as its dependents (looked up by name), with how the steps they depend on among
-    ``found`` ended; and the steps among ``found`` that wait themselves."""
+    those each lists as its dependents (each name looked up once, however many of the steps name
+    it: a fan-in's dependencies all do), with how the steps they depend on among ``found`` ended;
+    and the steps among ``found`` that wait themselves."""
     conn = tx.conn
-    waiting: dict[int, tuple[str, dict[str, Any], list[str]]] = {}
+    named: dict[tuple[str, str], list[str]] = {}
     for _, workflow, dependents, state in found:
         for name in _names(dependents):
-            row = conn.execute(FILES["waiting_step_named"], {"workflow": workflow, "name": name}).fetchone()
-            if row is not None:
-                waiting.setdefault(row[0], (workflow, _meta(row[1]), []))[2].append(state)
+            named.setdefault((workflow, name), []).append(state)
+    waiting: dict[int, tuple[str, dict[str, Any], list[str]]] = {}
+    for (workflow, name), states in named.items():
+        row = conn.execute(FILES["waiting_step_named"], {"workflow": workflow, "name": name}).fetchone()
+        if row is not None:
+            waiting.setdefault(row[0], (workflow, _meta(row[1]), []))[2].extend(states)
     for job_id, workflow, _, state in found:
         if state == "suspended" and job_id not in waiting:
             row = conn.execute(FILES["meta_of"], {"id": job_id}).fetchone()
