@@ -87,3 +87,9 @@ async def record_span(dsn: str, prefix: str, seconds: float) -> None:
             ),
             (context.id, context.attempt),
         )
+
+
+@job(queue="limited")
+async def sleep_step(seconds: float) -> None:
+    """A workflow step that only takes time (the SQLite fault test reads everything from the rows)."""
+    await asyncio.sleep(seconds)
