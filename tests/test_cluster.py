@@ -12,11 +12,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager, suppress
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,11 +33,10 @@ from conveyor.fleet import CronTick, ProducerBeat
 from conveyor.telemetry import Telemetry
 from tests import cluster_jobs as jobs
 from tests.helpers import make_app
+from tests.node_processes import NodeProcess, describe, node_env, node_processes
 
 T = TypeVar("T")
 
-ROOT = Path(__file__).resolve().parent.parent
-CONVEYOR = Path(sys.executable).with_name("conveyor")
 INSTANCE = "conveyor"  # the default Settings.name
 #: Seconds of slack on timing assertions: two CPU cores shared with other work.
 SLACK = 1.0
@@ -124,70 +122,6 @@ def listen(app: Conveyor) -> Events:
 
 
 # -- node processes -------------------------------------------------------------------------------
-@dataclass
-class NodeProcess:
-    process: asyncio.subprocess.Process
-    log: Path
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def owns(self, node: str | None) -> bool:
-        """Whether ``node`` is this process's default node name (``host-pid-random``)."""
-        return node is not None and node.rsplit("-", 2)[-2] == str(self.pid)
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
-
-
-def describe(nodes: Sequence[NodeProcess]) -> str:
-    return "\n".join(f"--- node pid {n.pid} (exit {n.process.returncode}):\n{n.output()}" for n in nodes)
-
-
-@asynccontextmanager
-async def node_processes(
-    dsn: str, prefix: str, directory: Path, count: int, env: dict[str, str], queues: str = "default:2"
-) -> AsyncIterator[list[NodeProcess]]:
-    """``count`` ``conveyor start`` processes on the test schema; every one is killed on the way out."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("CONVEYOR_")} | env
-    nodes: list[NodeProcess] = []
-    try:
-        for i in range(count):
-            log = directory / f"node-{i}-{uuid.uuid4().hex[:6]}.log"
-            with log.open("wb") as out:
-                process = await asyncio.create_subprocess_exec(
-                    str(CONVEYOR),
-                    "start",
-                    "--dsn",
-                    dsn,
-                    "--prefix",
-                    prefix,
-                    "-q",
-                    queues,
-                    "--import",
-                    "tests.cluster_jobs",
-                    "--poll-interval",
-                    "0.2",
-                    "--shutdown-grace",
-                    "1",
-                    cwd=ROOT,
-                    env=environ,
-                    stdout=out,
-                    stderr=out,
-                )
-            nodes.append(NodeProcess(process, log))
-        yield nodes
-    finally:
-        for node in nodes:
-            if node.process.returncode is None:
-                with suppress(ProcessLookupError):
-                    node.process.kill()
-        for node in nodes:
-            with suppress(Exception):
-                await asyncio.wait_for(node.process.wait(), 10)
-
-
 async def producer_nodes(engine: PostgresEngine) -> set[str]:
     return {p.node for p in await engine.list_producers()}
 
@@ -563,7 +497,7 @@ async def test_killed_leader_process_is_replaced_within_one_ttl(
 ) -> None:
     ttl = 2.0
     env = {"CONVEYOR_LEADER_TTL": str(ttl), "CONVEYOR_HEARTBEAT_INTERVAL": "0.5"}
-    async with node_processes(dsn, prefix, tmp_path, 3, env) as nodes:
+    async with node_processes(dsn, tmp_path, 3, env, "--prefix", prefix, "-q", "default:2") as nodes:
         names = await poll(
             lambda: producer_nodes(engine),
             lambda s: len(s) == 3,
@@ -602,11 +536,7 @@ async def test_jobs_of_a_killed_node_run_again_once_on_a_live_node(
         job_id = await inserter.enqueue(jobs.record_run.new(dsn=dsn, prefix=prefix, first=30.0, later=0.2))
     finally:
         await inserter.close()
-    env = {
-        "CONVEYOR_LEADERSHIP": "false",
-        "CONVEYOR_HEARTBEAT_INTERVAL": str(heartbeat),
-        "CONVEYOR_PRODUCER_TIMEOUT": str(producer_timeout),
-    }
+    env = node_env(heartbeat, producer_timeout)
     survivor = make_app(
         dsn,
         prefix,
@@ -617,7 +547,7 @@ async def test_jobs_of_a_killed_node_run_again_once_on_a_live_node(
         rescue_interval=rescue_interval,
     )
     events = listen(survivor)
-    async with node_processes(dsn, prefix, tmp_path, 1, env) as nodes:
+    async with node_processes(dsn, tmp_path, 1, env, "--prefix", prefix, "-q", "default:2") as nodes:
         try:
             (doomed,) = nodes
             first = await poll(

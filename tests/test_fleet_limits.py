@@ -5,11 +5,8 @@ node's slots come back after rescue."""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 import time
-import uuid
 from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
@@ -23,9 +20,8 @@ from conveyor import JobState
 from conveyor.engine.postgres import PostgresEngine
 from tests import cluster_jobs as jobs
 from tests.helpers import make_app, table
+from tests.node_processes import describe, node_env, node_processes
 
-ROOT = Path(__file__).resolve().parent.parent
-CONVEYOR = Path(sys.executable).with_name("conveyor")
 GLOBAL_LIMIT = 4
 JOBS, SECONDS = 48, 0.4
 
@@ -68,11 +64,6 @@ async def test_three_node_processes_share_a_global_limit_through_a_kill(
     config = tmp_path / "conveyor.toml"
     config.write_text(f"[queues.limited]\nlimit = 10\nglobal_limit = {GLOBAL_LIMIT}\n")
     producer_timeout, rescue_interval, heartbeat = 2.0, 0.5, 0.5
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CONVEYOR_")} | {
-        "CONVEYOR_LEADERSHIP": "false",
-        "CONVEYOR_HEARTBEAT_INTERVAL": str(heartbeat),
-        "CONVEYOR_PRODUCER_TIMEOUT": str(producer_timeout),
-    }
     # Rescue is a leader's duty: an in-test node leads, with nothing of its own to run.
     lifeline = make_app(
         dsn,
@@ -85,8 +76,6 @@ async def test_three_node_processes_share_a_global_limit_through_a_kill(
     ids = await lifeline.enqueue_many(
         [jobs.record_span.new(dsn=dsn, prefix=prefix, seconds=SECONDS) for _ in range(JOBS)]
     )
-    processes: list[asyncio.subprocess.Process] = []
-    logs = [tmp_path / f"node-{i}-{uuid.uuid4().hex[:6]}.log" for i in range(3)]
     samples: list[int] = []
     sampling = True
 
@@ -96,53 +85,30 @@ async def test_three_node_processes_share_a_global_limit_through_a_kill(
                 samples.append(await executing_now(conn, prefix))
                 await asyncio.sleep(0.005)
 
-    def output() -> str:
-        return "\n".join(f"--- {log.name}:\n{log.read_text(errors='replace')[-2000:]}" for log in logs)
-
     await lifeline.start()
     sampler = asyncio.create_task(sample())
+    env = node_env(heartbeat, producer_timeout)
+    options = ("--prefix", prefix, "--config", str(config))
     try:
-        for log in logs:
-            with log.open("wb") as out:
-                processes.append(
-                    await asyncio.create_subprocess_exec(
-                        str(CONVEYOR),
-                        "start",
-                        "--dsn",
-                        dsn,
-                        "--prefix",
-                        prefix,
-                        "--config",
-                        str(config),
-                        "--import",
-                        "tests.cluster_jobs",
-                        "--poll-interval",
-                        "0.2",
-                        "--shutdown-grace",
-                        "1",
-                        cwd=ROOT,
-                        env=env,
-                        stdout=out,
-                        stderr=out,
-                    )
-                )
-        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        async with (
+            node_processes(dsn, tmp_path, 3, env, *options) as nodes,
+            await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn,
+        ):
             # Kill a process while it runs jobs, once the fleet is well under way.
             deadline = time.monotonic() + 60
             victim = None
             while victim is None:
-                assert time.monotonic() < deadline, output()
+                assert time.monotonic() < deadline, describe(nodes)
                 found = await spans(conn, prefix)
                 running = {pid for _, pid, _, _, ended in found if ended is None}
                 if len(found) >= 8:
-                    victim = next((p for p in processes if p.pid in running), None)
+                    victim = next((n.process for n in nodes if n.pid in running), None)
                 await asyncio.sleep(0.01)
             victim.send_signal(signal.SIGKILL)
             killed_at = (await (await conn.execute("SELECT clock_timestamp()")).fetchone())[0]  # type: ignore[index]
             await victim.wait()
-
             while True:
-                assert time.monotonic() < deadline, output()
+                assert time.monotonic() < deadline, describe(nodes)
                 cur = await conn.execute(
                     sql.SQL("SELECT count(*) FROM {} WHERE state = 'completed'").format(table(prefix))
                 )
@@ -155,12 +121,6 @@ async def test_three_node_processes_share_a_global_limit_through_a_kill(
         sampling = False
         with suppress(Exception):
             await sampler
-        for process in processes:
-            if process.returncode is None:
-                with suppress(ProcessLookupError):
-                    process.kill()
-            with suppress(Exception):
-                await asyncio.wait_for(process.wait(), 10)
         await lifeline.stop()
 
     # The database never held more than the global limit of jobs executing and not ended, sampled
