@@ -15,19 +15,28 @@ from psycopg import sql
 from conveyor import current_job, job
 
 
-def runs_table(prefix: str) -> sql.Composed:
-    return sql.SQL("{}.{}").format(sql.Identifier(prefix), sql.Identifier("runs"))
+def _table(prefix: str, name: str) -> sql.Composed:
+    return sql.SQL("{}.{}").format(sql.Identifier(prefix), sql.Identifier(name))
 
 
-def create_runs_table(dsn: str, prefix: str) -> None:
-    """The table ``record_run`` writes to: one row per start of a job, whichever process ran it."""
+def _create_start_log(dsn: str, prefix: str, name: str, more: str = "") -> None:
+    """A table of job starts: which job, which process, which attempt, when (and ``more`` columns)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
             sql.SQL(
                 "CREATE TABLE {} (job_id bigint NOT NULL, pid integer NOT NULL, attempt integer NOT NULL,"
-                " started_at timestamptz NOT NULL DEFAULT clock_timestamp())"
-            ).format(runs_table(prefix))
+                " started_at timestamptz NOT NULL DEFAULT clock_timestamp()" + more + ")"
+            ).format(_table(prefix, name))
         )
+
+
+def runs_table(prefix: str) -> sql.Composed:
+    return _table(prefix, "runs")
+
+
+def create_runs_table(dsn: str, prefix: str) -> None:
+    """The table ``record_run`` writes to: one row per start of a job, whichever process ran it."""
+    _create_start_log(dsn, prefix, "runs")
 
 
 @job(queue="default")
@@ -54,18 +63,12 @@ async def cron_tick(label: str = "") -> str:
 
 
 def spans_table(prefix: str) -> sql.Composed:
-    return sql.SQL("{}.{}").format(sql.Identifier(prefix), sql.Identifier("spans"))
+    return _table(prefix, "spans")
 
 
 def create_spans_table(dsn: str, prefix: str) -> None:
     """The table ``record_span`` writes to: when each start of a job began and ended, and where."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL(
-                "CREATE TABLE {} (job_id bigint NOT NULL, pid integer NOT NULL, attempt integer NOT NULL,"
-                " started_at timestamptz NOT NULL DEFAULT clock_timestamp(), ended_at timestamptz)"
-            ).format(spans_table(prefix))
-        )
+    _create_start_log(dsn, prefix, "spans", ", ended_at timestamptz")
 
 
 @job(queue="limited")
