@@ -256,3 +256,25 @@ def test_a_sub_workflow_becomes_a_group_of_named_steps() -> None:
     assert deps == {"start": [], "sub.x": ["start"], "sub.y": ["sub.x", "start"], "end": ["sub.x", "sub.y"]}
     assert hold == [1, 2, 3]
     assert {r.meta["workflow_id"] for r in requests} == {outer.id}
+
+
+async def test_steps_another_client_wrote_badly_never_stall_the_others(any_engine: Engine) -> None:
+    """Rows claiming to be steps with junk where the workflow's fields go (a number for an id,
+    deps that are not a list or hold non-names, dependents that are not a list): acking them, a
+    settle and the sweep go on, and a real workflow beside them runs as always."""
+    junk = [
+        {"workflow_id": 5, "name": "a", "deps": ["b"]},
+        {"workflow_id": "junk", "name": "a", "deps": "b", "dependents": 7},
+        {"workflow_id": "junk", "name": "b", "deps": [1, None, {"x": 1}], "dependents": ["a", 3, None]},
+        {"workflow_id": "junk", "name": None, "deps": [], "dependents": {"a": 1}},
+    ]
+    junk_ids = await any_engine.insert([req(meta=meta) for meta in junk], now=T0, hold=[1, 2])
+    ids = await enqueue(any_engine, diamond())
+    claimed = await any_engine.fetch_jobs("default", 100, node="n", producer=uid(1), now=T0)
+    acks = [Ack(j.id, 1, JobState.DISCARDED if j.id in junk_ids else JobState.COMPLETED) for j in claimed]
+    await any_engine.ack_jobs(acks, now=T0)
+    await any_engine.sweep_steps(now=T0)
+    await any_engine.settle_steps([int(i) for i in junk_ids], now=T0)
+    found = await states(any_engine, ids)
+    assert found["a"] is JobState.COMPLETED
+    assert found["b"] is JobState.AVAILABLE and found["c"] is JobState.AVAILABLE

@@ -138,7 +138,8 @@ class Producer(Service):
             if not self.running:
                 self._idle.set()
         self.acker.push(ack)
-        if self._backlog or self.capped:
+        # A job that ends frees a global slot at once (its ack is not counted), never a rate one.
+        if self._backlog or (self.capped and self.limits.global_limit is not None):
             self.wake()
 
     def cancel_job(self, job_id: int, reason: str) -> bool:

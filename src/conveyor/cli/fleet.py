@@ -101,20 +101,19 @@ def _queue_command(
 
 def _partition(text: str) -> dict[str, object]:
     """``--partition worker,args.tenant,meta.region`` as ``Partition.build`` takes it."""
-    shape: dict[str, object] = {}
+    worker = False
+    keys: dict[str, list[str]] = {"args": [], "meta": []}
     for item in (part.strip() for part in text.split(",")):
         field, dot, key = item.partition(".")
         if item == "worker":
-            shape["worker"] = True
-        elif dot and field in ("args", "meta") and key:
-            keys = shape.setdefault(field, [])
-            assert isinstance(keys, list)
-            keys.append(key)
+            worker = True
+        elif dot and field in keys and key:
+            keys[field].append(key)
         else:
             raise click.BadParameter(
                 f"{item!r} is not worker, args.KEY or meta.KEY", param_hint="--partition"
             )
-    return shape
+    return {"worker": worker} | {field: names for field, names in keys.items() if names}
 
 
 def _fleet_limits(global_limit: object, rate_limit: object, partition: object = None) -> dict[str, object]:

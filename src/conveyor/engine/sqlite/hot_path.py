@@ -15,7 +15,7 @@ from conveyor.engine._partitions import KeySyntax, Shape
 from conveyor.engine.sqlite.core import FILES, compose
 from conveyor.engine.sqlite.database import Tx
 from conveyor.engine.sqlite.rows import check_now, fetch_order, later_text, read_jobs, time_text, utc_clock
-from conveyor.engine.sqlite.workflows import SqliteWorkflows, settle_in
+from conveyor.engine.sqlite.workflows import SqliteWorkflows, settle_beside
 from conveyor.errors import ValidationError
 from conveyor.job import Job
 from conveyor.limits import Claimed, FetchLimits, capped_by
@@ -164,7 +164,7 @@ class SqliteHotPath(SqliteWorkflows):
             rows = tx.conn.execute(statement, params).fetchall()
             steps = [row[0] for row in rows if row[1]]
             if steps:  # in the ack's transaction: one writer at a time, so nothing slips between
-                settle_in(tx, steps, now)
+                settle_beside(tx, steps, now)
             return [row[0] for row in rows]
 
         return await self.database.write(run)

@@ -13,7 +13,7 @@ from conveyor.engine.sqlite import foreign
 from conveyor.engine.sqlite.core import FILES, compose
 from conveyor.engine.sqlite.database import WriteTx
 from conveyor.engine.sqlite.rows import check_now, read_jobs, time_text, utc_clock
-from conveyor.engine.sqlite.workflows import SqliteWorkflows, settle_in
+from conveyor.engine.sqlite.workflows import SqliteWorkflows, settle_beside
 from conveyor.filters import JobFilter
 from conveyor.job import Job
 
@@ -100,7 +100,7 @@ class SqliteJobs(SqliteWorkflows):
                 if state == "executing":
                     tx.notify("signal", {"action": "pkill", "job_id": job_id}, clock)
             if cancelled:  # cancelled steps end: the steps that depend on them settle now
-                settle_in(tx, cancelled, now)
+                settle_beside(tx, cancelled, now)
             return sorted(cancelled)
 
         return await self._write(run, conn)

@@ -6,6 +6,7 @@ the second sees the first."""
 from __future__ import annotations
 
 import functools
+import logging
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
@@ -20,6 +21,8 @@ from conveyor.engine.sqlite.rows import check_now, read_jobs, time_text, utc_clo
 from conveyor.job import Job, JobState
 
 FINAL = ("completed", "cancelled", "discarded")
+log = logging.getLogger("conveyor.workflows")
+
 #: Suspended steps looked at per sweep page.
 SWEEP_BATCH = 500
 
@@ -130,6 +133,20 @@ def settle_in(tx: WriteTx, ids: Iterable[int], now: datetime | None) -> dict[int
         for queue in sorted(woken):
             tx.notify("insert", {"queue": queue}, clock)
     return settled
+
+
+def settle_beside(tx: WriteTx, ids: Sequence[int], now: datetime | None) -> None:
+    """``settle_in`` for the steps an ack or a cancel just ended, in its transaction, under a
+    savepoint: a settle that fails (a row another client wrote that no guard foresaw) is undone and
+    logged, never the ack or cancel beside it; the leader's sweep tries again."""
+    tx.conn.execute("SAVEPOINT conveyor_settle")
+    try:
+        settle_in(tx, ids, now)
+    except sqlite3.Error as exc:
+        tx.conn.execute("ROLLBACK TO conveyor_settle")
+        log.warning("settling the steps after jobs %s failed (%r); the sweep will", ids[:10], exc)
+    finally:
+        tx.conn.execute("RELEASE conveyor_settle")
 
 
 def _page(params: dict[str, Any], conn: sqlite3.Connection) -> list[Any]:
