@@ -42,3 +42,9 @@ def burn(loops: int) -> int:
 def pause(seconds: float) -> None:
     """Sleeps in a process of the pool: warming up every process at once (imports, first job)."""
     time.sleep(seconds)
+
+
+@job(record=True)
+async def echo(n: int) -> int:
+    """Returns its argument as its recorded result: the relay scenario's round trip."""
+    return n

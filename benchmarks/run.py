@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_table
 from insert import insert_bulk, insert_single, insert_unique, insert_unique_bulk
+from relay import relay, wait_many
 from runtime import (
     cpu,
     drain,
@@ -45,6 +46,8 @@ SCENARIOS: dict[str, Scenario] = {
     "rate-limit-tenants": rate_limit_tenants,
     "fetch-overhead": fetch_overhead,
     "workflow-fanout": workflow_fanout,
+    "relay": relay,
+    "wait-many": wait_many,
 }
 #: Engines the scenarios can run on (``common.fresh_app`` opens them).
 ENGINES = ("postgres", "sqlite")

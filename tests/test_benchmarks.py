@@ -6,10 +6,19 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ("insert-bulk", "insert-single")
 UNIQUE_SCENARIOS = ("insert-unique", "insert-unique-bulk")
+
+
+def run_benchmarks(dsn: str, *arguments: str) -> list[dict[str, Any]]:
+    """``benchmarks/run.py ARGUMENTS --json --dsn DSN``: the JSON object of each line it printed."""
+    command = [sys.executable, "benchmarks/run.py", *arguments, "--json", "--dsn", dsn]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    return [json.loads(line) for line in done.stdout.splitlines()]
 
 
 def test_benchmarks_print_one_json_object_per_scenario(dsn: str) -> None:
@@ -80,20 +89,14 @@ def test_unique_insert_benchmarks_report_ratios_against_plain_inserts(dsn: str) 
 
 
 def test_drain_global_reports_the_ratio_to_a_plain_drain(dsn: str) -> None:
-    command = [sys.executable, "benchmarks/run.py", "drain-global", "--jobs", "50", "--json", "--dsn", dsn]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
-    (figures,) = (json.loads(line) for line in done.stdout.splitlines())
+    (figures,) = run_benchmarks(dsn, "drain-global", "--jobs", "50")
     assert figures["scenario"] == "drain-global" and figures["rounds"] == 3
     assert figures["capped_range"][0] <= figures["jobs_per_s"] <= figures["capped_range"][1]
     assert figures["ratio"] > 0
 
 
 def test_fetch_overhead_reports_each_kind_of_claim_against_plain(dsn: str) -> None:
-    command = [sys.executable, "benchmarks/run.py", "fetch-overhead", "--jobs", "20", "--json", "--dsn", dsn]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
-    (figures,) = (json.loads(line) for line in done.stdout.splitlines())
+    (figures,) = run_benchmarks(dsn, "fetch-overhead", "--jobs", "20")
     assert figures["scenario"] == "fetch-overhead" and figures["calls"] == 20
     for kind in ("plain", "global", "partitioned"):
         assert 0 < figures[f"{kind}_median_ms"] <= figures[f"{kind}_p95_ms"]
@@ -101,9 +104,14 @@ def test_fetch_overhead_reports_each_kind_of_claim_against_plain(dsn: str) -> No
 
 
 def test_workflow_fanout_reports_the_ratio_and_the_enqueue_rate(dsn: str) -> None:
-    command = [sys.executable, "benchmarks/run.py", "workflow-fanout", "--jobs", "30", "--json", "--dsn", dsn]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr
-    (figures,) = (json.loads(line) for line in done.stdout.splitlines())
+    (figures,) = run_benchmarks(dsn, "workflow-fanout", "--jobs", "30")
     assert figures["scenario"] == "workflow-fanout" and figures["steps"] == 30 and figures["rounds"] == 3
     assert figures["ratio"] > 0 and figures["enqueue_steps_per_s"] > 0
+
+
+def test_relay_reports_round_trips_against_the_floor(dsn: str) -> None:
+    (figures,) = run_benchmarks(dsn, "relay", "--jobs", "20")
+    assert figures["scenario"] == "relay" and figures["relays"] == 20
+    assert (
+        0 < figures["p50_ms"] <= figures["p95_ms"] and 0 < figures["floor_p50_ms"] <= figures["floor_p95_ms"]
+    )

@@ -251,3 +251,18 @@ def test_workflow_pipeline(any_prefix: str, tmp_path: Path) -> None:
     assert "published: ['docs.html', 'docs.pdf']" in out
     assert "render-guide attempts: 2" in out
     assert "thumbnails: 4 completed" in out
+
+
+def test_fastapi_progress(any_prefix: str, tmp_path: Path) -> None:
+    out = run_example("fastapi_progress.py", any_prefix, tmp_path)
+    assert out.splitlines()[:4] == [
+        "POST /reports -> 202, status at /reports/<id>: True",
+        "waiting: state=scheduled phase=awaiting approval",
+        "result so far -> 202",
+        "POST approve -> 202 {'state': 'available'}",
+    ]
+    assert "running: state=executing phase=render, 5 pages" in out
+    assert "GET result?wait=10 -> 200 {'published': True, 'by': 'ada', 'url': '/files/report-5.pdf'}" in out
+    assert "final progress: {" in out and "'phase': 'published'" in out and "'done': 5" in out
+    assert re.search(r"approve a finished report -> 409: .*a finished job receives no signals", out)
+    assert "unknown report -> 404" in out

@@ -8,16 +8,24 @@ from conveyor.definition import ExecutorKind, JobDefinition, job, worker
 from conveyor.errors import (
     ConveyorError,
     DatabaseUnreachableError,
+    JobCancelledError,
+    JobDiscardedError,
+    JobEndedError,
+    JobFailedError,
     JobNotFoundError,
     SchemaError,
+    SignalTimeoutError,
     UnknownOptionError,
     UnsupportedConnectionError,
     ValidationError,
+    WaitTimeoutError,
     WorkerNotFoundError,
 )
 from conveyor.filters import JobFilter
+from conveyor.inbox import receive, receive_sync, signals, wait_for_signal, wait_for_signal_sync
 from conveyor.job import ExistingJobId, Job, JobId, JobState
 from conveyor.outcomes import Cancel, Discard, Record, Snooze
+from conveyor.progress import progress, progress_sync
 from conveyor.queue_settings import QueueSettings
 from conveyor.request import JobRequest
 from conveyor.settings import Settings
@@ -36,8 +44,12 @@ __all__ = [
     "ExistingJobId",
     "FakeClock",
     "Job",
+    "JobCancelledError",
     "JobContext",
     "JobDefinition",
+    "JobDiscardedError",
+    "JobEndedError",
+    "JobFailedError",
     "JobFilter",
     "JobId",
     "JobNotFoundError",
@@ -47,17 +59,26 @@ __all__ = [
     "Record",
     "SchemaError",
     "Settings",
+    "SignalTimeoutError",
     "Snooze",
     "SystemClock",
     "Unique",
     "UnknownOptionError",
     "UnsupportedConnectionError",
     "ValidationError",
+    "WaitTimeoutError",
     "WorkerNotFoundError",
     "Workflow",
     "WorkflowStatus",
     "current_job",
     "job",
+    "progress",
+    "progress_sync",
+    "receive",
+    "receive_sync",
+    "signals",
+    "wait_for_signal",
+    "wait_for_signal_sync",
     "worker",
 ]
 __version__ = "0.1.0"

@@ -32,6 +32,11 @@ class Portal:
                 self._loop, self._thread = loop, thread
             return self._loop
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The portal's loop while it runs."""
+        return self._loop
+
     def is_current(self) -> bool:
         """Is the caller running on the portal's own thread (inside a ``_sync`` twin)?"""
         thread = self._thread

@@ -16,11 +16,12 @@ from types import EllipsisType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from conveyor._control import list_queues, scale_changes, send_queue_signal
-from conveyor._options import check_job_id
+from conveyor._options import check_delay, check_job_id
 from conveyor._portal import Portal
 from conveyor._resolver import Resolver
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor._runtime.node import Node
+from conveyor._waiters import Waiters
 from conveyor._workflows import (
     cancel_workflow,
     enqueue_workflow,
@@ -36,7 +37,8 @@ from conveyor.engines import default_database_url, engine_from_url
 from conveyor.errors import ConveyorError, JobNotFoundError, ValidationError
 from conveyor.filters import JobFilter
 from conveyor.fleet import QueueInfo
-from conveyor.job import Job, JobId, job_ids
+from conveyor.inbox import MAX_MESSAGES, encode_message
+from conveyor.job import FINAL_STATES, Job, JobId, JobState, job_ids
 from conveyor.limits import GlobalLimit, RateLimit
 from conveyor.recorded import decode_result
 from conveyor.request import JobRequest
@@ -144,6 +146,8 @@ class Conveyor:
         self.resolver = Resolver(jobs)
         self.telemetry = Telemetry()
         self.node: Node | None = None
+        #: Everyone waiting for jobs, per engine and event loop (the app's own, the portal's).
+        self._waiters: dict[tuple[int, int], Waiters] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def __aenter__(self) -> Conveyor:
@@ -192,6 +196,9 @@ class Conveyor:
     async def close(self) -> None:
         """Close the connections opened by the async API and by the ``_sync`` twins."""
         if self._engine is not None and self._engine_loop is not None:
+            waiters = self._waiters.pop((id(self._engine), id(self._engine_loop)), None)
+            if waiters is not None:
+                await waiters.stop()
             await self._engine.close()
             self._engine_loop = None
             if self._owns_engine:
@@ -200,6 +207,9 @@ class Conveyor:
 
     def close_sync(self) -> None:
         if self._portal_engine is not None:
+            waiters = self._waiters.pop((id(self._portal_engine), id(self._portal.loop)), None)
+            if waiters is not None:
+                self._portal.call(waiters.stop)
             self._portal.call(self._portal_engine.close)
             self._portal_engine = None
         self._portal.stop()
@@ -375,6 +385,73 @@ class Conveyor:
     workflow_status_sync = blocking_twin(workflow_status)
     cancel_workflow_sync = blocking_twin(cancel_workflow)
     retry_workflow_sync = blocking_twin(retry_workflow)
+
+    # -- relay: waiting for jobs, signals to jobs ------------------------------------------------
+    async def wait(self, job_id: int, *, timeout: float | None = None, through_retries: bool = False) -> Job:
+        """Wait until the job completes and return it as stored then (``Job.result`` holds what it
+        recorded, ``Job.progress`` what it reported), whichever node runs it.
+
+        Raises ``JobCancelledError``/``JobDiscardedError`` when it ends so, ``JobFailedError`` when an
+        attempt fails (unless ``through_retries``: then the wait goes on until the job is final),
+        ``JobNotFoundError`` for an id no job has (or a job deleted meanwhile), and
+        ``WaitTimeoutError`` after ``timeout`` seconds (None: no limit); the job itself goes on
+        either way. Woken by the "ended" notification, polled every ``poll_interval`` as well."""
+        job_id = check_job_id(job_id, "job_id")
+        if timeout is not None:
+            timeout = check_delay("timeout", timeout)
+        if not isinstance(through_retries, bool):
+            raise ValidationError("through_retries", through_retries, "must be True or False")
+        return await self._run(lambda e: self._waiters_of(e).wait(job_id, timeout, through_retries))
+
+    async def relay(
+        self, request: JobRequest, *, timeout: float | None = None, through_retries: bool = False
+    ) -> Any:
+        """Enqueue ``request``, wait for it (see ``wait``) and return the value it recorded (None
+        when it recorded nothing: give the job ``record=True`` or return ``Record(value)``)."""
+        if timeout is not None:
+            timeout = check_delay("timeout", timeout)
+        if not isinstance(through_retries, bool):
+            raise ValidationError("through_retries", through_retries, "must be True or False")
+
+        async def relay(engine: Engine) -> Job:
+            return await self._waiters_of(engine).relay(
+                lambda: self.enqueue(request), timeout, through_retries
+            )
+
+        return (await self._run(relay)).result
+
+    async def signal(self, job_id: int, message: Mapping[str, Any]) -> JobState:
+        """Send ``message`` (a JSON object of at most 8,000 bytes) to a job, from anywhere: it is
+        stored with the job (``Job.signals``) and a running job is told at once; a job that let go
+        of its slot in ``wait_for_signal`` runs again. Return the job's state afterwards. A final
+        job, or one holding 1,000 messages already, refuses it (``ValidationError``)."""
+        job_id = check_job_id(job_id, "job_id")
+        encoded = encode_message(message)
+        found = await self._run(lambda e: e.signal_job(job_id, encoded, limit=MAX_MESSAGES))
+        if found is None:
+            raise JobNotFoundError(job_id)
+        state, position = found
+        if position is None:
+            problem = (
+                f"job {job_id} is {state.value}: a finished job receives no signals"
+                if state in FINAL_STATES
+                else f"job {job_id} already holds {MAX_MESSAGES} signals"
+            )
+            raise ValidationError("job_id" if state in FINAL_STATES else "message", job_id, problem)
+        return state
+
+    wait_sync = blocking_twin(wait)
+    relay_sync = blocking_twin(relay)
+    signal_sync = blocking_twin(signal)
+
+    def _waiters_of(self, engine: Engine) -> Waiters:
+        key = (id(engine), id(asyncio.get_running_loop()))
+        found = self._waiters.get(key)
+        if found is None:
+            found = self._waiters[key] = Waiters(
+                engine, poll_interval=self.settings.poll_interval, notifications=self.settings.notifications
+            )
+        return found
 
     # -- managing jobs -----------------------------------------------------------------------
     async def get_job(self, job_id: int) -> Job | None:

@@ -3,11 +3,70 @@
 from __future__ import annotations
 
 import contextvars
-from dataclasses import dataclass
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from conveyor.job import Job
 
 _current: contextvars.ContextVar[JobContext] = contextvars.ContextVar("conveyor_job")
+_CREATING = threading.Lock()
+
+
+class JobLink(Protocol):
+    """What connects a running job to its node: stored progress and signals (``_runtime/job_link``).
+    A job run outside a node (a worker process, a test calling the function) has none."""
+
+    def progress_changed(self, context: JobContext) -> None:
+        """``context.progress`` changed (called from any thread): write it soon."""
+
+    async def receive(self, context: JobContext, timeout: float | None) -> dict[str, Any]:
+        """The job's next signal, waiting for it up to ``timeout`` seconds."""
+
+    def run_on_loop(self, work: Any) -> Any:
+        """Run a coroutine on the node's loop from a job's thread and return its result."""
+
+
+class Progress:
+    """The progress fields of one attempt, merged under a lock (coroutines and threads of one job
+    may report at once; every field any of them sets is kept). ``version`` counts the merges, so the
+    writer knows whether what it stored is the latest."""
+
+    __slots__ = ("_lock", "fields", "version", "written")
+
+    def __init__(self, stored: Mapping[str, Any]) -> None:
+        self._lock = threading.Lock()
+        self.fields: dict[str, Any] = dict(stored)
+        self.version = 0
+        self.written = 0
+
+    def merge(self, update: Mapping[str, Any], check: Any) -> dict[str, Any]:
+        """Merge ``update`` after ``check(merged)`` accepted the result; return the merged fields."""
+        with self._lock:
+            merged = {**self.fields, **update}
+            check(merged)
+            self.fields = merged
+            self.version += 1
+            return merged
+
+    def snapshot(self) -> tuple[int, dict[str, Any]]:
+        with self._lock:
+            return self.version, dict(self.fields)
+
+    def unwritten(self) -> dict[str, Any] | None:
+        """The fields when some merge is not stored yet, else None."""
+        with self._lock:
+            return dict(self.fields) if self.version != self.written else None
+
+
+@dataclass(slots=True)
+class Inbox:
+    """The signals of one run of a job: those stored so far, and how many this run has received.
+    Every run starts at the first message again (see ``conveyor.inbox``)."""
+
+    messages: list[dict[str, Any]]
+    position: int = 0
 
 
 @dataclass(slots=True)
@@ -25,6 +84,25 @@ class JobContext:
     cancel_reason: str | None = None
     #: Where the job runs ("async", "thread", "process"), set by the runner.
     executor: str | None = None
+    #: The node's side of progress and signals; None outside a node.
+    link: JobLink | None = None
+    _progress: Progress | None = None
+    _inbox: Inbox | None = field(default=None, repr=False)
+
+    @property
+    def progress(self) -> Progress:
+        """This attempt's progress, starting from what the job stored before."""
+        if self._progress is None:
+            with _CREATING:  # two threads of one job reporting first at once share one
+                if self._progress is None:
+                    self._progress = Progress(self.job.progress)
+        return self._progress
+
+    @property
+    def inbox(self) -> Inbox:
+        if self._inbox is None:
+            self._inbox = Inbox(self.job.signals)
+        return self._inbox
 
     @property
     def id(self) -> int:

@@ -77,3 +77,53 @@ class EngineClosedError(ConveyorError, RuntimeError):
 
 class DatabaseUnreachableError(ConveyorError, ConnectionError):
     """The database could not be reached or refused the connection; the message gives its reason."""
+
+
+class JobEndedError(ConveyorError):
+    """A job someone waited for (``Conveyor.wait``, ``relay``) ended without completing; ``job`` is
+    the job as stored then (state, errors, meta)."""
+
+    def __init__(self, job: Any, what: str) -> None:
+        self.job = job
+        last = job.errors[-1].get("error") if job.errors and isinstance(job.errors[-1], dict) else None
+        detail = f": {str(last).splitlines()[-1][:300]}" if last else ""
+        super().__init__(f"job {job.id} ({job.worker}) {what}{detail}")
+
+
+class JobCancelledError(JobEndedError):
+    """The awaited job was cancelled."""
+
+    def __init__(self, job: Any) -> None:
+        super().__init__(job, "was cancelled")
+
+
+class JobDiscardedError(JobEndedError):
+    """The awaited job was discarded (its attempts ran out, or it discarded itself)."""
+
+    def __init__(self, job: Any) -> None:
+        super().__init__(job, "was discarded")
+
+
+class JobFailedError(JobEndedError):
+    """An attempt of the awaited job failed and it will be retried; raised unless the wait goes on
+    through retries (``through_retries=True``)."""
+
+    def __init__(self, job: Any) -> None:
+        super().__init__(job, f"failed attempt {job.attempt} of {job.max_attempts} (it will be retried)")
+
+
+class WaitTimeoutError(ConveyorError, TimeoutError):
+    """Waiting for a job took longer than the timeout given. The job itself goes on: a wait never
+    changes the job it waits for."""
+
+    def __init__(self, job_id: int, timeout: float, state: Any) -> None:
+        self.job_id = job_id
+        self.timeout = timeout
+        #: The job's state when the wait gave up, as last seen (None: not read yet).
+        self.state = state
+        seen = getattr(state, "value", state) or "not seen yet"
+        super().__init__(f"job {job_id} did not finish within {timeout:g}s (it was {seen})")
+
+
+class SignalTimeoutError(ConveyorError, TimeoutError):
+    """Inside a job: no signal arrived within the time ``receive`` or ``wait_for_signal`` was given."""

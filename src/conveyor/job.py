@@ -97,3 +97,28 @@ class Job:
     #: read hold neutral values (empty args, the epoch for a time). A node never runs it: it ends
     #: the job ``discarded`` with this reason in ``errors``.
     unreadable: str | None = None
+
+    @property
+    def progress(self) -> dict[str, Any]:
+        """What the job reported with ``progress(...)`` (``meta["progress"]``), kept after it ends;
+        ``{}`` when it reported nothing (or another client stored something else there)."""
+        value = self.meta.get("progress") if isinstance(self.meta, dict) else None
+        return dict(value) if isinstance(value, dict) else {}
+
+    @property
+    def signals(self) -> list[dict[str, Any]]:
+        """The messages sent to this job with ``Conveyor.signal``, oldest first (``meta["signals"]``;
+        entries another client stored that are not JSON objects are left out)."""
+        value = self.meta.get("signals") if isinstance(self.meta, dict) else None
+        return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+    @property
+    def result(self) -> Any:
+        """The value the job recorded (``Record``, or ``record=True``), decoded; None when it
+        recorded nothing. Raises ``UnreadableResultError`` when the stored value cannot be read."""
+        from conveyor.recorded import decode_result  # recorded imports errors only; kept lazy anyway
+
+        try:
+            return decode_result(self.meta)
+        except LookupError:
+            return None

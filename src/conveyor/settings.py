@@ -51,6 +51,9 @@ class Settings:
     shutdown_grace: float = 15.0
     ack_batch_size: int = 1000
     ack_delay: float = 0.002
+    #: Seconds between two writes of one job's progress (``conveyor.progress``): reports in between
+    #: are merged, and the latest fields are written when the interval has passed. 0: every report.
+    progress_interval: float = 0.5
     #: Threads for blocking jobs (default: the sum of queue limits, 4 to 100).
     threads: int | None = None
     #: Processes for CPU-bound jobs (default: the number of cores); started on first use.
@@ -116,7 +119,7 @@ POSITIVE_DURATIONS = frozenset(
     }
 )
 #: Durations in seconds that may be 0 (no grace, no ack delay, prune as soon as final).
-DURATIONS = POSITIVE_DURATIONS | {"shutdown_grace", "ack_delay", "prune_max_age"}
+DURATIONS = POSITIVE_DURATIONS | {"shutdown_grace", "ack_delay", "prune_max_age", "progress_interval"}
 #: The longest duration accepted (100 years); longer ones overflow timers and timestamps.
 MAX_DURATION = opt.MAX_DELAY_SECONDS
 BOOLEANS = frozenset({"notifications", "leadership", "prune"})

@@ -6,7 +6,8 @@ import asyncio
 import itertools
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -103,6 +104,18 @@ class Heard:
         while (channel, payload) not in self.items:
             assert time.monotonic() < deadline, f"never heard {channel} {payload}: {self.items}"
             await asyncio.sleep(0.005)
+
+
+@asynccontextmanager
+async def listening(engine: Engine, channels: list[str]) -> AsyncIterator[Heard]:
+    """Everything said on ``channels`` while the block runs (listening has begun when it starts)."""
+    heard = Heard()
+    listener = await engine.listen(channels, heard)
+    try:
+        await heard.wait_for("listener", {"event": "connected"})
+        yield heard
+    finally:
+        await listener.stop()
 
 
 async def settle(engine: Engine, heard: Heard, marker: int = 0) -> None:

@@ -13,21 +13,15 @@ from conveyor import JobFilter, JobState
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from conveyor.fleet import CronTick, ProducerBeat
-from tests.conformance.contract import T0, Heard, fetch, put, req, settle, uid
+from tests.conformance.contract import T0, Heard, fetch, listening, put, req, settle, uid
 
 CHANNELS = ["insert", "signal", "leader"]
 
 
 @pytest.fixture
 async def heard(any_engine: Engine) -> AsyncIterator[Heard]:
-    """Everything said on the insert, signal and leader channels while the test runs."""
-    heard = Heard()
-    listener = await any_engine.listen(CHANNELS, heard)
-    try:
-        await heard.wait_for("listener", {"event": "connected"})
+    async with listening(any_engine, CHANNELS) as heard:
         yield heard
-    finally:
-        await listener.stop()
 
 
 async def test_a_listener_hears_connected_first(any_engine: Engine, heard: Heard) -> None:

@@ -28,7 +28,9 @@ def test_the_cluster_is_our_own_and_comes_back_from_every_kind_of_stop(cluster: 
 def test_a_fleet_without_faults_runs_every_job_once(
     cluster: PgCluster, fault_prefix: str, tmp_path: Path, run_log: Path
 ) -> None:
-    ids = enqueue(cluster.dsn, fault_prefix, run_log, [0.01] * 200)
+    # 200 jobs of 50 ms at 5 at a time keep one node busy 2 s: longer than the other takes to start,
+    # so both take part (at 10 ms, one node that started first could run them all alone).
+    ids = enqueue(cluster.dsn, fault_prefix, run_log, [0.05] * 200)
     with fleet(cluster.dsn, fault_prefix, tmp_path) as nodes:
         nodes.start()
         nodes.start()

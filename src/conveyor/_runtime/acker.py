@@ -78,6 +78,9 @@ class Acker:
         self.hooks: list[AckHook] = []
         #: Acks the database refused and that were replaced by a fallback (or, rarely, lost).
         self.refused = 0
+        #: Whether more acks may follow soon (the node has jobs running). When none can, waiting
+        #: ``delay`` to gather a batch only adds to the latency of the one there is.
+        self.busy: Callable[[], bool] = lambda: True
 
     def push(self, ack: Ack) -> None:
         self._pending.append(ack)
@@ -123,7 +126,7 @@ class Acker:
                 await self._wait(None, gathering=False)
                 continue
             # Give a burst a moment to gather into one statement, unless a batch is already full.
-            if len(self._pending) < self.batch_size and not self._stopping:
+            if len(self._pending) < self.batch_size and not self._stopping and self.busy():
                 await self._wait(self.delay, gathering=True)
             batch, self._pending = self._pending[: self.batch_size], self._pending[self.batch_size :]
             self._writing = batch

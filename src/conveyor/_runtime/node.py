@@ -13,6 +13,7 @@ from conveyor._runtime.acker import Acker, AckHook
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor._runtime.duties import CronScheduler, LeaderDuty, Lifeline, Pruner
 from conveyor._runtime.heartbeat import Heartbeat
+from conveyor._runtime.job_link import JobLink
 from conveyor._runtime.leadership import Leadership
 from conveyor._runtime.process_pool import ProcessPool
 from conveyor._runtime.producer import Producer
@@ -20,13 +21,18 @@ from conveyor._runtime.runner import JobRunner
 from conveyor._runtime.signals import addressed_to, limits_from_signal
 from conveyor._runtime.stager import Stager
 from conveyor._runtime.sweeper import Sweeper
+from conveyor.acks import Ack
 from conveyor.cron import CronEntry
 from conveyor.engine.base import Engine
+from conveyor.inbox import AWAITING
 from conveyor.queue_settings import QueueSettings, fetch_limits
 from conveyor.settings import Settings
 from conveyor.telemetry import Telemetry
 
 log = logging.getLogger("conveyor.node")
+
+#: Pauses before trying again to wake jobs whose signal came while they let go of their slot.
+SIGNAL_WAKE_RETRIES = (0.1, 0.5, 2.0)
 
 
 class Stoppable(Protocol):
@@ -58,10 +64,19 @@ class Node:
             resolver, telemetry, threads=self.threads, processes=self.processes, clock=clock
         )
         self.acker = Acker(engine, batch_size=settings.ack_batch_size, delay=settings.ack_delay, clock=clock)
+        self.link = JobLink(
+            engine,
+            telemetry,
+            progress_interval=settings.progress_interval,
+            poll_interval=settings.poll_interval,
+            clock=clock,
+        )
         self.producers: dict[str, Producer] = {q.name: self._producer(q) for q in settings.queues}
         # A global limit counts executing rows, so this node's finished jobs free their slots only
         # once their acks are written: wake the producers a cap stopped right then.
         self.acker.hooks.append(self._wake_capped_producers)
+        self.acker.hooks.append(self._wake_signalled)
+        self.acker.busy = self._busy
         self.stager = Stager(
             engine,
             telemetry,
@@ -125,8 +140,11 @@ class Node:
         else:
             await self.processes.start_lazily()
         await self.acker.start()
+        await self.link.start()
         if self.settings.notifications:
-            self._listener = await self.engine.listen(("insert", "signal", "leader"), self._on_notification)
+            self._listener = await self.engine.listen(
+                ("insert", "signal", "leader", "inbox"), self._on_notification
+            )
         await self._apply_persisted()
         # The heartbeat rows exist before the first fetch, so no claimed job is ever without one.
         await self.heartbeat.tick()
@@ -162,6 +180,7 @@ class Node:
         for producer in self.producers.values():
             remaining = max(0.0, deadline - asyncio.get_running_loop().time())
             leftovers += await producer.drain(remaining)
+        await self.link.stop()
         await self.acker.stop()
         if leftovers:
             released = await self.engine.release_jobs(leftovers)
@@ -188,6 +207,7 @@ class Node:
             executor=queue.executor,
             clock=self.clock,
             limits=fetch_limits(queue),
+            link=self.link,
         )
 
     async def _apply_persisted(self, only: str | None = None) -> None:
@@ -305,6 +325,29 @@ class Node:
         self._control_tasks.add(task)
         task.add_done_callback(self._control_tasks.discard)
 
+    def _busy(self) -> bool:
+        """More acks may follow soon: jobs run, are being fetched, or a queue has more waiting.
+        Only a node with none of these writes a lone ack at once (the latency of a quiet node);
+        a draining one gathers batches, which keeps its statements few."""
+        return any(p.running or p.fetching or p.backlog for p in self.producers.values())
+
+    async def _wake_signalled(self, acks: Sequence[Ack]) -> None:
+        """Jobs that let go of their slot to wait for a signal: one may have come meanwhile (its
+        sender saw the job still executing, so nobody woke it). Look once the ack is written."""
+        waiting = [ack.job_id for ack in acks if ack.snoozed and ack.meta and AWAITING in ack.meta]
+        for delay in (*SIGNAL_WAKE_RETRIES, None):
+            if not waiting:
+                return
+            try:
+                await self.engine.wake_awaiting(waiting, now=self.clock.database_now())
+                return
+            except Exception as exc:
+                # Not woken, such a job runs at its deadline and finds its message then: retry a
+                # database that is away for a moment rather than leave it waiting that long.
+                if delay is None or not self.engine.is_transient(exc):
+                    raise
+                await asyncio.sleep(delay)
+
     async def _wake_capped_producers(self, acks: Sequence[Any]) -> None:
         for producer in self.producers.values():
             if producer.capped:
@@ -344,6 +387,10 @@ class Node:
             self.leadership.on_resign(payload)
         elif channel == "signal":
             self._on_signal(payload)
+        elif channel == "inbox":
+            job_id = payload.get("job_id")
+            if isinstance(job_id, int):
+                self.link.poke(job_id)
 
     def cancel_running(self, job_id: int, reason: str) -> bool:
         return any(p.cancel_job(job_id, reason) for p in self.producers.values())

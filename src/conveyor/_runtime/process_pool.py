@@ -12,14 +12,20 @@ import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
+import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from typing import Any
 
 from conveyor.context import JobContext
+from conveyor.errors import ConveyorError
 from conveyor.job import Job
 from conveyor.outcomes import Outcome
+
+#: Seconds between two progress reports a worker process sends its parent.
+PROGRESS_SPACING = 0.05
 
 
 class WorkerProcessDied(Exception):
@@ -49,18 +55,52 @@ def _serve(conn: multiprocessing.connection.Connection) -> None:
         except EOFError:
             return
         worker_name, job = message
+        link = _PipeLink(conn)
         try:
             definition = resolver.resolve(worker_name)
-            value = call_blocking(definition, JobContext(job))
+            value = call_blocking(definition, JobContext(job, link=link))
             reply: tuple[str, Any] = ("ok", value)
         except Outcome as outcome:
             reply = ("outcome", outcome)
         except BaseException as exc:
             reply = ("error", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
         try:
+            link.flush()
             conn.send(reply)
         except Exception as exc:  # an unpicklable result is the job's error, not the pool's
             conn.send(("error", (f"result could not be sent back: {exc!r}", traceback.format_exc())))
+
+
+class _PipeLink:
+    """A job's link in a worker process: its progress goes to the parent over the pipe (at most
+    every ``PROGRESS_SPACING`` seconds, and once more before the result), where the node writes it.
+    Waiting for signals needs the node: ``receive`` refuses, ``wait_for_signal`` works."""
+
+    def __init__(self, conn: multiprocessing.connection.Connection) -> None:
+        self._conn = conn
+        self._sent_at = 0.0
+        self._pending: JobContext | None = None
+
+    def progress_changed(self, context: JobContext) -> None:
+        now = time.monotonic()
+        if now - self._sent_at >= PROGRESS_SPACING:
+            self._sent_at = now
+            self._pending = None
+            self._conn.send(("progress", context.progress.snapshot()[1]))
+        else:
+            self._pending = context
+
+    def flush(self) -> None:
+        if self._pending is not None:
+            self._conn.send(("progress", self._pending.progress.snapshot()[1]))
+            self._pending = None
+
+    async def receive(self, context: JobContext, timeout: float | None) -> dict[str, Any]:
+        raise ConveyorError("receive() cannot wait in a worker process; use wait_for_signal")
+
+    def run_on_loop(self, work: Any) -> Any:
+        work.close()
+        raise ConveyorError("receive_sync() cannot wait in a worker process; use wait_for_signal_sync")
 
 
 class _Worker:
@@ -123,7 +163,9 @@ class ProcessPool:
         worker.process.kill()
         return True
 
-    async def run(self, worker_name: str, job: Job) -> Any:
+    async def run(
+        self, worker_name: str, job: Job, *, on_progress: Callable[[dict[str, Any]], None] | None = None
+    ) -> Any:
         """Run a job in a worker process; raise what the job raised (as RemoteError or Outcome).
         Cancelling the call (a timeout, a cancel) stops the process and replaces it."""
         if self._idle is None:
@@ -140,7 +182,12 @@ class ProcessPool:
             worker.job_id = job.id
             self._busy[job.id] = worker
             worker.conn.send((worker_name, job))
-            kind, value = await self._receive(worker)
+            while True:
+                kind, value = await self._receive(worker)
+                if kind != "progress":
+                    break
+                if on_progress is not None:
+                    on_progress(value)
         except BaseException:
             # Timed out, cancelled or dead: the process may still be busy, so it cannot be reused.
             replace = True

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from conveyor._runtime.acker import Acker
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock, Timer
-from conveyor._runtime.runner import JobRunner
+from conveyor._runtime.job_link import JobLink
+from conveyor._runtime.runner import JobRunner, with_meta
 from conveyor._runtime.service import Service
 from conveyor.context import JobContext
 from conveyor.definition import ExecutorKind
@@ -49,8 +50,11 @@ class Producer(Service):
         executor: ExecutorKind = ExecutorKind.AUTO,
         clock: Clock = SYSTEM_CLOCK,
         limits: FetchLimits = NO_LIMITS,
+        link: JobLink | None = None,
     ) -> None:
         super().__init__(poll_interval, clock)
+        #: The node's side of progress and signals (None: jobs run without them, as in some tests).
+        self.link = link
         self.name = f"producer:{queue}"
         self.queue = queue
         self.limit = limit
@@ -103,6 +107,8 @@ class Producer(Service):
             self._retry_soon()
         for job in jobs:
             context = JobContext(job)
+            if self.link is not None:
+                self.link.attach(context)
             task = asyncio.create_task(self._execute(context), name=f"conveyor-job-{job.id}")
             self.running[job.id] = RunningJob(context, task)
         if self.running:
@@ -137,10 +143,18 @@ class Producer(Service):
             self.running.pop(job_id, None)
             if not self.running:
                 self._idle.set()
+            progress = self.link.detach(context) if self.link is not None else None
+        if progress is not None:  # reported since the last write: the ack stores it
+            ack = with_meta(ack, {"progress": progress})
         self.acker.push(ack)
         # A job that ends frees a global slot at once (its ack is not counted), never a rate one.
         if self._backlog or (self.capped and self.limits.global_limit is not None):
             self.wake()
+
+    @property
+    def backlog(self) -> bool:
+        """The last fetch took all it asked for: the queue may hold more jobs."""
+        return self._backlog
 
     def cancel_job(self, job_id: int, reason: str) -> bool:
         """Stop a running job: its context is flagged, an async task is cancelled, a process killed."""

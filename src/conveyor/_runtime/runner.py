@@ -10,6 +10,8 @@ import math
 import traceback
 from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from conveyor._resolver import Resolver
@@ -21,6 +23,7 @@ from conveyor.backoff import default_backoff
 from conveyor.context import JobContext
 from conveyor.definition import ExecutorKind, JobDefinition
 from conveyor.errors import ConveyorError
+from conveyor.inbox import AWAITING, AwaitSignal
 from conveyor.job import Job, JobState
 from conveyor.outcomes import Cancel, Discard, Outcome, Record, Snooze
 from conveyor.recorded import encode_result
@@ -104,6 +107,8 @@ class JobRunner:
         else:
             if context.cancel_requested:  # a thread job told to stop has returned
                 ack = self._cancelled(job, context)
+        if isinstance(job.meta.get(AWAITING), dict) and not (ack.meta and AWAITING in ack.meta):
+            ack = with_meta(ack, {AWAITING: None})  # it waits for a signal no more
         duration = self.clock.monotonic() - started
         self.telemetry.emit("job.stop", job=job, state=ack.state, duration=duration, ack=ack)
         return ack
@@ -131,7 +136,7 @@ class JobRunner:
         if kind is ExecutorKind.PROCESS:
             if self.processes is None:
                 raise ConveyorError("this node has no process pool (set processes > 0)")
-            return self.processes.run(definition.name, context.job)
+            return self.processes.run(definition.name, context.job, on_progress=_progress_of(context))
         if kind is ExecutorKind.THREAD:
             loop = asyncio.get_running_loop()
             ctx = contextvars.copy_context()
@@ -149,6 +154,17 @@ class JobRunner:
         return Ack(job.id, job.attempt, JobState.COMPLETED)
 
     def _outcome(self, job: Job, outcome: Outcome) -> Ack:
+        if isinstance(outcome, AwaitSignal):
+            # Let go of the slot until a signal wakes the job (see conveyor.inbox) or time is up.
+            seconds = (outcome.until - datetime.now(UTC)).total_seconds()
+            return Ack(
+                job.id,
+                job.attempt,
+                JobState.SCHEDULED,
+                schedule_in=min(max(0.0, seconds), MAX_BACKOFF_SECONDS),
+                snoozed=True,
+                meta={AWAITING: outcome.marker()},
+            )
         if isinstance(outcome, Snooze):
             return Ack(job.id, job.attempt, JobState.SCHEDULED, schedule_in=outcome.seconds, snoozed=True)
         if isinstance(outcome, Cancel):
@@ -213,6 +229,22 @@ class JobRunner:
 
     def _error(self, job: Job, text: str) -> dict[str, Any]:
         return error_entry(job.attempt, self.clock.now(), text)
+
+
+def with_meta(ack: Ack, meta: dict[str, Any]) -> Ack:
+    """``ack`` that also merges ``meta`` into the job's meta."""
+    return replace(ack, meta={**ack.meta, **meta} if ack.meta else meta)
+
+
+def _progress_of(context: JobContext) -> Any:
+    """What a worker process's progress reports go to: the job's context in this process."""
+
+    def merge(fields: dict[str, Any]) -> None:
+        context.progress.merge(fields, lambda _: None)  # checked in the worker process already
+        if context.link is not None:
+            context.link.progress_changed(context)
+
+    return merge
 
 
 def _cancelled_from_outside() -> bool:

@@ -1,8 +1,11 @@
-"""``conveyor jobs | cancel | retry | delete``: inspect and act on jobs."""
+"""``conveyor jobs | job | cancel | retry | delete | signal | wait``: inspect and act on jobs."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
+import orjson
 
 from conveyor.cli.common import (
     MAX_JOB_ID,
@@ -12,9 +15,9 @@ from conveyor.cli.common import (
     print_json,
     print_table,
 )
-from conveyor.errors import ValidationError
+from conveyor.errors import ConveyorError, JobNotFoundError, ValidationError
 from conveyor.filters import JobFilter
-from conveyor.job import JobState
+from conveyor.job import Job, JobState
 
 
 @click.command()
@@ -101,3 +104,101 @@ def _action(verb: str, help_text: str) -> click.Command:
 cancel = _action("cancel", "Cancel jobs by id; executing ones are stopped on their node.")
 retry = _action("retry", "Make jobs available again now.")
 delete = _action("delete", "Delete jobs by id (executing jobs are left alone).")
+
+
+@click.command(name="job")
+@database_options
+@json_option
+@click.argument("job_id", type=click.IntRange(1, MAX_JOB_ID))
+def job_detail(dsn: str | None, prefix: str | None, as_json: bool, job_id: int) -> None:
+    """Show one job: its fields, progress, signals, recorded result and last error."""
+    app = build_app(dsn, prefix)
+    try:
+        found = app.get_job_sync(job_id)
+    finally:
+        app.close_sync()
+    if found is None:
+        raise JobNotFoundError(job_id)
+    try:
+        result: Any = found.result
+    except ConveyorError as exc:  # another client's value that cannot be decoded: say so
+        result = f"(unreadable: {exc})"
+    if as_json:
+        print_json(
+            {**_plain_job(found), "progress": found.progress, "signals": found.signals, "result": result}
+        )
+        return
+    rows: list[tuple[str, Any]] = [
+        ("id", found.id),
+        ("state", found.state.value),
+        ("queue", found.queue),
+        ("worker", found.worker),
+        ("attempt", f"{found.attempt}/{found.max_attempts}"),
+        ("args", orjson.dumps(found.args).decode()),
+        ("tags", ",".join(found.tags)),
+        ("scheduled_at", found.scheduled_at),
+        ("attempted_at", found.attempted_at),
+        ("progress", orjson.dumps(found.progress).decode() if found.progress else ""),
+        ("signals", len(found.signals)),
+        ("result", repr(result) if result is not None else ""),
+        ("last error", str(found.errors[-1].get("error", ""))[-500:] if found.errors else ""),
+    ]
+    print_table(f"Job {found.id}", ("field", "value"), rows)
+    if found.unreadable is not None:
+        click.echo(f"its row could not be read: {found.unreadable}")
+
+
+def _plain_job(job: Job) -> dict[str, Any]:
+    return {field: getattr(job, field) for field in job.__dataclass_fields__}
+
+
+@click.command(name="signal")
+@database_options
+@json_option
+@click.argument("job_id", type=click.IntRange(1, MAX_JOB_ID))
+@click.argument("message")
+def signal_job(dsn: str | None, prefix: str | None, as_json: bool, job_id: int, message: str) -> None:
+    """Send MESSAGE (a JSON object) to a job: a running job receives it at once, one waiting in
+    wait_for_signal runs again."""
+    try:
+        decoded = orjson.loads(message)
+    except orjson.JSONDecodeError as exc:
+        raise click.UsageError(f"MESSAGE is not JSON: {exc}") from None
+    app = build_app(dsn, prefix)
+    try:
+        state = app.signal_sync(job_id, decoded)
+    finally:
+        app.close_sync()
+    if as_json:
+        print_json({"job_id": job_id, "state": state.value})
+    else:
+        click.echo(f"signalled job {job_id} (now {state.value})")
+
+
+@click.command(name="wait")
+@database_options
+@json_option
+@click.argument("job_id", type=click.IntRange(1, MAX_JOB_ID))
+@click.option(
+    "--timeout", type=click.FloatRange(0, 86_400), default=None, help="Seconds (default: no limit)."
+)
+@click.option("--through-retries", is_flag=True, help="Keep waiting while failed attempts are retried.")
+def wait_job(
+    dsn: str | None,
+    prefix: str | None,
+    as_json: bool,
+    job_id: int,
+    timeout: float | None,
+    through_retries: bool,
+) -> None:
+    """Wait until a job completes and print its recorded result; fail (exit 1) if it is cancelled,
+    discarded, fails an attempt, or the timeout passes."""
+    app = build_app(dsn, prefix)
+    try:
+        done = app.wait_sync(job_id, timeout=timeout, through_retries=through_retries)
+    finally:
+        app.close_sync()
+    if as_json:
+        print_json({"job_id": done.id, "state": done.state.value, "result": done.result})
+    else:
+        click.echo(f"job {done.id} completed: {done.result!r}")

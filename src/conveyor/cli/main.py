@@ -12,7 +12,7 @@ import click
 
 from conveyor.cli.common import SchemaState, describe, inspect_database, run_blocking
 from conveyor.cli.fleet import pause, queues, resume, scale, stop
-from conveyor.cli.jobs import cancel, delete, jobs, retry
+from conveyor.cli.jobs import cancel, delete, job_detail, jobs, retry, signal_job, wait_job
 from conveyor.cli.start import start
 from conveyor.engines import engine_from_url, install_sql
 from conveyor.errors import ConveyorError
@@ -141,5 +141,19 @@ def uninstall(dsn: str | None, prefix: str | None, config_file: str | None, yes:
     click.echo(f"schema objects removed from {prefix!r}")
 
 
-for command in (start, queues, pause, resume, scale, stop, jobs, cancel, retry, delete):
+for command in (
+    start,
+    queues,
+    pause,
+    resume,
+    scale,
+    stop,
+    jobs,
+    job_detail,
+    cancel,
+    retry,
+    delete,
+    signal_job,
+    wait_job,
+):
     main.add_command(command)

@@ -32,6 +32,11 @@ Conventions every method keeps:
     that was executing (its node stops running it).
   - ``{"action": "resign", "node": node, "name": name}`` on "leader", from ``resign_leader`` when a
     lease was dropped.
+  - ``{"ids": [id, ...]}`` on "ended", from ``ack_jobs`` (the ids of the acks applied, whatever
+    state they wrote) and ``cancel_jobs`` (the ids cancelled), at most 500 ids per notification:
+    whoever waits for a job (``Conveyor.wait``) looks at it again.
+  - ``{"job_id": id}`` on "inbox", from ``signal_job`` when the job signalled is executing: its
+    node hands the message to the running job.
 """
 
 from __future__ import annotations
@@ -203,12 +208,12 @@ class Engine(Protocol):
         - ``meta`` merged into the job's meta key by key (top level; a given key replaces the old
           value, nested objects included; null values are kept);
         - a snooze (``snoozed``) gives the attempt back (``attempt`` - 1) and counts
-          ``meta["snoozed"]`` up by one.
+          ``meta["snoozed"]`` up by one (its ``meta`` is merged too).
 
         Values another client stored in ``errors``/``meta`` never make the batch fail. A batch
         holds one ack per attempt; given two for the same attempt, exactly one applies (which one
         is unspecified: PostgreSQL and SQLite pick differently) and the id is returned once.
-        Sends no notification."""
+        Notifies "ended" with the ids written."""
 
     # -- workflows ---------------------------------------------------------------------------
     async def settle_steps(
@@ -245,6 +250,33 @@ class Engine(Protocol):
 
     async def workflow_jobs(self, workflow_id: str) -> list[Job]:
         """The steps of a workflow, in id order."""
+
+    # -- relay: progress, signals to jobs, waiting for jobs ------------------------------------
+    async def job_states(self, ids: Sequence[int]) -> dict[int, JobState]:
+        """The state of each job among ``ids`` that exists (a missing id: no such job)."""
+
+    async def record_progress(self, entries: Sequence[tuple[int, int, Mapping[str, Any]]]) -> list[int]:
+        """Store each (job id, attempt, fields) as the job's ``meta["progress"]`` (replacing the
+        object there; the other meta keys stay), only while the job is executing that attempt.
+        Return the ids written. Sends no notification."""
+
+    async def signal_job(
+        self, job_id: int, message: bytes, *, now: datetime | None = None, limit: int = 1000
+    ) -> tuple[JobState, int | None] | None:
+        """Append ``message`` (a JSON object, encoded) to the job's ``meta["signals"]`` array unless
+        the job is final or already holds ``limit`` messages. Return None when no job has this id,
+        else the job's state afterwards and the message's position in the array (counting its JSON
+        objects only), or None in its place when it was not appended.
+
+        A ``scheduled`` job whose ``meta["awaiting_signal"]`` is an object becomes ``available``
+        now (``scheduled_at`` = now; notify "insert"); an ``executing`` job's node is told on
+        "inbox". One transaction."""
+
+    async def wake_awaiting(self, ids: Sequence[int], *, now: datetime | None = None) -> list[int]:
+        """Make available now the ``scheduled`` jobs among ``ids`` whose ``meta["awaiting_signal"]``
+        has a ``position`` below the number of JSON objects in ``meta["signals"]``: a message they
+        wait for came while they were letting go of their slot. Return the ids woken; notify
+        "insert" for their queues."""
 
     async def release_jobs(self, attempts: Sequence[tuple[int, int]]) -> list[int]:
         """Give executing (id, attempt) pairs back as available without spending the attempt

@@ -123,6 +123,8 @@ class PostgresCore:
         self.insert_channel = channel(prefix, "insert")
         self.signal_channel = channel(prefix, "signal")
         self.leader_channel = channel(prefix, "leader")
+        self.ended_channel = channel(prefix, "ended")
+        self.inbox_channel = channel(prefix, "inbox")
         self._pool = AsyncConnectionPool(
             dsn,
             min_size=min_connections,

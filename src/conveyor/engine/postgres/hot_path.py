@@ -113,6 +113,7 @@ class PostgresHotPath(PostgresWorkflows):
         params = {
             "acks": orjson.dumps([ack_record(ack) for ack in acks]).decode(),
             "now": naive_utc(now),
+            "ended_channel": self.ended_channel,
         }
         statement = self._ack_statement or await self._detect_errors_type()
         async with self.hot_pool.connection() as conn:

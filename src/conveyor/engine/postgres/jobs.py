@@ -44,6 +44,7 @@ class PostgresJobs(PostgresWorkflows):
         params = self._filter_params(criteria) | {
             "now": naive_utc(now),
             "signal_channel": self.signal_channel,
+            "ended_channel": self.ended_channel,
         }
         ids = await self._fetch_ids(self.sql.compose("cancel_jobs", filter="job_filter"), params, conn)
         if ids:

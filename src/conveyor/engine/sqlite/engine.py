@@ -28,11 +28,12 @@ from conveyor.engine.sqlite.database import Tx, is_transient
 from conveyor.engine.sqlite.hot_path import SqliteHotPath
 from conveyor.engine.sqlite.jobs import SqliteJobs
 from conveyor.engine.sqlite.listener import SqliteListener
+from conveyor.engine.sqlite.relay import SqliteRelay
 from conveyor.engine.sqlite.rows import InsertRows, check_now, time_text, utc_clock
 from conveyor.request import JobRequest
 
 
-class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster):
+class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay):
     """Runs every Conveyor statement on one SQLite database file (or ``:memory:``)."""
 
     name = "sqlite"

@@ -13,7 +13,7 @@ from conveyor.acks import Ack
 from conveyor.engine import _partitions
 from conveyor.engine._partitions import KeySyntax, Shape
 from conveyor.engine.sqlite.core import FILES, compose
-from conveyor.engine.sqlite.database import Tx
+from conveyor.engine.sqlite.database import Tx, WriteTx
 from conveyor.engine.sqlite.rows import check_now, fetch_order, later_text, read_jobs, time_text, utc_clock
 from conveyor.engine.sqlite.workflows import SqliteWorkflows, settle_beside
 from conveyor.errors import ValidationError
@@ -165,7 +165,10 @@ class SqliteHotPath(SqliteWorkflows):
             steps = [row[0] for row in rows if row[1]]
             if steps:  # in the ack's transaction: one writer at a time, so nothing slips between
                 settle_beside(tx, steps, now)
-            return [row[0] for row in rows]
+            written = [row[0] for row in rows]
+            if written:
+                notify_ended(tx, written, params["now"])
+            return written
 
         return await self.database.write(run)
 
@@ -198,3 +201,13 @@ class SqliteHotPath(SqliteWorkflows):
             return dict(staged)
 
         return await self.database.write(run)
+
+
+#: Ids per notification on "ended" (as PostgreSQL, whose payloads are capped).
+ENDED_CHUNK = 500
+
+
+def notify_ended(tx: WriteTx, ids: Sequence[int], clock: str) -> None:
+    """Announce jobs that ended (or were acked at all) to whoever waits for them."""
+    for start in range(0, len(ids), ENDED_CHUNK):
+        tx.notify("ended", {"ids": list(ids[start : start + ENDED_CHUNK])}, clock)

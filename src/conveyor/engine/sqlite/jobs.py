@@ -12,6 +12,7 @@ import orjson
 from conveyor.engine.sqlite import foreign
 from conveyor.engine.sqlite.core import FILES, compose
 from conveyor.engine.sqlite.database import WriteTx
+from conveyor.engine.sqlite.hot_path import notify_ended
 from conveyor.engine.sqlite.rows import check_now, read_jobs, time_text, utc_clock
 from conveyor.engine.sqlite.workflows import SqliteWorkflows, settle_beside
 from conveyor.filters import JobFilter
@@ -101,6 +102,7 @@ class SqliteJobs(SqliteWorkflows):
                     tx.notify("signal", {"action": "pkill", "job_id": job_id}, clock)
             if cancelled:  # cancelled steps end: the steps that depend on them settle now
                 settle_beside(tx, cancelled, now)
+                notify_ended(tx, sorted(cancelled), clock)
             return sorted(cancelled)
 
         return await self._write(run, conn)

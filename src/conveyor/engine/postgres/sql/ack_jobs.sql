@@ -12,6 +12,9 @@
 -- (append_error_array.sql). The engine reads the type from the catalog and composes the matching
 -- fragment. Each fragment fails on the other type rather than write a wrong value: on jsonb[],
 -- `errors || jsonb_build_array(...)` would quietly append a nested array.
+--
+-- The ids written are announced on the "ended" channel, 500 to a notification (PostgreSQL caps a
+-- payload at 8000 bytes), for whoever waits for one of these jobs (Conveyor.wait).
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
@@ -21,7 +24,8 @@ acks AS (
         id bigint, attempt smallint, state text, schedule_in double precision,
         error jsonb, meta jsonb, snoozed boolean
     )
-)
+),
+acked AS (
 UPDATE {prefix}.oban_jobs AS j
 SET state = a.state::{prefix}.oban_job_state,
     completed_at = CASE WHEN a.state = 'completed' THEN clock.now ELSE j.completed_at END,
@@ -40,7 +44,7 @@ SET state = a.state::{prefix}.oban_job_state,
         -- A snooze makes the job scheduled again. A unique job not unique while executing (the
         -- 'scheduled' group) would then re-enter the unique index, where a twin inserted meanwhile
         -- may hold its key: it drops its markers instead (see conveyor/unique.py).
-        WHEN a.snoozed THEN ((CASE WHEN jsonb_typeof(j.meta) = 'object' THEN j.meta ELSE '{}' END)
+        WHEN a.snoozed THEN (((CASE WHEN jsonb_typeof(j.meta) = 'object' THEN j.meta ELSE '{}' END)
             || jsonb_build_object('snoozed', 1 + CASE
                 WHEN jsonb_typeof(j.meta -> 'snoozed') = 'number'
                 THEN least(greatest(floor((j.meta -> 'snoozed')::numeric), 0), 1000000000)::int
@@ -49,7 +53,7 @@ SET state = a.state::{prefix}.oban_job_state,
                 WHEN j.meta ? 'uniq_key' AND NOT coalesce(j.meta -> 'uniq_states' ? 'executing', false)
                 THEN ARRAY['uniq_key', 'uniq_states']
                 ELSE ARRAY[]::text[]
-            END
+            END) || coalesce(a.meta, '{}')
         WHEN a.meta IS NULL THEN j.meta
         ELSE (CASE WHEN jsonb_typeof(j.meta) = 'object' THEN j.meta ELSE '{}' END) || a.meta
     END
@@ -60,4 +64,12 @@ WHERE j.id = ANY(ARRAY(SELECT id FROM acks))
   AND j.attempt = a.attempt
 -- The second column says whether a workflow step finished: its dependents may go on now.
 RETURNING j.id, a.state IN ('completed', 'cancelled', 'discarded')
-    AND jsonb_typeof(j.meta) = 'object' AND j.meta ? 'workflow_id';
+    AND jsonb_typeof(j.meta) = 'object' AND j.meta ? 'workflow_id' AS step
+),
+ended AS (
+    SELECT pg_notify(%(ended_channel)s, jsonb_build_object('ids', jsonb_agg(id))::text)
+    FROM (SELECT id, (row_number() OVER () - 1) / 500 AS chunk FROM acked) AS numbered
+    GROUP BY chunk
+)
+-- The sub-select runs (once) as the first row is returned, so the notifications always go out.
+SELECT id, step FROM acked WHERE (SELECT count(*) FROM ended) >= 0;

@@ -22,5 +22,10 @@ cancelled AS (
 signalled AS (
     SELECT pg_notify(%(signal_channel)s, jsonb_build_object('action', 'pkill', 'job_id', id)::text)
     FROM cancelled WHERE previous_state = 'executing'
+),
+ended AS (
+    SELECT pg_notify(%(ended_channel)s, jsonb_build_object('ids', jsonb_agg(id))::text)
+    FROM (SELECT id, (row_number() OVER () - 1) / 500 AS chunk FROM cancelled) AS numbered
+    GROUP BY chunk
 )
-SELECT id, (SELECT count(*) FROM signalled) FROM cancelled ORDER BY id;
+SELECT id, (SELECT count(*) FROM signalled) + (SELECT count(*) FROM ended) FROM cancelled ORDER BY id;

@@ -34,7 +34,7 @@ SET state = a.state,
         -- A snooze makes the job scheduled again. A unique job not unique while executing (the
         -- 'scheduled' group) would then re-enter the unique index, where a twin inserted meanwhile
         -- may hold its key: it drops its markers instead (see conveyor/unique.py).
-        WHEN a.snoozed THEN json_remove(json_set(
+        WHEN a.snoozed THEN conveyor_json_merge(json_remove(json_set(
             CASE WHEN json_valid(j.meta) THEN CASE WHEN json_type(j.meta) = 'object' THEN j.meta ELSE '{}' END ELSE '{}' END,
             '$.snoozed', 1 + CASE
                 WHEN json_valid(j.meta) THEN CASE
@@ -53,7 +53,7 @@ SET state = a.state,
                 WHEN (CASE WHEN json_valid(j.meta) THEN j.meta ->> 'uniq_key' END) IS NOT NULL
                     AND instr(CASE WHEN json_valid(j.meta) THEN coalesce(j.meta ->> 'uniq_states', '') ELSE '' END, '"executing"') = 0
                 THEN '$.uniq_states' ELSE '$.conveyor_none'
-            END)
+            END), a.meta)
         WHEN a.meta IS NULL THEN j.meta
         ELSE conveyor_json_merge(j.meta, a.meta)
     END
