@@ -81,6 +81,11 @@ async def retry_workflow(engine: Engine, workflow_id: str, *, now: datetime | No
             ready.append(job.id)
         else:
             waiting.append(job.id)
-    held = await engine.hold_steps(waiting) if waiting else []
+    # Ready steps first, the waiting ones after: held first, a waiting step whose dependency is
+    # still discarded would be cancelled again by a sweep that runs in between. A dependency that
+    # ends before its dependent is held finds nothing to settle, so the held steps settle at once.
     retried = await engine.retry_jobs(JobFilter(ids=tuple(ready), limit=len(ready)), now=now) if ready else []
+    held = await engine.hold_steps(waiting) if waiting else []
+    if held:
+        await engine.settle_steps(held, now=now)
     return sorted([*retried, *held])

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from conveyor import JobFilter, JobState, Workflow
+from conveyor._workflows import retry_workflow
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
@@ -38,16 +39,16 @@ async def run(
 ) -> None:
     """Claim the named steps (they must be available) and ack them with ``outcome``."""
     wanted = {ids[name] for name in names}
-    claimed: set[int] = set()
+    claimed: dict[int, int] = {}  # id -> attempt
     for _ in range(20):
         jobs = await engine.fetch_jobs("default", 100, node="n", producer=uid(1), now=T0)
-        claimed |= {j.id for j in jobs}
-        if wanted <= claimed:
+        claimed |= {j.id: j.attempt for j in jobs}
+        if wanted <= claimed.keys():
             break
-    assert wanted <= claimed, (names, await states(engine, ids))
-    extra = claimed - wanted  # give back what was claimed beyond the named steps
-    acks = [Ack(i, 1, outcome) for i in wanted] + [
-        Ack(i, 1, JobState.AVAILABLE, schedule_in=0, snoozed=True) for i in extra
+    assert wanted <= claimed.keys(), (names, await states(engine, ids))
+    extra = claimed.keys() - wanted  # give back what was claimed beyond the named steps
+    acks = [Ack(i, claimed[i], outcome) for i in wanted] + [
+        Ack(i, claimed[i], JobState.AVAILABLE, schedule_in=0, snoozed=True) for i in extra
     ]
     await engine.ack_jobs(acks, now=T0)
 
@@ -278,3 +279,36 @@ async def test_steps_another_client_wrote_badly_never_stall_the_others(any_engin
     found = await states(any_engine, ids)
     assert found["a"] is JobState.COMPLETED
     assert found["b"] is JobState.AVAILABLE and found["c"] is JobState.AVAILABLE
+
+
+async def test_a_workflow_retry_racing_the_sweep_never_cancels_its_steps_again(any_engine: Engine) -> None:
+    """The leader's sweep may run while a retry puts a workflow's failed steps back: it must never
+    see a step waiting again on a dependency still discarded (and cancel it anew)."""
+    workflow = Workflow().add("a", step()).add("b", step(), deps=["a"]).add("c", step(), deps=["b"])
+    ids = await enqueue(any_engine, workflow)
+    await run(any_engine, ids, "a")
+    stop = asyncio.Event()
+
+    async def sweep() -> None:
+        while not stop.is_set():
+            await any_engine.sweep_steps(now=T0)
+            await asyncio.sleep(0)
+
+    for _ in range(15):
+        await run(any_engine, ids, "b", outcome=JobState.DISCARDED)
+        assert (await states(any_engine, ids))["c"] is JobState.CANCELLED
+        stop.clear()
+        sweeper = asyncio.create_task(sweep())
+        await asyncio.sleep(0.005)
+        retried = await retry_workflow(any_engine, workflow.id, now=T0)
+        stop.set()
+        await sweeper
+        assert sorted(retried) == sorted([ids["b"], ids["c"]])
+        assert await states(any_engine, ids) == {
+            "a": JobState.COMPLETED,
+            "b": JobState.AVAILABLE,
+            "c": JobState.SUSPENDED,
+        }
+    await run(any_engine, ids, "b")
+    await run(any_engine, ids, "c")
+    assert set((await states(any_engine, ids)).values()) == {JobState.COMPLETED}
