@@ -58,7 +58,7 @@ async def noop(n: int = 0) -> int:
 
 
 @job(queue="default")
-async def cron_tick(label: str = "") -> str:
+async def cron_tick(label: str = "", x: int = 0) -> str:
     return label
 
 

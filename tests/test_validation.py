@@ -529,11 +529,13 @@ def test_decorators_refuse_the_wrong_kind_of_target() -> None:
     assert exc.value.value == "Unserialisable"
 
 
-def test_job_new_refuses_positional_args() -> None:
+def test_job_new_binds_positional_args_by_name_and_refuses_extra_ones() -> None:
+    assert resolvable_job.new(5).args == {"n": 5}
     with pytest.raises(ValidationError) as exc:
-        resolvable_job.new(5)  # type: ignore[call-arg]
+        resolvable_job.new(5, 6)  # type: ignore[call-arg]
     assert exc.value.field == "args"
-    assert exc.value.value == (5,)
+    assert exc.value.value == (5, 6)
+    assert "resolvable_job" in str(exc.value) and "too many positional arguments" in str(exc.value)
 
 
 # -- filters ---------------------------------------------------------------------------------

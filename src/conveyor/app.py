@@ -8,9 +8,14 @@ The blocking twins run on a private event loop thread, so they work anywhere.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import dataclasses
 import importlib
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
+from contextvars import Token
 from datetime import datetime
 from types import EllipsisType
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -32,6 +37,7 @@ from conveyor._workflows import (
 from conveyor.batch import Batch
 from conveyor.context import current_job
 from conveyor.cron import definitions_in, entries_for
+from conveyor.current_app import bind_app, set_default_app, unbind_app, using_app
 from conveyor.engine.base import Engine
 from conveyor.engines import default_database_url, engine_from_url
 from conveyor.errors import ConveyorError, JobNotFoundError, ValidationError
@@ -148,14 +154,31 @@ class Conveyor:
         self.node: Node | None = None
         #: Everyone waiting for jobs, per engine and event loop (the app's own, the portal's).
         self._waiters: dict[tuple[int, int], Waiters] = {}
+        self._entered: list[Token[Conveyor | None]] = []
+        self._exit_hook = False
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def __aenter__(self) -> Conveyor:
         await self.start()
+        # Inside the block this is the current app (send.enqueue(...) and the testing helpers).
+        self._entered.append(bind_app(self))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self._entered:
+            unbind_app(self._entered.pop())
         await self.stop()
+
+    def as_current(self) -> AbstractContextManager[Conveyor]:
+        """``with app.as_current():`` makes this the app ``send.enqueue(...)`` uses in the block
+        (see ``conveyor.current_app``)."""
+        return using_app(self)
+
+    def make_default(self) -> Conveyor:
+        """Make this the process's default app: ``send.enqueue(...)`` uses it wherever no other app
+        is current. Explicit, once, at startup (a web app's module, a worker's entry point)."""
+        set_default_app(self)
+        return self
 
     async def start(self) -> None:
         """Open the database and, when queues are configured, start this process's node."""
@@ -168,7 +191,13 @@ class Conveyor:
                 *entries_for([*self.resolver.definitions(), *definitions_in(modules)]),
             ]
             self.node = Node(
-                self.settings, engine, self.resolver, self.telemetry, crontab=crontab, clock=self.clock
+                self.settings,
+                engine,
+                self.resolver,
+                self.telemetry,
+                crontab=crontab,
+                clock=self.clock,
+                app=self,
             )
             await self.node.start()
 
@@ -183,18 +212,38 @@ class Conveyor:
         """The engine for the running event loop, opened on first use."""
         loop = asyncio.get_running_loop()
         if self._engine_loop is not None and self._engine_loop is not loop:
-            raise ConveyorError(
-                "this Conveyor app was opened on another event loop; "
-                "call await app.close() there before using it on this one"
-            )
+            if self._engine_loop.is_running():
+                raise ConveyorError(
+                    "this Conveyor app is in use on an event loop that still runs (in another "
+                    "thread); use the *_sync methods from other threads, or one app per loop"
+                )
+            self._leave_stopped_loop()
         if self._engine is None:
             self._engine = self._engine_factory()
         await self._engine.open()
         self._engine_loop = loop
         return self._engine
 
+    def _leave_stopped_loop(self) -> None:
+        """The loop the app last ran on has stopped (a finished ``asyncio.run``, the previous
+        pytest-asyncio test, a server reloaded): whatever lived on it went with it. Let go of it
+        so the app opens again on the running loop; a node left running there is gone like a
+        crashed one (its jobs are rescued)."""
+        old = self._engine_loop
+        self._engine_loop = None
+        if self.node is not None:
+            self.node.abandon()
+            self.node = None
+        if self._engine is not None:
+            self._waiters.pop((id(self._engine), id(old)), None)
+            self._engine.abandon()
+            if self._owns_engine:
+                self._engine = None
+
     async def close(self) -> None:
-        """Close the connections opened by the async API and by the ``_sync`` twins."""
+        """Close the connections opened by the async API and by the ``_sync`` twins. Optional
+        between event loops (the app lets go of a stopped loop by itself); call it (or
+        ``close_sync()`` from plain code) when the program is done with the app."""
         if self._engine is not None and self._engine_loop is not None:
             waiters = self._waiters.pop((id(self._engine), id(self._engine_loop)), None)
             if waiters is not None:
@@ -285,6 +334,11 @@ class Conveyor:
             return await operation(self._statement_engine())
         if self._portal.is_current():
             if self._portal_engine is None:
+                if not self._exit_hook:
+                    # A plain script never calls close_sync(): close the portal's connections at
+                    # exit, while its thread still runs, instead of leaving tasks pending there.
+                    atexit.register(_close_at_exit, weakref.ref(self))
+                    self._exit_hook = True
                 self._portal_engine = self._engine_factory()
                 await self._portal_engine.open()
             return await operation(self._portal_engine)
@@ -518,6 +572,13 @@ class Conveyor:
         return bool(await self.delete_jobs(ids=[job_id]))
 
     delete_job_sync = blocking_twin(delete_job)
+
+
+def _close_at_exit(ref: weakref.ref[Conveyor]) -> None:
+    app = ref()
+    if app is not None:
+        with contextlib.suppress(Exception):
+            app.close_sync()
 
 
 def _step_of_current_job() -> tuple[str, list[str]]:

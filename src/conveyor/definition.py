@@ -9,17 +9,19 @@ from __future__ import annotations
 import enum
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from conveyor import _options as opt
+from conveyor.arguments import Arguments
 from conveyor.errors import ValidationError
 from conveyor.request import ENQUEUE_OPTIONS, JobRequest, check_option_names
 
 if TYPE_CHECKING:
-    from conveyor.job import Job
+    from conveyor.app import Conveyor
+    from conveyor.job import Job, JobId
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -68,12 +70,21 @@ class JobDefinition:
     #: Insert this job on every tick of this cron expression (with the default args).
     cron: str | None = None
     timezone: str = "UTC"
+    #: A function's signature and typed parameters (``conveyor.arguments``); None for a class.
+    arguments: Arguments | None = field(default=None, repr=False, compare=False)
     #: A request with the defaults and no args (set at construction).
     template: JobRequest = field(init=False, repr=False, compare=False)
 
     def new(self, **args: Any) -> JobRequest:
-        """A request for one job of this kind, with the definition's default options."""
+        """A request for one job of this kind, with the definition's default options (a function's
+        args bound to its signature and encoded by annotation)."""
+        if self.arguments is not None:
+            return self.template.with_args(self.arguments.bind((), args))
         return self.template.with_args(args)
+
+    def call_args(self, stored: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The keyword arguments a run of a function job gets from its stored args."""
+        return stored if self.arguments is None else self.arguments.decode(stored)
 
     def __post_init__(self) -> None:
         # Validated once here; ``new`` copies it and only checks the args.
@@ -83,6 +94,7 @@ class JobDefinition:
 def _build_definition(target: Any, *, is_class: bool, is_async: bool, **options: Any) -> JobDefinition:
     check_option_names(options, DECORATOR_OPTIONS + RUN_OPTIONS)
     name = options.pop("name", None) or f"{target.__module__}.{target.__qualname__}"
+    arguments = None if is_class else Arguments(target, name)
     timeout = options.pop("timeout", None)
     if timeout is not None:
         timeout = opt.check_delay("timeout", timeout)
@@ -122,11 +134,14 @@ def _build_definition(target: Any, *, is_class: bool, is_async: bool, **options:
         record=record,
         cron=cron,
         timezone=timezone,
+        arguments=arguments,
     )
 
 
 class JobFunction(Generic[P, R]):
-    """A function decorated with ``@job``: still callable as before, and able to make job requests."""
+    """A function decorated with ``@job``: still callable as before, and able to make job requests
+    (``new``) and enqueue them (``enqueue``, ``enqueue_sync``, ``relay``) on the current app (see
+    ``conveyor.current_app``); ``options(...)`` names the app, the caller's connection or options."""
 
     def __init__(self, fn: Callable[P, R], definition: JobDefinition) -> None:
         self.fn = fn
@@ -138,15 +153,111 @@ class JobFunction(Generic[P, R]):
         return self.fn(*args, **kwargs)
 
     def new(self, *args: P.args, **kwargs: P.kwargs) -> JobRequest:
-        """A request to run this function later with these keyword arguments."""
-        if args:
-            raise ValidationError(
-                "args", args, f"{self.definition.name} takes its job args as keyword arguments only"
-            )
-        return self.definition.new(**kwargs)
+        """A request to run this function later with these arguments, bound as a call would bind
+        them (``ArgumentError``, a ``ValidationError``, when they do not fit)."""
+        arguments = self.definition.arguments
+        assert arguments is not None
+        return self.definition.template.with_args(arguments.bind(args, kwargs))
+
+    async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId:
+        """Enqueue a run with these arguments on the current app; return its id."""
+        return await JobCall(self).enqueue(*args, **kwargs)
+
+    def enqueue_sync(self, *args: P.args, **kwargs: P.kwargs) -> JobId:
+        return JobCall(self).enqueue_sync(*args, **kwargs)
+
+    async def relay(self, *args: P.args, **kwargs: P.kwargs) -> Any:
+        """Enqueue a run on the current app, wait for it and return what it recorded (see
+        ``Conveyor.relay``; ``options(timeout=...)`` bounds the wait)."""
+        return await JobCall(self).relay(*args, **kwargs)
+
+    def relay_sync(self, *args: P.args, **kwargs: P.kwargs) -> Any:
+        return JobCall(self).relay_sync(*args, **kwargs)
+
+    def options(
+        self,
+        *,
+        app: Conveyor | None = None,
+        conn: Any = None,
+        timeout: float | None = None,
+        through_retries: bool = False,
+        **enqueue_options: Any,
+    ) -> JobCall[P, R]:
+        """The same job with an app (else the current one), a connection of the caller's (the
+        insert joins its transaction), a relay ``timeout``, or options of the request (``queue``,
+        ``schedule_in``, ``priority``, ``unique`` ...): ``send.options(queue="bulk").enqueue(...)``."""
+        return JobCall(self, app, conn, timeout, through_retries, enqueue_options)
 
     def __repr__(self) -> str:
         return f"<job {self.definition.name}>"
+
+
+class JobCall(Generic[P, R]):
+    """A job function with the app, connection and options its enqueues use (``options(...)``)."""
+
+    __slots__ = ("_app", "_conn", "_function", "_options", "_through_retries", "_timeout")
+
+    def __init__(
+        self,
+        function: JobFunction[P, R],
+        app: Conveyor | None = None,
+        conn: Any = None,
+        timeout: float | None = None,
+        through_retries: bool = False,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self._function = function
+        self._app = app
+        self._conn = conn
+        self._options = dict(options or {})
+        if self._options:  # refused here, naming the option, not at the first enqueue
+            function.definition.template.with_options(**self._options)
+        if timeout is not None:
+            timeout = opt.check_delay("timeout", timeout)
+        if not isinstance(through_retries, bool):
+            raise ValidationError("through_retries", through_retries, "must be True or False")
+        self._timeout = timeout
+        self._through_retries = through_retries
+
+    def new(self, *args: P.args, **kwargs: P.kwargs) -> JobRequest:
+        request = self._function.new(*args, **kwargs)
+        return request.with_options(**self._options) if self._options else request
+
+    def _target(self) -> Conveyor:
+        if self._app is not None:
+            return self._app
+        from conveyor.current_app import current_app
+
+        return current_app()
+
+    async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId:
+        request = self.new(*args, **kwargs)
+        return await self._target().enqueue(request, conn=self._conn)
+
+    def enqueue_sync(self, *args: P.args, **kwargs: P.kwargs) -> JobId:
+        request = self.new(*args, **kwargs)
+        return self._target().enqueue_sync(request, conn=self._conn)
+
+    async def relay(self, *args: P.args, **kwargs: P.kwargs) -> Any:
+        request = self._relayed(args, kwargs)
+        return await self._target().relay(
+            request, timeout=self._timeout, through_retries=self._through_retries
+        )
+
+    def relay_sync(self, *args: P.args, **kwargs: P.kwargs) -> Any:
+        request = self._relayed(args, kwargs)
+        return self._target().relay_sync(
+            request, timeout=self._timeout, through_retries=self._through_retries
+        )
+
+    def _relayed(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> JobRequest:
+        if self._conn is not None:
+            raise ValidationError(
+                "conn",
+                self._conn,
+                "a relay cannot wait inside your transaction: the job starts only once it commits",
+            )
+        return self.new(*args, **kwargs)
 
 
 @overload

@@ -6,9 +6,11 @@ import asyncio
 import inspect
 from typing import Any
 
+from conveyor.arguments import ArgumentError
 from conveyor.context import JobContext, bind, unbind
 from conveyor.definition import JobDefinition
 from conveyor.job import Job
+from conveyor.outcomes import Discard
 
 
 class BaseExceptionRaised(Exception):
@@ -29,7 +31,11 @@ def start_call(definition: JobDefinition, job: Job) -> Any:
     """Start the job's code: a function gets the args as keywords, a class instance gets the job."""
     if definition.is_class:
         return definition.target().process(job)
-    return definition.target(**job.args)
+    try:
+        args = definition.call_args(job.args)
+    except ArgumentError as exc:  # no attempt can do better: end the job now, saying why
+        raise Discard(str(exc)) from None
+    return definition.target(**args)
 
 
 async def call_async(definition: JobDefinition, context: JobContext) -> Any:

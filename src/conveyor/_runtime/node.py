@@ -51,6 +51,7 @@ class Node:
         *,
         crontab: Sequence[CronEntry] = (),
         clock: Clock = SYSTEM_CLOCK,
+        app: Any = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -61,7 +62,7 @@ class Node:
         self.threads = ThreadPoolExecutor(self._thread_count, thread_name_prefix="conveyor-job")
         self.processes = ProcessPool(settings.processes)
         self.runner = JobRunner(
-            resolver, telemetry, threads=self.threads, processes=self.processes, clock=clock
+            resolver, telemetry, threads=self.threads, processes=self.processes, clock=clock, app=app
         )
         self.acker = Acker(engine, batch_size=settings.ack_batch_size, delay=settings.ack_delay, clock=clock)
         self.link = JobLink(
@@ -160,6 +161,13 @@ class Node:
         self.started = True
         self.telemetry.emit("node.start", node=self.name, queues=list(self.producers))
         log.info("node %s started with queues %s", self.name, ", ".join(self.producers) or "(none)")
+
+    def abandon(self) -> None:
+        """The node's event loop is gone (it was never stopped): its tasks died with the loop, so
+        only the pools outlive it. Its jobs are rescued like those of a node that crashed."""
+        self.started = False
+        self.threads.shutdown(wait=False, cancel_futures=True)
+        self.processes.abandon()
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop fetching, let running jobs finish within the grace period, give back the rest,

@@ -155,6 +155,13 @@ class ProcessPool:
         workers, self._all = self._all, set()
         await asyncio.gather(*(asyncio.to_thread(w.stop) for w in workers))
 
+    def abandon(self) -> None:
+        """``stop`` without an event loop (the node's loop is gone): kill every process now."""
+        self._stopped = True
+        workers, self._all = self._all, set()
+        for worker in workers:
+            worker.stop()
+
     def kill(self, job_id: int) -> bool:
         """Stop the process running ``job_id`` now; its job fails with WorkerProcessDied."""
         worker = self._busy.get(job_id)

@@ -21,6 +21,7 @@ from conveyor._runtime.process_pool import ProcessPool, RemoteError
 from conveyor.acks import Ack, error_entry, safe_error_text
 from conveyor.backoff import default_backoff
 from conveyor.context import JobContext
+from conveyor.current_app import bind_app, unbind_app
 from conveyor.definition import ExecutorKind, JobDefinition
 from conveyor.errors import ConveyorError
 from conveyor.inbox import AWAITING, AwaitSignal
@@ -59,8 +60,15 @@ class JobRunner:
         threads: ThreadPoolExecutor,
         processes: ProcessPool | None,
         clock: Clock = SYSTEM_CLOCK,
+        app: Any = None,
+        reraise: bool = False,
     ) -> None:
         self.resolver = resolver
+        #: The app whose node runs the jobs: their current app (``send.enqueue`` in a job uses it).
+        self.app = app
+        #: Let a job's exception out of ``run`` instead of turning it into a failed ack (testing's
+        #: ``drain_queue(with_safety=False)``).
+        self.reraise = reraise
         self.telemetry = telemetry
         self.threads = threads
         self.processes = processes
@@ -76,6 +84,14 @@ class JobRunner:
         return kind
 
     async def run(self, context: JobContext, queue_default: ExecutorKind = ExecutorKind.AUTO) -> Ack:
+        token = bind_app(self.app) if self.app is not None else None
+        try:
+            return await self._run(context, queue_default)
+        finally:
+            if token is not None:
+                unbind_app(token)
+
+    async def _run(self, context: JobContext, queue_default: ExecutorKind) -> Ack:
         job = context.job
         self.telemetry.emit("job.start", job=job)
         started = self.clock.monotonic()
@@ -103,6 +119,8 @@ class JobRunner:
             # Job code may raise anything, SystemExit and KeyboardInterrupt included: it ends this
             # job, never the node (conveyor start stops on signals through the loop, not these).
             # A timeout only flags the context so the code can stop; it stays a failure.
+            if self.reraise and not context.cancel_requested:
+                raise
             ack = self._cancelled(job, context) if context.cancel_requested else self._failed(job, exc)
         else:
             if context.cancel_requested:  # a thread job told to stop has returned

@@ -72,6 +72,12 @@ class Engine(Protocol):
     async def close(self) -> None:
         """Release every connection. Calling it twice, or before ``open``, is harmless."""
 
+    def abandon(self) -> None:
+        """Let go of what ``open`` acquired on an event loop that is gone (closed, or stopped for
+        good), without that loop: close what can be closed synchronously, drop the rest. The engine
+        can then be opened again on another loop (``Conveyor`` does this when an app is used from a
+        new loop: a pytest-asyncio test after another, a second ``asyncio.run``)."""
+
     # -- schema ------------------------------------------------------------------------------
     async def install(self) -> int:
         """Create or upgrade the schema (idempotent); return the schema version now installed."""

@@ -125,29 +125,8 @@ class PostgresCore:
         self.leader_channel = channel(prefix, "leader")
         self.ended_channel = channel(prefix, "ended")
         self.inbox_channel = channel(prefix, "inbox")
-        self._pool = AsyncConnectionPool(
-            dsn,
-            min_size=min_connections,
-            max_size=max_connections,
-            kwargs={"autocommit": True},
-            configure=_configure,
-            open=False,
-            name=f"conveyor-{prefix}",
-            reconnect_timeout=RECONNECT_TIMEOUT,
-            reconnect_failed=_reconnect_again,
-        )
-        self._hot_pool = AsyncConnectionPool(
-            dsn,
-            min_size=0,
-            max_size=max_connections,
-            # Prepared at once: these two statements are the whole workload of these sessions.
-            kwargs={"autocommit": True, "prepare_threshold": 0},
-            configure=_configure_hot,
-            open=False,
-            name=f"conveyor-{prefix}-hot",
-            reconnect_timeout=RECONNECT_TIMEOUT,
-            reconnect_failed=_reconnect_again,
-        )
+        self._min_connections, self._max_connections = min_connections, max_connections
+        self._pool, self._hot_pool = self._new_pools()
         # Encoded once: psycopg would encode the text (and hash the bytes) on every call.
         parts = CLAIM_PARTS
         self._fetch_statement = self.sql.compose(
@@ -192,6 +171,44 @@ class PostgresCore:
             self._opened = False
             await self._hot_pool.close()
             await self._pool.close()
+
+    def abandon(self) -> None:
+        if not self._opened:
+            return
+        self._opened = False
+        for pool in (self._pool, self._hot_pool):
+            # The pool's tasks died with their loop; its idle connections are closed here, the
+            # ones handed out (if any) when they are collected.
+            for conn in list(getattr(pool, "_pool", ())):
+                with contextlib.suppress(Exception):
+                    conn.pgconn.finish()
+        self._pool, self._hot_pool = self._new_pools()
+
+    def _new_pools(self) -> tuple[AsyncConnectionPool, AsyncConnectionPool]:
+        pool = AsyncConnectionPool(
+            self.dsn,
+            min_size=self._min_connections,
+            max_size=self._max_connections,
+            kwargs={"autocommit": True},
+            configure=_configure,
+            open=False,
+            name=f"conveyor-{self.prefix}",
+            reconnect_timeout=RECONNECT_TIMEOUT,
+            reconnect_failed=_reconnect_again,
+        )
+        hot_pool = AsyncConnectionPool(
+            self.dsn,
+            min_size=0,
+            max_size=self._max_connections,
+            # Prepared at once: these two statements are the whole workload of these sessions.
+            kwargs={"autocommit": True, "prepare_threshold": 0},
+            configure=_configure_hot,
+            open=False,
+            name=f"conveyor-{self.prefix}-hot",
+            reconnect_timeout=RECONNECT_TIMEOUT,
+            reconnect_failed=_reconnect_again,
+        )
+        return pool, hot_pool
 
     @property
     def pool(self) -> AsyncConnectionPool:

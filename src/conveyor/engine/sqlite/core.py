@@ -81,6 +81,10 @@ class SqliteCore:
                 database.release(db)
 
     async def close(self) -> None:
+        self.abandon()
+
+    def abandon(self) -> None:
+        # The database runs on its own threads, bound to no loop: releasing it is all there is.
         if self._db is not None:
             db, self._db = self._db, None
             database.release(db)
