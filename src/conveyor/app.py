@@ -50,6 +50,8 @@ from conveyor.recorded import decode_result
 from conveyor.request import JobRequest
 from conveyor.settings import load_settings
 from conveyor.telemetry import Telemetry
+from conveyor.testing.execute import run_inline
+from conveyor.testing.modes import check_mode, effective_mode
 from conveyor.workflow import Workflow, WorkflowStatus
 
 T = TypeVar("T")
@@ -119,10 +121,13 @@ class Conveyor:
         config_file: str | None = None,
         configured_queues: bool = False,
         clock: Clock | None = None,
+        testing: str = "disabled",
         **settings: Any,
     ) -> None:
         #: The node's clock (``conveyor.testing``-style fake time in tests); the real one by default.
         self.clock: Clock = clock or SYSTEM_CLOCK
+        #: The testing mode: "disabled", "manual" or "inline" (see ``conveyor.testing.modes``).
+        self.testing = check_mode(testing)
         self.settings = load_settings(
             {"database_url": database_url, **settings},
             config_file=config_file,
@@ -183,7 +188,7 @@ class Conveyor:
     async def start(self) -> None:
         """Open the database and, when queues are configured, start this process's node."""
         engine = await self.engine()
-        if self.settings.queues and self.node is None:
+        if self.settings.queues and self.node is None and effective_mode(self.testing) == "disabled":
             await engine.check_schema()
             modules = [importlib.import_module(module) for module in self.settings.imports]
             crontab = [
@@ -255,6 +260,10 @@ class Conveyor:
         self.close_sync()
 
     def close_sync(self) -> None:
+        """Close the connections of the ``_sync`` twins, and let go of those the async API opened
+        on an event loop that has stopped since (one still running is left to ``close()``)."""
+        if self._engine_loop is not None and not self._engine_loop.is_running():
+            self._leave_stopped_loop()
         if self._portal_engine is not None:
             waiters = self._waiters.pop((id(self._portal_engine), id(self._portal.loop)), None)
             if waiters is not None:
@@ -378,6 +387,13 @@ class Conveyor:
         ``Workflow`` inserts its steps, in the order they were added (see ``conveyor.workflow``)."""
         if isinstance(requests, Batch):
             requests = requests.workflow()
+        if effective_mode(self.testing) == "inline":
+            if isinstance(requests, Workflow):
+                raise ConveyorError(
+                    "inline testing runs single jobs; enqueue workflows and batches in manual mode "
+                    "and run them with conveyor.testing.drain_queue"
+                )
+            return await run_inline(self, list(requests))
         if isinstance(requests, Workflow):
             workflow = requests
             return job_ids(await self._run(lambda e: enqueue_workflow(e, workflow, conn=conn, now=now), conn))

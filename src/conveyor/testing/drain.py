@@ -1,0 +1,92 @@
+"""``drain_queue``: run a queue's jobs one at a time in the test's own process, through the real
+claim and ack of the app's engine, so the stored states are what a node would leave."""
+
+from __future__ import annotations
+
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+from conveyor._options import check_queue
+from conveyor._runtime.runner import JobRunner
+from conveyor.context import JobContext
+from conveyor.current_app import current_app
+from conveyor.definition import ExecutorKind, JobDefinition
+from conveyor.filters import JobFilter
+from conveyor.job import JobState
+from conveyor.testing.execute import TEST_NODE
+
+if TYPE_CHECKING:
+    from conveyor.app import Conveyor
+
+#: The keys of ``drain_queue``'s counts: how the drained attempts ended.
+OUTCOMES = ("cancelled", "completed", "discarded", "retryable", "scheduled")
+
+
+class _DrainRunner(JobRunner):
+    """The node's runner, with process jobs run in a thread (a test has no process pool)."""
+
+    def executor_for(self, definition: JobDefinition, queue_default: ExecutorKind) -> ExecutorKind:
+        kind = super().executor_for(definition, queue_default)
+        if kind is ExecutorKind.PROCESS:
+            return ExecutorKind.ASYNC if definition.is_async else ExecutorKind.THREAD
+        return kind
+
+
+async def drain_queue(
+    queue: str = "default",
+    *,
+    app: Conveyor | None = None,
+    with_recursion: bool = True,
+    with_safety: bool = False,
+    with_scheduled: bool = True,
+) -> dict[str, int]:
+    """Run the jobs of ``queue`` one after another, here, and return how many attempts ended each
+    way (``completed``, ``discarded``, ``cancelled``, ``retryable``, ``scheduled`` for a snooze).
+
+    - ``with_recursion`` (default): go on until the queue has nothing to run, so jobs the drained
+      jobs enqueue (and workflow steps they release) run too; without it, one pass over the jobs
+      available when it starts.
+    - ``with_scheduled`` (default): scheduled and retryable jobs of the queue run now too (a job
+      that snoozes over and over, drained with recursion, never lets the drain end).
+    - ``with_safety``: a job's exception is recorded as its failed attempt; without it (default)
+      the attempt is recorded and the exception propagates, stopping the drain.
+    """
+    app = app or current_app()
+    check_queue(queue)
+    engine = await app.engine()
+    counts = dict.fromkeys(OUTCOMES, 0)
+    producer = str(uuid.uuid4())
+    with ThreadPoolExecutor(2, thread_name_prefix="conveyor-drain") as threads:
+        runner = _DrainRunner(
+            app.resolver,
+            app.telemetry,
+            threads=threads,
+            processes=None,
+            clock=app.clock,
+            app=app,
+            reraise=not with_safety,
+        )
+        while True:
+            if with_scheduled:
+                waiting = JobFilter(queues=(queue,), states=(JobState.SCHEDULED, JobState.RETRYABLE))
+                await engine.retry_jobs(waiting)
+            demand = 1 if with_recursion else 10_000
+            jobs = await engine.fetch_jobs(queue, demand, node=TEST_NODE, producer=producer)
+            if not jobs:
+                break
+            for job in jobs:
+                try:
+                    ack = await runner.run(JobContext(job))
+                except BaseException as exc:
+                    await engine.ack_jobs([runner.failure(job, exc)])
+                    raise
+                await engine.ack_jobs([ack])
+                counts[_outcome(ack.state)] += 1
+            if not with_recursion:
+                break
+    return counts
+
+
+def _outcome(state: JobState) -> str:
+    return "scheduled" if state in (JobState.SCHEDULED, JobState.AVAILABLE) else state.value

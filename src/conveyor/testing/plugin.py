@@ -1,0 +1,81 @@
+"""The pytest plugin of Conveyor, registered by the ``pytest11`` entry point: it adds fixtures and a
+marker, and changes nothing unless a test asks for them.
+
+``conveyor_app``: an installed app on a database of the test's own, made the default app for the
+test (so ``send.enqueue(...)`` and ``conveyor.testing``'s helpers find it), closed afterwards.
+
+- Where: ``conveyor_database_url`` in the pytest ini options (or the environment variable
+  ``CONVEYOR_TEST_DATABASE_URL``). A PostgreSQL URL gives each test a schema of its own, dropped
+  afterwards; unset, each test gets a SQLite file in its ``tmp_path``.
+- Mode: ``conveyor_testing`` in the ini options, ``manual`` by default (``inline`` runs jobs at
+  enqueue; see ``conveyor.testing.modes``). ``@pytest.mark.conveyor(testing="inline", **settings)``
+  sets the mode and any ``Conveyor`` setting (``queues``, ``poll_interval`` ...) for one test.
+
+The fixture is synchronous, so it serves plain tests and async ones (pytest-asyncio, anyio) alike.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conveyor.app import Conveyor
+from conveyor.current_app import default_app, set_default_app
+
+DATABASE_URL_OPTION = "conveyor_database_url"
+MODE_OPTION = "conveyor_testing"
+DATABASE_URL_VARIABLE = "CONVEYOR_TEST_DATABASE_URL"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        DATABASE_URL_OPTION,
+        "Database of the conveyor_app fixture: a PostgreSQL URL (a schema per test) or unset "
+        "(a SQLite file per test)",
+        default="",
+    )
+    parser.addini(MODE_OPTION, "Testing mode of the conveyor_app fixture: manual or inline", default="manual")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "conveyor(testing=..., **settings): the mode and settings of this test's conveyor_app"
+    )
+
+
+@pytest.fixture
+def conveyor_app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Conveyor]:
+    """An installed app on a database of this test's own, the default app while the test runs."""
+    marker = request.node.get_closest_marker("conveyor")
+    settings: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
+    testing = settings.pop("testing", None) or request.config.getini(MODE_OPTION) or "manual"
+    url = os.environ.get(DATABASE_URL_VARIABLE) or request.config.getini(DATABASE_URL_OPTION)
+    schema = None
+    if url and url.startswith(("postgres://", "postgresql://", "postgresql+")):
+        schema = f"conveyor_test_{uuid.uuid4().hex[:12]}"
+        settings.setdefault("prefix", schema)
+    elif not url:
+        url = f"sqlite:///{tmp_path / 'conveyor.db'}"
+    app = Conveyor(url, testing=testing, **settings)
+    app.install_sync()
+    previous = default_app()
+    set_default_app(app)
+    try:
+        yield app
+    finally:
+        set_default_app(previous)
+        app.close_sync()
+        if schema is not None:
+            _drop_schema(url, schema)
+
+
+def _drop_schema(url: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
