@@ -1,0 +1,125 @@
+"""The pytest plugin, as a user's project sees it: a test suite in a fresh directory, run by pytest
+in a subprocess, using ``conveyor_app``, the marker and the helpers (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import textwrap
+import uuid
+
+import psycopg
+import pytest
+
+from tests.conftest import DSN
+
+pytest_plugins = ["pytester"]
+
+JOBS = """
+from conveyor import current_job, job
+
+DONE: list[str] = []
+
+
+@job(record=True)
+async def send_welcome(email: str, name: str = "") -> str:
+    DONE.append(email)
+    return f"sent to {email} (job {current_job().id})"
+
+
+@job()
+def resize(path: str, width: int) -> None:
+    DONE.append(f"{path}@{width}")
+    if width <= 0:
+        raise ValueError("width must be positive")
+"""
+
+TESTS = """
+import pytest
+
+from conveyor import JobState
+from conveyor.testing import assert_enqueued, drain_queue, process_job, refute_enqueued
+
+from myapp import DONE, resize, send_welcome
+
+
+async def signup(email: str) -> None:
+    await send_welcome.enqueue(email, name="x")
+
+
+async def test_manual_mode_stores_and_drains(conveyor_app):
+    await signup("ada@example.com")
+    await assert_enqueued(worker=send_welcome, args={"email": "ada@example.com"})
+    await refute_enqueued(worker=resize)
+    assert await drain_queue() == {
+        "cancelled": 0, "completed": 1, "discarded": 0, "retryable": 0, "scheduled": 0,
+    }
+    [job] = await conveyor_app.list_jobs()
+    assert job.state is JobState.COMPLETED
+
+
+@pytest.mark.conveyor(testing="inline")
+async def test_inline_mode_runs_at_enqueue(conveyor_app):
+    DONE.clear()
+    await resize.enqueue("a.png", 10)
+    assert DONE == ["a.png@10"]
+    with pytest.raises(ValueError, match="positive"):
+        await resize.enqueue("b.png", 0)
+
+
+def test_a_plain_test_uses_the_sync_api(conveyor_app):
+    resize.enqueue_sync("c.png", width=5)
+    assert [job.args for job in conveyor_app.list_jobs_sync()] == [{"path": "c.png", "width": 5}]
+
+
+async def test_process_job_gives_a_job_context():
+    result = await process_job(send_welcome.new("bob@example.com"))
+    assert result.startswith("sent to bob@example.com (job ")
+
+
+async def test_each_test_starts_empty(conveyor_app):
+    assert await conveyor_app.list_jobs() == []
+
+
+def test_a_missing_argument_fails_at_enqueue(conveyor_app):
+    with pytest.raises(Exception, match="do not fit myapp.resize: missing .*width"):
+        resize.enqueue_sync("d.png")
+"""
+
+
+def write_project(pytester: pytest.Pytester, ini: str = "") -> None:
+    pytester.makepyfile(myapp=JOBS, test_myapp=TESTS)
+    pytester.makeini(
+        textwrap.dedent(
+            f"""
+            [pytest]
+            asyncio_mode = auto
+            asyncio_default_fixture_loop_scope = function
+            {ini}
+            """
+        )
+    )
+
+
+def test_the_plugin_on_sqlite(pytester: pytest.Pytester) -> None:
+    write_project(pytester)
+    result = pytester.runpytest_subprocess("-q")
+    result.assert_outcomes(passed=6)
+
+
+def test_the_plugin_on_postgres_leaves_no_schema_behind(pytester: pytest.Pytester) -> None:
+    write_project(pytester, f"conveyor_database_url = {DSN}")
+    marker = uuid.uuid4().hex  # schemas existing before do not count
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        before = {row[0] for row in conn.execute("SELECT nspname FROM pg_namespace")}
+    result = pytester.runpytest_subprocess("-q")
+    result.assert_outcomes(passed=6)
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        after = {row[0] for row in conn.execute("SELECT nspname FROM pg_namespace")}
+    assert {name for name in after - before if name.startswith("conveyor_test_")} == set(), marker
+
+
+def test_the_fixture_is_opt_in(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain="def test_nothing():\n    assert True\n")
+    result = pytester.runpytest_subprocess("-q", "--fixtures")
+    assert "conveyor_app" in result.stdout.str()
+    result = pytester.runpytest_subprocess("-q")
+    result.assert_outcomes(passed=1)
