@@ -100,7 +100,7 @@ class Arguments:
         else:
             self.check_names(kwargs, "args")
             values = kwargs
-        codecs = self.codecs
+        codecs = self._codecs if self._codecs is not None else self.codecs
         if codecs:
             values = dict(values)
             for name, codec in codecs.items():
@@ -109,6 +109,10 @@ class Arguments:
         return values
 
     def check_names(self, values: Mapping[str, Any], field: str) -> None:
+        keys = values.keys()
+        # The common case allocates nothing: two subset tests on the keys view.
+        if keys >= self.required and (self.var_keyword is not None or keys <= self.names):
+            return
         missing = self.required - values.keys()
         unknown = () if self.var_keyword is not None else values.keys() - self.names
         if missing or unknown:
