@@ -57,7 +57,7 @@ def conveyor_app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Con
     url = os.environ.get(DATABASE_URL_VARIABLE) or request.config.getini(DATABASE_URL_OPTION)
     schema = None
     if url and url.startswith(("postgres://", "postgresql://", "postgresql+")):
-        schema = f"conveyor_test_{uuid.uuid4().hex[:12]}"
+        schema = f"conveyor_pytest_{uuid.uuid4().hex[:12]}"
         settings.setdefault("prefix", schema)
     elif not url:
         url = f"sqlite:///{tmp_path / 'conveyor.db'}"
