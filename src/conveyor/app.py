@@ -241,7 +241,9 @@ class Conveyor:
             self.node = None
         if self._engine is not None:
             self._waiters.pop((id(self._engine), id(old)), None)
-            self._engine.abandon()
+            abandon = getattr(self._engine, "abandon", None)  # an engine of the user's own may lack it
+            if abandon is not None:
+                abandon()
             if self._owns_engine:
                 self._engine = None
 

@@ -20,7 +20,7 @@ import sys
 import types
 import typing
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime, time
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -127,8 +127,11 @@ class Arguments:
         """The keyword arguments of a run from stored args (``ArgumentError`` when they do not fit:
         a row another client wrote, or a job enqueued before the function changed)."""
         self.check_names(stored, "stored args")
+        codecs = self._codecs if self._codecs is not None else self.codecs
+        if not codecs:  # most jobs: the stored args as they are, no copy on the execute path
+            return dict(stored) if not isinstance(stored, dict) else stored
         values = dict(stored)
-        for name, codec in self.codecs.items():
+        for name, codec in codecs.items():
             if name in values and values[name] is not None:
                 values[name] = _convert(codec.decode, codec, name, values[name])
         return values
@@ -153,12 +156,12 @@ def codec_for(annotation: Any) -> Codec | None:
         if len(members) == 1:
             return _optional(codec_for(members[0]))
         return None  # a union of several types: nothing says which to decode to
-    if origin in (list, tuple, set, frozenset) or origin is typing.Sequence:
+    if origin in (list, tuple, set, frozenset, Sequence):
         item_args = typing.get_args(annotation)
         if origin is tuple and (len(item_args) != 2 or item_args[1] is not Ellipsis):
             return None
         return _sequence(codec_for(item_args[0]) if item_args else None, origin)
-    if origin in (dict, typing.Mapping) or origin is Mapping:
+    if origin in (dict, Mapping):
         key_value = typing.get_args(annotation)
         return _mapping(codec_for(key_value[1])) if len(key_value) == 2 else None
     if not isinstance(annotation, type):

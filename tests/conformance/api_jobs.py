@@ -7,6 +7,7 @@ import dataclasses
 import enum
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
@@ -144,3 +145,8 @@ def blocking_reports(pause: float = 0.0) -> str:
 @job()
 async def slow(seconds: float) -> None:
     await asyncio.sleep(seconds)
+
+
+@job(record=True)
+async def ids_of(refs: Sequence[uuid.UUID], by_name: Mapping[str, date]) -> list[str]:
+    return [type(refs[0]).__name__, type(by_name["a"]).__name__]

@@ -236,3 +236,11 @@ async def test_jobs_on_a_node_enqueue_on_the_app_that_runs_them(node_app: Convey
         set_default_app(previous)
     assert sorted(api_jobs.SEEN["children"]) == [0, 0, 1, 1]
     assert api_jobs.SEEN["app"] is node_app
+
+
+async def test_abstract_collections_of_typed_values_convert_too(app: Conveyor) -> None:
+    request = api_jobs.ids_of.new([uuid.UUID(int=3)], {"a": date(2020, 1, 2)})
+    assert request.args == {"refs": [str(uuid.UUID(int=3))], "by_name": {"a": "2020-01-02"}}
+    job_id = await app.enqueue(request)
+    await drain_queue(app=app)
+    assert await app.get_result(job_id) == ["UUID", "date"]

@@ -59,7 +59,8 @@ async def test_enqueue_then_poll_until_done(any_engine: Engine) -> None:
             assert failed.status_code == 200 and failed.json()["state"] == "discarded"
             assert "RuntimeError: boom" in failed.json()["error"]
             assert (await client.get("/jobs/999999")).status_code == 404
-            assert (await client.get("/jobs/abc")).status_code == 400
+            for bad in ("abc", "--5", "1.5", "-"):
+                assert (await client.get(f"/jobs/{bad}")).status_code == 400, bad
             assert (await client.get("/jobs/99999999999999999999")).status_code == 400
             nudged = await client.post("/jobs/nudge", params={"queue": "default"})
             assert nudged.status_code == 202 and nudged.json() == {"nudged": "default"}

@@ -123,6 +123,15 @@ async def test_drain_without_safety_records_the_attempt_and_raises(app: Conveyor
     assert stored is not None and stored.state is JobState.RETRYABLE and stored.attempt == 1
 
 
+async def test_drain_without_safety_lets_a_jobs_system_exit_out_as_raised(app: Conveyor) -> None:
+    job_id = await api_jobs.exits.enqueue()
+    with pytest.raises(SystemExit):
+        await drain_queue()
+    stored = await app.get_job(job_id)
+    assert stored is not None and stored.state is JobState.RETRYABLE
+    assert "SystemExit" in stored.errors[-1]["error"]
+
+
 async def test_drain_with_scheduled_runs_retries_until_they_end(app: Conveyor) -> None:
     job_id = await api_jobs.fails.enqueue("again")  # max_attempts 3
     later = await api_jobs.greet.options(schedule_in=3600).enqueue("later")
@@ -211,3 +220,5 @@ async def test_bad_filters_are_refused(app: Conveyor) -> None:
         await all_enqueued(args=["name"])
     with pytest.raises(ValidationError, match="worker"):
         await all_enqueued(worker=42)
+    with pytest.raises(ValidationError, match="must be a job state"):
+        await all_enqueued(state="running")

@@ -30,7 +30,7 @@ async def all_enqueued(*, app: Conveyor | None = None, delta: float = 1.0, **fil
     """The enqueued jobs matching every filter, newest first."""
     app = app or current_app()
     wanted = _check(filters)
-    states = (JobState(wanted.pop("state")),) if "state" in wanted else ENQUEUED
+    states = (wanted.pop("state"),) if "state" in wanted else ENQUEUED
     criteria: dict[str, Any] = {"states": states}
     if "queue" in wanted:
         criteria["queues"] = (wanted.pop("queue"),)
@@ -91,6 +91,11 @@ def _check(filters: dict[str, Any]) -> dict[str, Any]:
             raise ValidationError(name, value, f"unknown filter; expected one of {', '.join(FILTERS)}")
         if name in ("args", "meta") and not isinstance(value, Mapping):
             raise ValidationError(name, value, "must be a mapping of the keys to match")
+    if "state" in wanted:
+        try:
+            wanted["state"] = JobState(wanted["state"])
+        except ValueError:
+            raise ValidationError("state", wanted["state"], "must be a job state") from None
     worker = wanted.get("worker")
     if worker is not None and not isinstance(worker, str):
         definition = definition_of(worker)

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from conveyor._options import check_queue
+from conveyor._runtime.invoke import BaseExceptionRaised
 from conveyor._runtime.runner import JobRunner
 from conveyor.context import JobContext
 from conveyor.current_app import current_app
@@ -78,8 +79,10 @@ async def drain_queue(
             for job in jobs:
                 try:
                     ack = await runner.run(JobContext(job))
-                except BaseException as exc:
+                except Exception as exc:  # the job's own (with_safety=False): record it, then raise
                     await engine.ack_jobs([runner.failure(job, exc)])
+                    if isinstance(exc, BaseExceptionRaised):
+                        raise exc.original from None  # the SystemExit the job raised, as raised
                     raise
                 await engine.ack_jobs([ack])
                 counts[_outcome(ack.state)] += 1

@@ -55,17 +55,17 @@ def conveyor_app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Con
     settings: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
     testing = settings.pop("testing", None) or request.config.getini(MODE_OPTION) or "manual"
     url = os.environ.get(DATABASE_URL_VARIABLE) or request.config.getini(DATABASE_URL_OPTION)
-    schema = None
+    schema = None  # the schema this fixture makes (and drops): not one the marker names
     if url and url.startswith(("postgres://", "postgresql://", "postgresql+")):
-        schema = f"conveyor_pytest_{uuid.uuid4().hex[:12]}"
-        settings.setdefault("prefix", schema)
+        if "prefix" not in settings:
+            schema = settings["prefix"] = f"conveyor_pytest_{uuid.uuid4().hex[:12]}"
     elif not url:
         url = f"sqlite:///{tmp_path / 'conveyor.db'}"
     app = Conveyor(url, testing=testing, **settings)
-    app.install_sync()
     previous = default_app()
-    set_default_app(app)
     try:
+        app.install_sync()  # inside: a schema half made by a failed install is dropped too
+        set_default_app(app)
         yield app
     finally:
         set_default_app(previous)

@@ -73,9 +73,10 @@ def jobs_router(conveyor: Conveyor | None = None, *, status: bool = True, nudge:
     async def job_status(request: Request) -> Response:
         raw = request.path_params["job_id"]
         try:
-            job_id = check_job_id(int(raw) if raw.lstrip("-").isdigit() else raw, "job_id")
-        except ValidationError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
+            job_id = check_job_id(int(raw), "job_id")
+        except ValueError as exc:  # no integer, or beyond 64 bits (a ValidationError)
+            problem = str(exc) if isinstance(exc, ValidationError) else f"{raw!r} is no job id"
+            return JSONResponse({"error": problem}, status_code=400)
         job = await app_now().get_job(job_id)
         if job is None:
             return JSONResponse({"error": f"no job has id {job_id}"}, status_code=404)
@@ -94,7 +95,8 @@ def jobs_router(conveyor: Conveyor | None = None, *, status: bool = True, nudge:
             except LookupError:
                 body["result"] = None
         elif job.state.is_final and job.errors:
-            body["error"] = job.errors[-1].get("error")
+            last = job.errors[-1]  # another client's row may hold anything there
+            body["error"] = last.get("error") if isinstance(last, dict) else str(last)
         if not job.state.is_final:
             return JSONResponse(body, status_code=202, headers={"Retry-After": str(RETRY_AFTER)})
         return JSONResponse(body)
