@@ -5,6 +5,7 @@
 tasks; reports the latency of each insert as well as the rate.
 ``insert-unique`` / ``insert-unique-bulk``: the same with unique jobs (bulk: half of them duplicates),
 alternated with plain rounds in the same run and reported as the ratio of the medians.
+``insert-asyncpg``: ``enqueue_many`` in a caller's asyncpg transaction against a psycopg one.
 """
 
 from __future__ import annotations
@@ -143,3 +144,37 @@ async def insert_unique_bulk(settings: Settings) -> Figures:
         )
         unique.append(speed)
     return {"jobs": jobs, "conflicts": conflicts, **compared("unique", unique, plain)}
+
+
+# -- through a caller's asyncpg connection ------------------------------------------------------------
+ASYNCPG_ROUNDS = 4
+ASYNCPG_JOBS = 20_000
+
+
+async def insert_asyncpg(settings: Settings) -> Figures:
+    """``enqueue_many`` in a caller's transaction on an asyncpg connection (statements of 5,000 jobs)
+    against the same on a psycopg connection (COPY), alternated in one run: the ratio of the medians."""
+    import asyncpg  # the asyncpg extra; only this scenario needs it
+    import psycopg
+
+    jobs = settings.job_count(ASYNCPG_JOBS)
+    plain: list[float] = []
+    through_asyncpg: list[float] = []
+    async with fresh_app(settings) as app:
+        await _warm_up(app)
+        psycopg_conn = await psycopg.AsyncConnection.connect(settings.dsn)
+        asyncpg_conn = await asyncpg.connect(settings.dsn)
+        try:
+            for _ in range(ASYNCPG_ROUNDS):
+                with Stopwatch() as watch:
+                    async with psycopg_conn.transaction():
+                        await app.enqueue_many(job_requests(jobs), conn=psycopg_conn)
+                plain.append(rate(jobs, watch.seconds))
+                with Stopwatch() as watch:
+                    async with asyncpg_conn.transaction():
+                        await app.enqueue_many(job_requests(jobs), conn=asyncpg_conn)
+                through_asyncpg.append(rate(jobs, watch.seconds))
+        finally:
+            await psycopg_conn.close()
+            await asyncpg_conn.close()
+    return {"jobs": jobs, **compared("asyncpg", through_asyncpg, plain)}

@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Sequence
 
 from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_table
-from insert import insert_bulk, insert_single, insert_unique, insert_unique_bulk
+from insert import insert_asyncpg, insert_bulk, insert_single, insert_unique, insert_unique_bulk
 from relay import relay, wait_many
 from runtime import (
     cpu,
@@ -37,6 +37,7 @@ SCENARIOS: dict[str, Scenario] = {
     "insert-single": insert_single,
     "insert-unique": insert_unique,
     "insert-unique-bulk": insert_unique_bulk,
+    "insert-asyncpg": insert_asyncpg,
     "drain": drain,
     "latency": latency,
     "cpu": cpu,

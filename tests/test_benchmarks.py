@@ -88,6 +88,13 @@ def test_unique_insert_benchmarks_report_ratios_against_plain_inserts(dsn: str) 
     assert bulk["conflicts"] == 100  # half of the 200 were duplicates
 
 
+def test_insert_asyncpg_reports_the_ratio_to_psycopg(dsn: str) -> None:
+    (figures,) = run_benchmarks(dsn, "insert-asyncpg", "--jobs", "300")
+    assert figures["scenario"] == "insert-asyncpg" and figures["rounds"] == 4 and figures["jobs"] == 300
+    assert figures["asyncpg_range"][0] <= figures["jobs_per_s"] <= figures["asyncpg_range"][1]
+    assert figures["ratio"] > 0
+
+
 def test_drain_global_reports_the_ratio_to_a_plain_drain(dsn: str) -> None:
     (figures,) = run_benchmarks(dsn, "drain-global", "--jobs", "50")
     assert figures["scenario"] == "drain-global" and figures["rounds"] == 3

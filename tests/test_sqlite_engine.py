@@ -492,6 +492,28 @@ async def test_sqlalchemy_async_commit_and_rollback(
         await alchemy.dispose()
 
 
+async def test_an_enqueue_that_opens_a_sqlalchemy_connections_transaction_is_committed_with_it(
+    sqlite_engine: SqliteEngine, db_path: str
+) -> None:
+    """Our insert as a SQLAlchemy Connection's first statement: the caller's commit() commits it."""
+    blocking = create_engine(f"sqlite:///{db_path}")
+    alchemy = create_async_engine(f"sqlite+aiosqlite:///{db_path}")
+    try:
+        with blocking.connect() as conn:
+            sqlite_engine.insert_sync([request(1)], conn=conn)
+            conn.commit()
+        async with alchemy.connect() as aconn:
+            await sqlite_engine.insert([request(2)], conn=aconn)
+            await aconn.commit()
+        async with alchemy.connect() as aconn:
+            await sqlite_engine.insert([request(3)], conn=aconn)
+            await aconn.rollback()
+        assert count(db_path) == 2
+    finally:
+        blocking.dispose()
+        await alchemy.dispose()
+
+
 async def test_unsupported_connections_are_refused(sqlite_engine: SqliteEngine, db_path: str) -> None:
     for bad in (object(), f"sqlite:///{db_path}", 42):
         with pytest.raises(UnsupportedConnectionError) as exc:

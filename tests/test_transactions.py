@@ -418,3 +418,28 @@ def test_unique_jobs_through_a_blocking_connection(sync_app: Conveyor, dsn: str,
         assert not kept.conflict
         conn.commit()
     assert sync_app.enqueue_sync(request).conflict
+
+
+async def test_an_enqueue_that_opens_a_sqlalchemy_connections_transaction_is_committed_with_it(
+    app: Conveyor, sync_app: Conveyor, dsn: str, prefix: str
+) -> None:
+    """A SQLAlchemy Connection begins its transaction at its first statement. When that statement is
+    ours, the caller's commit() must still commit the jobs (it once found no transaction and the
+    jobs were rolled back with the connection)."""
+    async_engine = create_async_engine(alchemy_url(dsn))
+    engine = create_engine(alchemy_url(dsn))
+    try:
+        async with async_engine.connect() as conn:
+            await app.enqueue(side_effect.new(n=1), conn=conn)
+            await conn.commit()
+        with engine.connect() as blocking:
+            sync_app.enqueue_sync(side_effect.new(n=2), conn=blocking)
+            blocking.commit()
+        assert count_jobs(dsn, prefix) == 2
+        async with async_engine.connect() as conn:
+            await app.enqueue(side_effect.new(n=3), conn=conn)
+            await conn.rollback()
+        assert count_jobs(dsn, prefix) == 2
+    finally:
+        await async_engine.dispose()
+        engine.dispose()

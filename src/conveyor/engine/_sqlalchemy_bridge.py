@@ -15,9 +15,27 @@ async def async_driver(conn: Any) -> Any | None:
     if _is_sqlalchemy(conn, "AsyncSession"):
         conn = await conn.connection()  # begins the session's transaction if needed
     if _is_sqlalchemy(conn, "AsyncConnection"):
+        if not conn.in_transaction():
+            # A connection begins its transaction at its first statement (autobegin): ours must
+            # begin it too, or the caller's commit() would find no transaction and our
+            # statements would be rolled back with the connection.
+            await conn.begin()
         raw = await conn.get_raw_connection()
-        return raw.driver_connection
+        driver = raw.driver_connection
+        if _begins_lazily(raw, driver):
+            # SQLAlchemy's asyncpg adapter sends BEGIN with the transaction's first statement, not
+            # when the session begins: statements of ours sent before it would commit on their own.
+            # One statement through SQLAlchemy makes the adapter begin for real.
+            await conn.exec_driver_sql("SELECT 1")
+        return driver
     return None
+
+
+def _begins_lazily(raw: Any, driver: Any) -> bool:
+    """Is ``driver`` an asyncpg connection whose SQLAlchemy transaction has not sent BEGIN yet?"""
+    if not type(driver).__module__.startswith("asyncpg") or driver.is_in_transaction():
+        return False
+    return not getattr(raw.dbapi_connection, "autocommit", False)
 
 
 def sync_driver(conn: Any) -> Any | None:
@@ -25,5 +43,7 @@ def sync_driver(conn: Any) -> Any | None:
     if _is_sqlalchemy(conn, "Session"):
         conn = conn.connection()  # begins the session's transaction if needed
     if _is_sqlalchemy(conn, "Connection"):
+        if not conn.in_transaction():
+            conn.begin()  # autobegin, as for an AsyncConnection above
         return conn.connection.driver_connection
     return None

@@ -10,7 +10,6 @@ from typing import Any
 import orjson
 import psycopg
 from psycopg.adapt import Loader
-from psycopg.rows import tuple_row
 from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool
 
@@ -278,9 +277,7 @@ class PostgresCore:
         (one statement is atomic by itself, and its notifications go out with the caller's commit)."""
         if conn is not None:
             driver = await foreign.async_driver_connection(conn)
-            async with driver.cursor(row_factory=tuple_row) as cur:
-                await cur.execute(statement.encode(), params)
-                return [row[0] for row in await cur.fetchall()]
+            return [row[0] for row in await foreign.fetch_rows(driver, statement.encode(), params)]
         async with self.pool.connection() as own:
             cur = await own.execute(statement.encode(), params)
             return [row[0] for row in await cur.fetchall()]

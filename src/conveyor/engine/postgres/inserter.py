@@ -38,6 +38,7 @@ from psycopg.rows import tuple_row
 
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.postgres import foreign
+from conveyor.engine.postgres.asyncpg_session import AsyncpgSession
 from conveyor.engine.postgres.rows import (
     NOT_A_REQUEST,
     CopyRows,
@@ -92,9 +93,11 @@ Step = Atomic | Execute | CopyIn
 Steps = Generator[Step, Any, list[int]]
 
 
-def _copy_capable(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+def _copy_capable(conn: psycopg.Connection[Any] | foreign.AsyncDriver) -> bool:
     # COPY data is formatted as UTF-8; on a connection with another client encoding the statement
-    # path lets psycopg encode the parameters instead.
+    # path lets psycopg encode the parameters instead. asyncpg connections take the statement path.
+    if isinstance(conn, AsyncpgSession):
+        return False
     return conn.info.encoding == "utf-8"
 
 
@@ -116,7 +119,7 @@ class Inserter:
 
     async def insert(
         self,
-        conn: psycopg.AsyncConnection[Any],
+        conn: foreign.AsyncDriver,
         requests: Iterable[JobRequest],
         now: datetime | None,
         hold: Sequence[int] = (),
@@ -314,8 +317,10 @@ def take_unique_run(source: Pushback, size: int) -> list[JobRequest]:
     return run
 
 
-async def run_async(conn: psycopg.AsyncConnection[Any], steps: Steps) -> list[int]:
+async def run_async(conn: foreign.AsyncDriver, steps: Steps) -> list[int]:
     """Run the steps on an async connection."""
+    if isinstance(conn, AsyncpgSession):
+        return await run_on_asyncpg(conn, steps)
     async with AsyncExitStack() as stack:
         cur = await stack.enter_async_context(conn.cursor(row_factory=tuple_row))
         result: Any = None
@@ -336,6 +341,26 @@ async def run_async(conn: psycopg.AsyncConnection[Any], steps: Steps) -> list[in
                     result = step.meanwhile()
             else:
                 await stack.enter_async_context(foreign.atomic_async(conn))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def run_on_asyncpg(session: AsyncpgSession, steps: Steps) -> list[int]:
+    """Run the steps on a caller's asyncpg connection (never asked for COPY: see ``_copy_capable``)."""
+    async with AsyncExitStack() as stack:
+        result: Any = None
+        while True:
+            try:
+                step = steps.send(result)
+            except StopIteration as stop:
+                ids: list[int] = stop.value
+                return ids
+            result = None
+            if isinstance(step, Execute):
+                result = await session.fetch(step.query, step.params)
+            elif isinstance(step, CopyIn):  # pragma: no cover - the steps never ask (copy=False)
+                raise AssertionError("COPY through asyncpg")
+            else:
+                await stack.enter_async_context(session.atomic())
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -9,7 +9,6 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from psycopg.rows import tuple_row
 
 from conveyor.engine.postgres import foreign
 from conveyor.engine.postgres.core import PostgresCore
@@ -113,9 +112,7 @@ class PostgresWorkflows(PostgresCore):
     async def _rows(self, statement: bytes, params: dict[str, Any], conn: Any) -> list[tuple[Any, ...]]:
         if conn is not None:
             driver = await foreign.async_driver_connection(conn)
-            async with driver.cursor(row_factory=tuple_row) as cur:
-                await cur.execute(statement, params)
-                return list(await cur.fetchall())
+            return await foreign.fetch_rows(driver, statement, params)
         async with self.pool.connection() as own:
             cur = await own.execute(statement, params)
             return list(await cur.fetchall())
