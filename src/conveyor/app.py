@@ -122,8 +122,17 @@ class Conveyor:
         configured_queues: bool = False,
         clock: Clock | None = None,
         testing: str = "disabled",
+        sync_conn: Callable[[], Any] | None = None,
+        blocking_job_scope: Callable[[], AbstractContextManager[Any]] | None = None,
         **settings: Any,
     ) -> None:
+        #: The connection ``enqueue_sync``/``enqueue_many_sync`` use when given no ``conn``: called
+        #: in the caller's thread each time (conveyor.contrib.django passes Django's, so jobs join
+        #: ``transaction.atomic()``). None: the app's own connection, committed at once.
+        self.sync_conn = sync_conn
+        #: Entered in the job's thread around each blocking (thread) job: per-thread resources the
+        #: job code uses (conveyor.contrib.django closes Django's stale connections with it).
+        self.blocking_job_scope = blocking_job_scope
         #: The node's clock (``conveyor.testing``-style fake time in tests); the real one by default.
         self.clock: Clock = clock or SYSTEM_CLOCK
         #: The testing mode: "disabled", "manual" or "inline" (see ``conveyor.testing.modes``).
@@ -408,7 +417,10 @@ class Conveyor:
         conn: Any = None,
         now: datetime | None = None,
     ) -> list[JobId]:
-        if conn is not None:
+        inline = effective_mode(self.testing) == "inline"
+        if conn is None and self.sync_conn is not None and not inline:
+            conn = self.sync_conn()
+        if conn is not None and not inline:
             # A caller's synchronous connection is used right here, in the caller's thread.
             engine = self._statement_engine()
             if isinstance(requests, Batch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -73,6 +74,7 @@ async def greet(name: str, punctuation: str = "!") -> str:
 @job(queue="other")
 def greet_in_thread(name: str) -> str:
     SEEN.setdefault("threads", []).append(name)
+    SEEN.setdefault("events", []).append(("job", threading.get_ident()))
     return name
 
 

@@ -4,14 +4,16 @@ assertions on enqueued jobs."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from conveyor import Cancel, Conveyor, JobState, Record, Snooze, Workflow
 from conveyor.engine.base import Engine
-from conveyor.errors import ConveyorError, ValidationError
+from conveyor.errors import ConveyorError, UnsupportedConnectionError, ValidationError
 from conveyor.testing import (
     all_enqueued,
     assert_enqueued,
@@ -84,6 +86,51 @@ async def test_inline_mode_runs_jobs_at_enqueue_and_lets_exceptions_out(app: Con
     assert await app.list_jobs() == []  # nothing stored
     await api_jobs.child.enqueue(n=4)  # manual again outside the block
     assert api_jobs.SEEN["children"] == [1, 2]
+
+
+async def test_inline_mode_wins_over_a_sync_connection(any_engine: Engine) -> None:
+    """An app whose blocking inserts go through a caller's connection (``sync_conn``, as Django's
+    integration sets) still runs jobs inline in inline mode, and never asks for the connection;
+    outside it, the connection given is the one used."""
+    api_jobs.SEEN.clear()
+    asked: list[int] = []
+
+    def connection() -> object:
+        asked.append(1)
+        return object()  # not a connection: using it fails, which shows it was used
+
+    app = Conveyor(engine=any_engine, testing="inline", sync_conn=connection)
+    try:
+        with app.as_current():
+            api_jobs.child.enqueue_sync(n=7)
+            app.enqueue_sync(api_jobs.child.new(n=8), conn=object())
+            assert api_jobs.SEEN["children"] == [7, 8] and asked == []
+            with mode("manual"), pytest.raises(UnsupportedConnectionError):
+                api_jobs.child.enqueue_sync(n=9)
+        assert asked == [1]
+    finally:
+        await app.close()
+
+
+async def test_a_blocking_job_scope_wraps_each_thread_job_in_its_thread(any_engine: Engine) -> None:
+    api_jobs.SEEN.clear()
+
+    @contextlib.contextmanager
+    def scope() -> Iterator[None]:
+        api_jobs.SEEN.setdefault("events", []).append(("enter", threading.get_ident()))
+        yield
+        api_jobs.SEEN["events"].append(("exit", threading.get_ident()))
+
+    app = Conveyor(engine=any_engine, testing="manual", blocking_job_scope=scope)
+    try:
+        with app.as_current():
+            await api_jobs.greet_in_thread.enqueue("ada")
+            assert (await drain_queue("other"))["completed"] == 1
+    finally:
+        await app.close()
+    events = api_jobs.SEEN["events"]
+    assert [kind for kind, _ in events] == ["enter", "job", "exit"]
+    assert len({thread for _, thread in events}) == 1 and events[0][1] != threading.get_ident()
 
 
 def test_a_bad_mode_is_refused() -> None:

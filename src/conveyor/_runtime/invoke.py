@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from conveyor.arguments import ArgumentError
@@ -50,14 +52,20 @@ async def call_async(definition: JobDefinition, context: JobContext) -> Any:
         unbind(token)
 
 
-def call_blocking(definition: JobDefinition, context: JobContext) -> Any:
-    """Run the job to its end in this thread (a coroutine gets a private loop)."""
+def call_blocking(
+    definition: JobDefinition,
+    context: JobContext,
+    scope: Callable[[], AbstractContextManager[Any]] | None = None,
+) -> Any:
+    """Run the job to its end in this thread (a coroutine gets a private loop), inside ``scope``
+    when the app gives one (``Conveyor(blocking_job_scope=...)``)."""
     token = bind(context)
     try:
-        result = start_call(definition, context.job)
-        if inspect.isawaitable(result):
-            return asyncio.run(_await(result))
-        return result
+        with nullcontext() if scope is None else scope():
+            result = start_call(definition, context.job)
+            if inspect.isawaitable(result):
+                return asyncio.run(_await(result))
+            return result
     except Exception:
         raise
     except BaseException as exc:  # CancelledError too: nothing cancels a thread's code that way

@@ -158,7 +158,8 @@ class JobRunner:
         if kind is ExecutorKind.THREAD:
             loop = asyncio.get_running_loop()
             ctx = contextvars.copy_context()
-            return loop.run_in_executor(self.threads, ctx.run, call_blocking, definition, context)
+            scope = getattr(self.app, "blocking_job_scope", None)
+            return loop.run_in_executor(self.threads, ctx.run, call_blocking, definition, context, scope)
         return call_async(definition, context)
 
     # -- turning results into acks --------------------------------------------------------------

@@ -47,7 +47,7 @@ async def fetch_rows(driver: AsyncDriver, statement: bytes, params: dict[str, An
     """Run one statement on a caller's connection (atomic by itself, in their transaction)."""
     if isinstance(driver, AsyncpgSession):
         return await driver.fetch(statement, params)
-    async with driver.cursor(row_factory=tuple_row) as cur:
+    async with psycopg.AsyncCursor(driver, row_factory=tuple_row) as cur:
         await cur.execute(statement, params)
         return list(await cur.fetchall())
 
@@ -59,6 +59,10 @@ def sync_driver_connection(conn: Any) -> psycopg.Connection[Any]:
     if isinstance(driver, psycopg.Connection):
         return driver
     raise UnsupportedConnectionError(conn, SYNC_EXPECTED)
+
+
+# A caller's connection may make client-side cursors by default (Django's does: ClientCursor), which
+# cannot return binary results; the paths above and the inserter make server-side ones explicitly.
 
 
 def _needs_own_transaction(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:

@@ -322,7 +322,8 @@ async def run_async(conn: foreign.AsyncDriver, steps: Steps) -> list[int]:
     if isinstance(conn, AsyncpgSession):
         return await run_on_asyncpg(conn, steps)
     async with AsyncExitStack() as stack:
-        cur = await stack.enter_async_context(conn.cursor(row_factory=tuple_row))
+        # Server-side binding whatever the connection's cursor_factory (Django's is ClientCursor).
+        cur = await stack.enter_async_context(psycopg.AsyncCursor(conn, row_factory=tuple_row))
         result: Any = None
         while True:
             try:
@@ -368,7 +369,8 @@ def run_sync(conn: psycopg.Connection[Any], steps: Steps) -> list[int]:
     """Run the steps on a caller's blocking connection: always inside a savepoint (or transaction),
     so a failure leaves the caller's transaction usable."""
     with ExitStack() as stack:
-        cur = stack.enter_context(conn.cursor(row_factory=tuple_row))
+        # Server-side binding whatever the connection's cursor_factory (Django's is ClientCursor).
+        cur = stack.enter_context(psycopg.Cursor(conn, row_factory=tuple_row))
         stack.enter_context(foreign.atomic_sync(conn))
         result: Any = None
         while True:

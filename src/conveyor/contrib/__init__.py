@@ -1,0 +1,1 @@
+"""Integrations with frameworks that own more than a connection (Django)."""

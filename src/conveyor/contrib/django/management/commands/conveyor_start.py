@@ -1,0 +1,50 @@
+"""``manage.py conveyor_start``: run a node with the project's settings until SIGTERM or SIGINT.
+
+The node imports every installed app's ``jobs`` module; blocking jobs may use the ORM (each runs
+with its thread's Django connections checked before and after, as a request would)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from conveyor.cli.common import require_schema
+from conveyor.cli.start import LOG_LEVELS, run_node
+from conveyor.contrib.django.config import build_app, jobs_modules
+from conveyor.errors import ConveyorError
+
+
+class Command(BaseCommand):
+    help = "Run a Conveyor node: fetch and execute jobs of the configured queues until stopped."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--queues", "-q", help="Queues and limits, e.g. default:10,mail:5 (overrides settings)."
+        )
+        parser.add_argument("--node", help="Node name (default: host-pid-random).")
+        parser.add_argument("--log-level", choices=LOG_LEVELS, default="INFO", type=str.upper)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        logging.basicConfig(
+            level=options["log_level"], format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
+        try:
+            app = build_app(queues=options["queues"], node=options["node"], imports=jobs_modules())
+            if not app.settings.queues:
+                raise CommandError(
+                    "no queues to run: set settings.CONVEYOR['queues'] or pass --queues default:10"
+                )
+        except ConveyorError as exc:
+            raise CommandError(str(exc)) from None
+        try:
+            require_schema(app.settings.database_url, app.settings.prefix)
+        except ConveyorError as exc:
+            raise CommandError(
+                f"Conveyor's schema is not ready: run `manage.py migrate` (or `manage.py "
+                f"conveyor_install`) first. The check said: {exc}"
+            ) from None
+        app.make_default()  # jobs that enqueue more find this app
+        asyncio.run(run_node(app))

@@ -1,0 +1,41 @@
+"""A small Django project using conveyor.contrib.django, on PostgreSQL or SQLite.
+
+The environment picks the database: ``SHOP_SQLITE`` (a file path) or ``SHOP_PG_SCHEMA`` (a schema of
+the test database that holds Django's tables and Conveyor's). ``SHOP_CONVEYOR`` (JSON) is merged
+into ``CONVEYOR``, so tests can try bad settings.
+"""
+
+import json
+import os
+
+SECRET_KEY = "test-only"
+DEBUG = False
+USE_TZ = True
+INSTALLED_APPS = ["django.contrib.contenttypes", "conveyor.contrib.django", "shop"]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+if os.environ.get("SHOP_SQLITE"):
+    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": os.environ["SHOP_SQLITE"]}}
+    PREFIX = "public"
+else:
+    PREFIX = os.environ["SHOP_PG_SCHEMA"]
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": "test",
+            "USER": "postgres",
+            "HOST": "127.0.0.1",
+            "PORT": "5432",
+            # Django's tables in the test's own schema, beside Conveyor's.
+            "OPTIONS": {"options": f"-c search_path={PREFIX}"},
+        }
+    }
+
+CONVEYOR = {
+    "prefix": PREFIX,
+    "queues": {"shop": 2},
+    "poll_interval": 0.2,
+    "stage_interval": 0.2,
+    "shutdown_grace": 2.0,
+    **json.loads(os.environ.get("SHOP_CONVEYOR", "{}")),
+}
