@@ -266,3 +266,47 @@ def test_fastapi_progress(any_prefix: str, tmp_path: Path) -> None:
     assert "final progress: {" in out and "'phase': 'published'" in out and "'done': 5" in out
     assert re.search(r"approve a finished report -> 409: .*a finished job receives no signals", out)
     assert "unknown report -> 404" in out
+
+
+def run_docverse(args: list[str], env: dict[str, str], cwd: Path) -> str:
+    """Run ``python <args>`` with ``examples/`` importable (the Docverse example is the package
+    ``docverse`` there) and only the given ``CONVEYOR_*`` variables; return its standard output."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("CONVEYOR_", "PYTEST_"))}
+    path = os.pathsep.join(filter(None, [str(EXAMPLES), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,  # an empty folder, as for run_example
+        env=base | env | {"PYTHONPATH": path},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"{args} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def test_docverse_demo(any_prefix: str, tmp_path: Path) -> None:
+    env = {"CONVEYOR_DATABASE_URL": DSN, "CONVEYOR_PREFIX": any_prefix}
+    out = run_docverse(["-m", "docverse.demo"], env, tmp_path)
+    assert out.splitlines() == [
+        "POST a build of main -> 202 uploaded",
+        "Location is its status URL: True",
+        "statuses seen in phase order: True",
+        "build: published, served at /pipelines/v/main/",
+        "job: completed, phase=published, 2/2 pages",
+        "GET /jobs/<id> -> 200",
+        "no index.html -> 202, then failed: the upload has no index.html",
+        "bad project slug -> 422; no files -> 422",
+        "edition main now serves the newer build: True",
+        "cleanup deleted 2 builds; first build -> 404, served build -> 200",
+    ]
+
+
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_docverse_tests(engine: str, tmp_path: Path) -> None:
+    # The example's own suite, with its own pytest.ini; the plugin picks the engine from the variable.
+    env = {"CONVEYOR_TEST_DATABASE_URL": DSN} if engine == "postgres" else {}
+    args = ["-m", "pytest", str(EXAMPLES / "docverse"), "-p", "no:cacheprovider", "-q"]
+    summary = run_docverse(args, env, tmp_path).strip().splitlines()[-1]
+    passed = re.fullmatch(r"(\d+) passed(?:, \d+ warnings?)? in .*", summary)
+    assert passed is not None and int(passed[1]) >= 15, summary  # nothing failed, skipped or left out

@@ -443,3 +443,19 @@ async def test_an_enqueue_that_opens_a_sqlalchemy_connections_transaction_is_com
     finally:
         await async_engine.dispose()
         engine.dispose()
+
+
+async def test_a_subclass_of_a_sqlalchemy_session_is_accepted(app: Conveyor, dsn: str, prefix: str) -> None:
+    """Sessions made by async_sessionmaker(class_=...) (SQLModel's AsyncSession is one) are sessions."""
+
+    class AppSession(AsyncSession):
+        pass
+
+    engine = create_async_engine(alchemy_url(dsn))
+    try:
+        async with AppSession(engine) as session:
+            await app.enqueue(side_effect.new(n=1), conn=session)
+            await session.commit()
+        assert count_jobs(dsn, prefix) == 1
+    finally:
+        await engine.dispose()

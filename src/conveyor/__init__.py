@@ -4,6 +4,7 @@ from conveyor._runtime.clock import Clock, FakeClock, SystemClock
 from conveyor.app import Conveyor
 from conveyor.batch import Batch
 from conveyor.context import JobContext, current_job
+from conveyor.current_app import NoCurrentAppError, current_app
 from conveyor.definition import ExecutorKind, JobDefinition, job, worker
 from conveyor.errors import (
     ConveyorError,
@@ -55,6 +56,7 @@ __all__ = [
     "JobNotFoundError",
     "JobRequest",
     "JobState",
+    "NoCurrentAppError",
     "QueueSettings",
     "Record",
     "SchemaError",
@@ -70,6 +72,7 @@ __all__ = [
     "WorkerNotFoundError",
     "Workflow",
     "WorkflowStatus",
+    "current_app",
     "current_job",
     "job",
     "progress",

@@ -7,7 +7,10 @@ from typing import Any
 
 
 def _is_sqlalchemy(obj: Any, *names: str) -> bool:
-    return type(obj).__module__.startswith("sqlalchemy") and type(obj).__name__ in names
+    """Is ``obj`` one of SQLAlchemy's classes ``names``, or a subclass of one (an
+    ``async_sessionmaker(class_=...)`` session, SQLModel's ``AsyncSession``)? Checked by name, so
+    SQLAlchemy stays an optional dependency."""
+    return any(cls.__module__.startswith("sqlalchemy") and cls.__name__ in names for cls in type(obj).__mro__)
 
 
 async def async_driver(conn: Any) -> Any | None:
