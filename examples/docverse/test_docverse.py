@@ -77,7 +77,7 @@ async def test_a_failed_request_leaves_neither_the_build_nor_its_job(
                 inside["jobs"] = await session.scalar(text(f"SELECT count(*) FROM {jobs_table}")) or 0
                 raise ConnectionError("connection lost at commit")
 
-            # Patched on the instance: Conveyor refuses subclasses of AsyncSession (see README).
+            # Patched on this one session (a subclass of AsyncSession would do as well).
             monkeypatch.setattr(session, "commit", lost_at_commit)
             yield session
 
@@ -134,7 +134,8 @@ async def test_draining_runs_the_phases_and_publishes_the_build(
     status = (await client.get(build["status_url"])).json()
     assert status["status"] == "published" and status["error"] is None
     assert status["published_url"] == "/docs/v/main/"
-    assert status["job"]["state"] == "completed"  # (drain_queue does not store progress: see README)
+    assert status["job"]["state"] == "completed"
+    assert status["job"]["progress"] == {"phase": "published", "done": 2, "total": 2}
     assert (await client.get(build["job_url"])).json()["state"] == "completed"
     edition = (await client.get("/projects/docs/editions/main")).json()
     assert edition == {"project": "docs", "slug": "main", "build_id": build["id"], "url": "/docs/v/main/"}

@@ -217,6 +217,13 @@ async def test_drain_runs_thread_and_process_jobs_here(app: Conveyor) -> None:
     assert api_jobs.SEEN["threads"] == ["t"] and await app.get_result(squared) == 36
 
 
+async def test_drain_stores_the_progress_jobs_report(app: Conveyor) -> None:
+    job_id = await api_jobs.reports.enqueue()
+    assert (await drain_queue("default"))["completed"] == 1
+    stored = await app.get_job(job_id)
+    assert stored is not None and stored.progress == {"phase": "one", "done": 1}
+
+
 async def test_drain_refuses_a_bad_queue_name(app: Conveyor) -> None:
     with pytest.raises(ValidationError):
         await drain_queue("")

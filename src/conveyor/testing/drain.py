@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 from conveyor._options import check_queue
 from conveyor._runtime.invoke import BaseExceptionRaised
-from conveyor._runtime.runner import JobRunner
+from conveyor._runtime.job_link import JobLink
+from conveyor._runtime.runner import JobRunner, with_meta
 from conveyor.context import JobContext
 from conveyor.current_app import current_app
 from conveyor.definition import ExecutorKind, JobDefinition
@@ -18,7 +19,9 @@ from conveyor.job import JobState
 from conveyor.testing.execute import TEST_NODE
 
 if TYPE_CHECKING:
+    from conveyor.acks import Ack
     from conveyor.app import Conveyor
+    from conveyor.engine.base import Engine
 
 #: The keys of ``drain_queue``'s counts: how the drained attempts ended.
 OUTCOMES = ("cancelled", "completed", "discarded", "retryable", "scheduled")
@@ -58,6 +61,35 @@ async def drain_queue(
     engine = await app.engine()
     counts = dict.fromkeys(OUTCOMES, 0)
     producer = str(uuid.uuid4())
+    # Progress and signals reach the drained jobs as a node's would: written while they run, and
+    # what is left carried by the ack.
+    link = JobLink(
+        engine,
+        app.telemetry,
+        progress_interval=app.settings.progress_interval,
+        poll_interval=app.settings.poll_interval,
+        clock=app.clock,
+    )
+    await link.start()
+    try:
+        return await _drain(
+            app, engine, link, queue, producer, counts, with_recursion, with_safety, with_scheduled
+        )
+    finally:
+        await link.stop()
+
+
+async def _drain(
+    app: Conveyor,
+    engine: Engine,
+    link: JobLink,
+    queue: str,
+    producer: str,
+    counts: dict[str, int],
+    with_recursion: bool,
+    with_safety: bool,
+    with_scheduled: bool,
+) -> dict[str, int]:
     with ThreadPoolExecutor(2, thread_name_prefix="conveyor-drain") as threads:
         runner = _DrainRunner(
             app.resolver,
@@ -77,18 +109,26 @@ async def drain_queue(
             if not jobs:
                 break
             for job in jobs:
+                context = JobContext(job)
+                link.attach(context)
                 try:
-                    ack = await runner.run(JobContext(job))
+                    ack = await runner.run(context)
                 except Exception as exc:  # the job's own (with_safety=False): record it, then raise
-                    await engine.ack_jobs([runner.failure(job, exc)])
+                    await engine.ack_jobs([_with_progress(runner.failure(job, exc), link, context)])
                     if isinstance(exc, BaseExceptionRaised):
                         raise exc.original from None  # the SystemExit the job raised, as raised
                     raise
-                await engine.ack_jobs([ack])
+                await engine.ack_jobs([_with_progress(ack, link, context)])
                 counts[_outcome(ack.state)] += 1
             if not with_recursion:
                 break
     return counts
+
+
+def _with_progress(ack: Ack, link: JobLink, context: JobContext) -> Ack:
+    """The ack, carrying the progress the job reported since the last write (as a node's does)."""
+    progress = link.detach(context)
+    return ack if progress is None else with_meta(ack, {"progress": progress})
 
 
 def _outcome(state: JobState) -> str:
