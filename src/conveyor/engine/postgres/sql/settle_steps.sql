@@ -13,7 +13,10 @@ given AS (
         CASE WHEN jsonb_typeof(g.meta -> 'dependents') = 'array' THEN g.meta -> 'dependents' ELSE '[]' END
             AS dependents
     FROM {prefix}.oban_jobs AS g
-    WHERE g.id = ANY(%(ids)s::bigint[]) AND jsonb_typeof(g.meta) = 'object' AND g.meta ? 'workflow_id'
+    -- Found by id alone: written as `meta ? 'workflow_id'`, the test would let the planner AND the
+    -- pkey with the partial index of every step (migration 8), read whole for each settle.
+    WHERE g.id = ANY(%(ids)s::bigint[]) AND jsonb_typeof(g.meta) = 'object'
+        AND jsonb_typeof(g.meta -> 'workflow_id') IS NOT NULL
 ),
 -- The names the given steps list as their dependents, each once per workflow (a fan-in's
 -- dependencies all name it), with whether one of those steps was cancelled or discarded, and the
