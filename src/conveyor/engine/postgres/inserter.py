@@ -318,12 +318,13 @@ def take_unique_run(source: Pushback, size: int) -> list[JobRequest]:
 
 
 async def run_async(conn: foreign.AsyncDriver, steps: Steps) -> list[int]:
-    """Run the steps on an async connection."""
-    if isinstance(conn, AsyncpgSession):
-        return await run_on_asyncpg(conn, steps)
+    """Run the steps on an async connection: psycopg's, or a caller's asyncpg one (which is never
+    asked for COPY: see ``_copy_capable``)."""
     async with AsyncExitStack() as stack:
-        # Server-side binding whatever the connection's cursor_factory (Django's is ClientCursor).
-        cur = await stack.enter_async_context(psycopg.AsyncCursor(conn, row_factory=tuple_row))
+        cur = None
+        if not isinstance(conn, AsyncpgSession):
+            # Server-side binding whatever the connection's cursor_factory (Django's is ClientCursor).
+            cur = await stack.enter_async_context(psycopg.AsyncCursor(conn, row_factory=tuple_row))
         result: Any = None
         while True:
             try:
@@ -332,36 +333,19 @@ async def run_async(conn: foreign.AsyncDriver, steps: Steps) -> list[int]:
                 ids: list[int] = stop.value
                 return ids
             result = None
-            if isinstance(step, Execute):
+            if isinstance(step, Atomic):
+                await stack.enter_async_context(foreign.atomic_async(conn))
+            elif cur is None:
+                assert isinstance(step, Execute) and isinstance(conn, AsyncpgSession)
+                result = await conn.fetch(step.query, step.params)
+            elif isinstance(step, Execute):
                 await cur.execute(step.query, step.params, binary=step.binary)
                 result = await cur.fetchall()
-            elif isinstance(step, CopyIn):
+            else:
                 async with cur.copy(step.query) as copy:
                     for block in step.blocks:
                         await copy.write(block)
                     result = step.meanwhile()
-            else:
-                await stack.enter_async_context(foreign.atomic_async(conn))
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-async def run_on_asyncpg(session: AsyncpgSession, steps: Steps) -> list[int]:
-    """Run the steps on a caller's asyncpg connection (never asked for COPY: see ``_copy_capable``)."""
-    async with AsyncExitStack() as stack:
-        result: Any = None
-        while True:
-            try:
-                step = steps.send(result)
-            except StopIteration as stop:
-                ids: list[int] = stop.value
-                return ids
-            result = None
-            if isinstance(step, Execute):
-                result = await session.fetch(step.query, step.params)
-            elif isinstance(step, CopyIn):  # pragma: no cover - the steps never ask (copy=False)
-                raise AssertionError("COPY through asyncpg")
-            else:
-                await stack.enter_async_context(session.atomic())
     raise AssertionError("unreachable")  # pragma: no cover
 
 
