@@ -418,7 +418,10 @@ class Conveyor:
         now: datetime | None = None,
     ) -> list[JobId]:
         inline = effective_mode(self.testing) == "inline"
-        if conn is None and self.sync_conn is not None and not inline:
+        # Steps grafted onto a stored workflow need the async path (it reads the stored steps), so
+        # they keep the app's own connection rather than the default one.
+        grafting = isinstance(requests, Workflow) and bool(requests.existing)
+        if conn is None and self.sync_conn is not None and not inline and not grafting:
             conn = self.sync_conn()
         if conn is not None and not inline:
             # A caller's synchronous connection is used right here, in the caller's thread.

@@ -112,6 +112,27 @@ async def test_inline_mode_wins_over_a_sync_connection(any_engine: Engine) -> No
         await app.close()
 
 
+async def test_steps_grafted_from_blocking_code_keep_the_apps_own_connection(any_engine: Engine) -> None:
+    """With a default blocking connection (``sync_conn``), steps added to a stored workflow still go
+    through the app (the async path that reads the stored steps), never through that connection."""
+    asked: list[int] = []
+
+    def connection() -> object:
+        asked.append(1)
+        return object()
+
+    app = Conveyor(engine=any_engine, testing="manual", sync_conn=connection)
+    try:
+        flow = Workflow().add("a", api_jobs.child.new(n=1))
+        await app.enqueue_many(flow)
+        graft = (await app.extend_workflow(flow.id)).add("b", api_jobs.child.new(n=2), deps=["a"])
+        (added,) = await asyncio.to_thread(app.enqueue_many_sync, graft)
+        stored = await app.get_job(added)
+        assert stored is not None and stored.state is JobState.SUSPENDED and asked == []
+    finally:
+        await app.close()
+
+
 async def test_a_blocking_job_scope_wraps_each_thread_job_in_its_thread(any_engine: Engine) -> None:
     api_jobs.SEEN.clear()
 
