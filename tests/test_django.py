@@ -147,6 +147,11 @@ def test_bad_settings_are_refused_naming_the_setting(project: Project) -> None:
     no_queues = project.manage("conveyor_start", check=False, SHOP_CONVEYOR='{"queues": {}}')
     assert no_queues.returncode != 0
     assert "CommandError: no queues to run" in no_queues.stderr and "Traceback" not in no_queues.stderr
+    bad_option = project.manage("conveyor_start", "--queues", "shop:0", check=False)
+    assert bad_option.returncode != 0 and "Traceback" not in bad_option.stderr
+    assert "CommandError: the command's options or settings.CONVEYOR: invalid queues.shop.limit=0" in (
+        bad_option.stderr
+    )
     # The schema is not there yet: the node says so and which command fixes it.
     missing = project.manage("conveyor_start", check=False)
     assert missing.returncode != 0 and "Traceback" not in missing.stderr

@@ -151,8 +151,9 @@ def django_job_scope() -> Iterator[None]:
         close_old_connections()
 
 
-def build_app(**overrides: Any) -> Conveyor:
-    """The app ``settings.CONVEYOR`` describes (``overrides`` win: the node's queues, say)."""
+def build_app(origin: str = "settings.CONVEYOR", **overrides: Any) -> Conveyor:
+    """The app ``settings.CONVEYOR`` describes (``overrides`` win: the node's queues, say). A bad
+    value is an ``ImproperlyConfigured`` whose message starts with ``origin``."""
     options = django_options()
     alias = database_alias(options)
     url = options.get("database_url") or database_url(alias)
@@ -168,7 +169,7 @@ def build_app(**overrides: Any) -> Conveyor:
             **(conveyor_settings | {k: v for k, v in overrides.items() if v is not None}),
         )
     except (ConveyorError, TypeError) as exc:
-        raise ImproperlyConfigured(f"settings.CONVEYOR: {exc}") from None
+        raise ImproperlyConfigured(f"{origin}: {exc}") from None
 
 
 def _as_list(value: Any) -> list[str]:

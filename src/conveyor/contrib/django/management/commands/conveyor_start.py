@@ -9,6 +9,7 @@ import asyncio
 import logging
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from conveyor.cli.common import require_schema
@@ -32,12 +33,17 @@ class Command(BaseCommand):
             level=options["log_level"], format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
         try:
-            app = build_app(queues=options["queues"], node=options["node"], imports=jobs_modules())
+            app = build_app(
+                "the command's options or settings.CONVEYOR",
+                queues=options["queues"],
+                node=options["node"],
+                imports=jobs_modules(),
+            )
             if not app.settings.queues:
                 raise CommandError(
                     "no queues to run: set settings.CONVEYOR['queues'] or pass --queues default:10"
                 )
-        except ConveyorError as exc:
+        except (ConveyorError, ImproperlyConfigured) as exc:
             raise CommandError(str(exc)) from None
         try:
             require_schema(app.settings.database_url, app.settings.prefix)
