@@ -15,20 +15,26 @@ from tests.conftest import DSN
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def run_example(name: str, prefix: str, cwd: Path) -> str:
-    """Run ``examples/<name>`` with the test database and ``prefix``; return its standard output."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("CONVEYOR_")}
-    env |= {"CONVEYOR_DATABASE_URL": DSN, "CONVEYOR_PREFIX": prefix}
+def run_python(args: list[str], env: dict[str, str], cwd: Path) -> str:
+    """Run ``python <args>`` with ``examples/`` importable (the Docverse example is the package
+    ``docverse`` there) and only the given ``CONVEYOR_*`` variables; return its standard output."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("CONVEYOR_", "PYTEST_"))}
+    path = os.pathsep.join(filter(None, [str(EXAMPLES), os.environ.get("PYTHONPATH")]))
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / name)],
+        [sys.executable, *args],
         cwd=cwd,  # an empty folder: no conveyor.toml or pyproject.toml to pick settings up from
-        env=env,
+        env=base | env | {"PYTHONPATH": path},
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert done.returncode == 0, f"{name} failed:\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == 0, f"{args} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
+
+
+def run_example(name: str, prefix: str, cwd: Path) -> str:
+    """Run ``examples/<name>`` with the test database and ``prefix``; return its standard output."""
+    return run_python([str(EXAMPLES / name)], {"CONVEYOR_DATABASE_URL": DSN, "CONVEYOR_PREFIX": prefix}, cwd)
 
 
 def test_every_example_has_a_test() -> None:
@@ -268,26 +274,9 @@ def test_fastapi_progress(any_prefix: str, tmp_path: Path) -> None:
     assert "unknown report -> 404" in out
 
 
-def run_docverse(args: list[str], env: dict[str, str], cwd: Path) -> str:
-    """Run ``python <args>`` with ``examples/`` importable (the Docverse example is the package
-    ``docverse`` there) and only the given ``CONVEYOR_*`` variables; return its standard output."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("CONVEYOR_", "PYTEST_"))}
-    path = os.pathsep.join(filter(None, [str(EXAMPLES), os.environ.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [sys.executable, *args],
-        cwd=cwd,  # an empty folder, as for run_example
-        env=base | env | {"PYTHONPATH": path},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, f"{args} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
-
-
 def test_docverse_demo(any_prefix: str, tmp_path: Path) -> None:
     env = {"CONVEYOR_DATABASE_URL": DSN, "CONVEYOR_PREFIX": any_prefix}
-    out = run_docverse(["-m", "docverse.demo"], env, tmp_path)
+    out = run_python(["-m", "docverse.demo"], env, tmp_path)
     assert out.splitlines() == [
         "POST a build of main -> 202 uploaded",
         "Location is its status URL: True",
@@ -307,6 +296,6 @@ def test_docverse_tests(engine: str, tmp_path: Path) -> None:
     # The example's own suite, with its own pytest.ini; the plugin picks the engine from the variable.
     env = {"CONVEYOR_TEST_DATABASE_URL": DSN} if engine == "postgres" else {}
     args = ["-m", "pytest", str(EXAMPLES / "docverse"), "-p", "no:cacheprovider", "-q"]
-    summary = run_docverse(args, env, tmp_path).strip().splitlines()[-1]
+    summary = run_python(args, env, tmp_path).strip().splitlines()[-1]
     passed = re.fullmatch(r"(\d+) passed(?:, \d+ warnings?)? in .*", summary)
     assert passed is not None and int(passed[1]) >= 15, summary  # nothing failed, skipped or left out
