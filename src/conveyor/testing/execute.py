@@ -80,8 +80,8 @@ async def process_job(target: JobRequest | Job | Any, *, app: Conveyor | None = 
     try:
         if owner is not None:
             with using_app(owner):
-                return await _run(definition, context)
-        return await _run(definition, context)
+                return await _run(definition, context, getattr(owner, "blocking_job_scope", None))
+        return await _run(definition, context, None)
     except Outcome as outcome:
         return outcome
     except BaseExceptionRaised as exc:
@@ -93,11 +93,12 @@ def process_job_sync(target: JobRequest | Job | Any, *, app: Conveyor | None = N
     return asyncio.run(process_job(target, app=app))
 
 
-async def _run(definition: Any, context: JobContext) -> Any:
+async def _run(definition: Any, context: JobContext, scope: Any) -> Any:
+    """The job on the loop, or in a thread inside the app's ``blocking_job_scope`` as a node runs it."""
     if definition.is_async:
         return await call_async(definition, context)
     run = contextvars.copy_context().run
-    return await asyncio.to_thread(run, call_blocking, definition, context)
+    return await asyncio.to_thread(run, call_blocking, definition, context, scope)
 
 
 def _resolve(worker: str) -> Any:
