@@ -125,13 +125,6 @@ class PruneRule:
             and state in self.states
         )
 
-    def describe(self) -> str:
-        """The jobs the rule selects, in words (for messages)."""
-        parts = [f"queue {self.queue!r}"] if self.queue is not None else []
-        parts += [f"worker {self.worker!r}"] if self.worker is not None else []
-        parts.append("/".join(self.states) if self.states != PRUNABLE_STATES else "final")
-        return " ".join(parts) + " jobs"
-
 
 #: The keys a rule given as a mapping may have.
 RULE_KEYS = tuple(f.name for f in fields(PruneRule))
@@ -206,16 +199,6 @@ class Retention:
     def governing(self, queue: str, worker: str, state: JobState) -> PruneRule | None:
         """The rule that governs a final job of this queue, worker and state; None: the defaults."""
         return next((rule for rule in self.ordered if rule.matches(queue, worker, state)), None)
-
-    @property
-    def is_empty(self) -> bool:
-        """Nothing would ever be pruned: no age, no count anywhere."""
-        return (
-            self.max_age is None
-            and self.keep_per_queue is None
-            and self.max_rows is None
-            and all(r.max_age is None and r.max_rows is None for r in self.rules)
-        )
 
 
 @dataclass(frozen=True, slots=True)
