@@ -7,7 +7,7 @@ so nodes apply it when they (re)start the queue.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from conveyor import _options as opt
@@ -87,11 +87,12 @@ async def send_queue_signal(
 
 
 async def list_queues(engine: Engine, settings: Settings, *, now: datetime | None = None) -> list[QueueInfo]:
-    """Every queue on every live node (fresh heartbeat), from the producer rows."""
-    cutoff = (now or datetime.now(UTC)) - timedelta(seconds=settings.producer_timeout)
+    """Every queue on every live node (fresh heartbeat, by its runtime's timeout), from the
+    producer rows."""
+    now = now or datetime.now(UTC)
     result = []
     for producer in await engine.list_producers():
-        if producer.updated_at < cutoff:
+        if not producer.alive(now, settings.producer_timeout, settings.foreign_timeout):
             continue
         meta = producer.meta
         result.append(

@@ -10,7 +10,7 @@ import pytest
 from conveyor import JobFilter, JobState
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
-from conveyor.fleet import CronTick, ProducerBeat
+from conveyor.fleet import OWN_PRODUCER, CronTick, ProducerBeat
 from tests.conformance.contract import FINAL, STATES, T0, fetch, job, put, req, uid
 
 APP = "conveyor"
@@ -94,9 +94,12 @@ async def test_producers_are_recorded_refreshed_listed_and_deleted(any_engine: E
 
 
 # -- rescue ------------------------------------------------------------------------------------------
-async def _orphan(engine: Engine, producer: str, claimed: float = 0, **options: Any) -> int:
-    """A job claimed at ``at(claimed)`` by ``producer`` (whose heartbeat is then at that moment)."""
-    await engine.record_producers(APP, "n", [ProducerBeat(producer, "default", {})], now=at(claimed))
+async def _orphan(
+    engine: Engine, producer: str, claimed: float = 0, mark: dict[str, Any] = OWN_PRODUCER, **options: Any
+) -> int:
+    """A job claimed at ``at(claimed)`` by ``producer`` (whose heartbeat is then at that moment);
+    ``mark`` is the meta that says who wrote the row (another runtime's rows lack Conveyor's)."""
+    await engine.record_producers(APP, "n", [ProducerBeat(producer, "default", mark)], now=at(claimed))
     return await put(engine, JobState.EXECUTING, producer=producer, now=at(claimed), **options)
 
 
@@ -105,7 +108,7 @@ async def test_rescue_follows_heartbeats(any_engine: Engine) -> None:
     orphan = await _orphan(any_engine, dead)
     kept = await _orphan(any_engine, alive)
     exhausted = await _orphan(any_engine, dead, max_attempts=1)
-    await any_engine.record_producers(APP, "n2", [ProducerBeat(alive, "default", {})], now=at(30))
+    await any_engine.record_producers(APP, "n2", [ProducerBeat(alive, "default", OWN_PRODUCER)], now=at(30))
     result = await any_engine.rescue_jobs(timeout=15, backstop=3600, now=at(30))
     assert result.available == (orphan,) and result.discarded == (exhausted,)
     rescued, discarded = await job(any_engine, orphan), await job(any_engine, exhausted)
@@ -130,9 +133,40 @@ async def test_a_producer_is_dead_once_silent_longer_than_the_timeout(
     assert result.available == ((job_id,) if rescued else ())
 
 
+@pytest.mark.parametrize(
+    ("mark", "silent", "rescued"),
+    [
+        ({"local_limit": 5, "paused": False}, 59.999999, False),  # as oban-py writes its rows
+        ({"local_limit": 5, "paused": False}, 60, False),
+        ({"local_limit": 5, "paused": False}, 60.000001, True),
+        ({"runtime": "oban"}, 60.000001, True),
+        ([1, 2], 60.000001, True),  # meta that is not an object: not Conveyor's
+    ],
+)
+async def test_another_runtimes_producer_is_dead_once_silent_longer_than_the_foreign_timeout(
+    any_engine: Engine, mark: Any, silent: float, rescued: bool
+) -> None:
+    theirs = await _orphan(any_engine, uid(0xF), mark=mark)
+    ours = await _orphan(any_engine, uid(0xC))
+    result = await any_engine.rescue_jobs(timeout=15, foreign_timeout=60, backstop=3600, now=at(silent))
+    assert result.available == ((theirs, ours) if rescued else (ours,))
+    assert [p.uuid for p in await any_engine.list_producers()] == ([] if rescued else [uid(0xF)])
+
+
+async def test_without_a_foreign_timeout_another_runtimes_producer_is_never_dead(any_engine: Engine) -> None:
+    theirs = await _orphan(any_engine, uid(0xF), mark={})
+    ours = await _orphan(any_engine, uid(0xC))
+    result = await any_engine.rescue_jobs(timeout=15, backstop=3600, now=at(86400))
+    assert result.available == (ours,)
+    assert (await job(any_engine, theirs)).state is JobState.EXECUTING
+    assert [p.uuid for p in await any_engine.list_producers()] == [uid(0xF)]
+
+
 async def test_a_live_producer_keeps_its_jobs_however_long_they_run(any_engine: Engine) -> None:
     job_id = await _orphan(any_engine, uid(1))
-    await any_engine.record_producers(APP, "n", [ProducerBeat(uid(1), "default", {})], now=at(86400))
+    await any_engine.record_producers(
+        APP, "n", [ProducerBeat(uid(1), "default", OWN_PRODUCER)], now=at(86400)
+    )
     result = await any_engine.rescue_jobs(timeout=15, backstop=3600, now=at(86401))
     assert result.available == () and (await job(any_engine, job_id)).state is JobState.EXECUTING
 
@@ -160,7 +194,7 @@ async def test_backstop_rescues_old_jobs_of_unknown_producers_only(
         any_engine, JobState.EXECUTING, producer=uid(7), now=now - timedelta(seconds=claimed_ago)
     )
     if producer_row:
-        await any_engine.record_producers(APP, "n", [ProducerBeat(uid(7), "default", {})], now=now)
+        await any_engine.record_producers(APP, "n", [ProducerBeat(uid(7), "default", OWN_PRODUCER)], now=now)
     result = await any_engine.rescue_jobs(timeout=15, backstop=3600, now=now)
     assert result.available == ((job_id,) if rescued else ())
 
@@ -173,7 +207,9 @@ async def test_each_rescue_counts_in_meta(any_engine: Engine, times: int) -> Non
         result = await any_engine.rescue_jobs(timeout=15, backstop=3600, now=now)
         assert result.available == (job_id,)
         if n + 1 < times:
-            await any_engine.record_producers(APP, "n", [ProducerBeat(uid(1), "default", {})], now=now)
+            await any_engine.record_producers(
+                APP, "n", [ProducerBeat(uid(1), "default", OWN_PRODUCER)], now=now
+            )
             assert await fetch(any_engine, now=now, producer=uid(1)) == [job_id]
     found = await job(any_engine, job_id)
     assert found.meta == {"keep": "me", "rescued": times} and found.attempt == times

@@ -110,6 +110,7 @@ class Node:
                     producer_timeout=settings.producer_timeout,
                     backstop=settings.rescue_backstop,
                     heartbeat=self.heartbeat,
+                    foreign_timeout=settings.foreign_timeout,
                 )
             )
             self.duties.append(Sweeper(engine, telemetry, self.leadership, settings.stage_interval))

@@ -82,10 +82,12 @@ class PostgresCluster(PostgresCore):
         backstop: float,
         limit: int = 1000,
         live: Sequence[str] = (),
+        foreign_timeout: float | None = None,
         now: datetime | None = None,
     ) -> RescueResult:
         params = {
             "timeout": timeout,
+            "foreign_timeout": foreign_timeout,
             "backstop": backstop,
             "limit": limit,
             "live": list(live),
@@ -95,7 +97,12 @@ class PostgresCluster(PostgresCore):
         async with self.pool.connection() as conn:
             cur = await conn.execute(self.sql["rescue_jobs"].encode(), params)
             rows = await cur.fetchall()
-            forget = {"timeout": timeout, "live": list(live), "now": naive_utc(now)}
+            forget = {
+                "timeout": timeout,
+                "foreign_timeout": foreign_timeout,
+                "live": list(live),
+                "now": naive_utc(now),
+            }
             await conn.execute(self.sql["delete_dead_producers"].encode(), forget)
         return RescueResult(
             available=tuple(r[0] for r in rows if r[1] == "available"),

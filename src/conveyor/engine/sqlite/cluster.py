@@ -115,6 +115,7 @@ class SqliteCluster(SqliteCore):
         backstop: float,
         limit: int = 1000,
         live: Sequence[str] = (),
+        foreign_timeout: float | None = None,
         now: datetime | None = None,
     ) -> RescueResult:
         check_now(now)
@@ -123,18 +124,17 @@ class SqliteCluster(SqliteCore):
 
         def run(tx: Tx) -> list[Any]:
             clock = utc_clock(now)
-            stamp, dead_before = time_text(clock), ago(clock, timeout)
-            params = {
-                "now": stamp,
-                "dead_before": dead_before,
-                "backstop_before": ago(clock, backstop),
-                "limit": limit,
+            stamp = time_text(clock)
+            dead = {
+                "dead_before": ago(clock, timeout),
+                "foreign_dead_before": None if foreign_timeout is None else ago(clock, foreign_timeout),
                 "live": live_json,
             }
+            params = {"now": stamp, "backstop_before": ago(clock, backstop), "limit": limit, **dead}
             rows = sorted(tx.conn.execute(rescue, params).fetchall())
             for queue in sorted({row[1] for row in rows if row[2] == "available"}):
                 tx.notify("insert", {"queue": queue}, stamp)
-            tx.conn.execute(forget, {"dead_before": dead_before, "live": live_json})
+            tx.conn.execute(forget, dead)
             return rows
 
         rows = await self.database.write(run)
