@@ -8,10 +8,12 @@ from typing import Any
 import pytest
 
 from conveyor import JobFilter, JobState
+from conveyor._runtime.leadership import Leadership
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from conveyor.fleet import OWN_PRODUCER, CronTick, ProducerBeat
-from tests.conformance.contract import FINAL, STATES, T0, fetch, job, put, req, uid
+from conveyor.telemetry import Telemetry
+from tests.conformance.contract import FINAL, STATES, T0, fetch, job, listening, put, req, uid
 
 APP = "conveyor"
 
@@ -69,6 +71,63 @@ async def test_only_the_holder_can_resign(any_engine: Engine) -> None:
     assert await any_engine.resign_leader(APP, "a")
     assert await any_engine.get_leader(APP, now=T0) is None
     assert await any_engine.elect_leader(APP, "b", 10, now=at(1)) is not None  # at once
+
+
+OBAN_ROW = {"local_limit": 5, "paused": False}  # what oban-py writes in its producer rows
+
+
+@pytest.mark.parametrize(
+    ("holder_rows", "taken"),
+    [
+        ([OBAN_ROW], True),  # an oban-py node
+        ([OBAN_ROW, OBAN_ROW], True),
+        ([OWN_PRODUCER], False),  # a Conveyor node
+        ([OWN_PRODUCER, OBAN_ROW], False),
+        ([], False),  # no producer rows: nothing says whose it is
+    ],
+    ids=["oban-py", "oban-py-two-queues", "conveyor", "mixed-rows", "no-rows"],
+)
+async def test_a_mixed_fleet_takes_the_lease_from_another_runtimes_node_only(
+    any_engine: Engine, holder_rows: list[dict[str, Any]], taken: bool
+) -> None:
+    name = "Oban"
+    beats = [ProducerBeat(uid(n + 1), f"q{n}", meta) for n, meta in enumerate(holder_rows)]
+    await any_engine.record_producers(name, "holder", beats, now=T0)
+    assert await any_engine.elect_leader(name, "holder", 30, now=T0) is not None
+    assert await any_engine.elect_leader(name, "c", 30, now=at(1)) is None  # not without the flag
+    result = await any_engine.elect_leader(name, "c", 30, now=at(2), take_from_foreign=True)
+    assert (result is not None) is taken
+    leader = await any_engine.get_leader(name, now=at(3))
+    assert leader is not None and leader.node == ("c" if taken else "holder")
+    if taken:
+        assert result is not None and result.elected_at == at(2)
+        # The old holder cannot renew it; the new one can, without taking it again.
+        assert await any_engine.elect_leader(name, "holder", 30, now=at(4)) is None
+        renewed = await any_engine.elect_leader(name, "c", 30, now=at(5), take_from_foreign=True)
+        assert renewed is not None and renewed.elected_at == at(2)
+
+
+async def test_a_conveyor_leader_of_a_mixed_fleet_announces_itself(any_engine: Engine) -> None:
+    """oban-py elects again on any notification on the leader channel: the announcement makes an
+    oban-py node that led until now find at once that it no longer does."""
+    await any_engine.record_producers("Oban", "oban-node", [ProducerBeat(uid(1), "q", OBAN_ROW)])
+    assert await any_engine.elect_leader("Oban", "oban-node", 30) is not None
+    mixed = Leadership(any_engine, Telemetry(), name="Oban", node="c", ttl=30, take_from_foreign=True)
+    async with listening(any_engine, ["leader"]) as heard:
+        await mixed.tick()
+        assert mixed.is_leader
+        await heard.wait_for("leader", {"action": "elected", "node": "c", "name": "Oban"})
+        await mixed.tick()  # renewing is no news
+        await settle_channel(any_engine, heard, "leader")
+    assert heard.on("leader") == [{"action": "elected", "node": "c", "name": "Oban"}, {"marker": 1}]
+    leader = await any_engine.get_leader("Oban")
+    assert leader is not None and leader.node == "c"
+    await mixed.stop()  # resigns
+
+
+async def settle_channel(engine: Engine, heard: Any, channel: str) -> None:
+    await engine.notify(channel, {"marker": 1})
+    await heard.wait_for(channel, {"marker": 1})
 
 
 # -- producers ---------------------------------------------------------------------------------------

@@ -310,13 +310,21 @@ class Engine(Protocol):
 
     # -- leadership --------------------------------------------------------------------------
     async def elect_leader(
-        self, name: str, node: str, ttl: float, *, now: datetime | None = None
+        self,
+        name: str,
+        node: str,
+        ttl: float,
+        *,
+        now: datetime | None = None,
+        take_from_foreign: bool = False,
     ) -> LeaderInfo | None:
         """Take or renew the lease ``name`` for ``ttl`` seconds; None when another node holds it.
 
         A lease held by ``node`` is renewed (``expires_at`` = now + ttl, ``elected_at`` kept); one
         held by another node is taken only once strictly past its ``expires_at`` (``elected_at`` =
-        now). Leases of different names are independent."""
+        now). Leases of different names are independent. With ``take_from_foreign`` (a mixed
+        fleet), a live lease is taken at once from a node of another runtime: one that has producer
+        rows and none with ``fleet.OWN_PRODUCER`` (an oban-py node)."""
 
     async def resign_leader(self, name: str, node: str) -> bool:
         """Drop the lease ``name`` if ``node`` holds it, and announce it on "leader"

@@ -28,9 +28,21 @@ class PostgresCluster(PostgresCore):
 
     # -- leadership --------------------------------------------------------------------------
     async def elect_leader(
-        self, name: str, node: str, ttl: float, *, now: datetime | None = None
+        self,
+        name: str,
+        node: str,
+        ttl: float,
+        *,
+        now: datetime | None = None,
+        take_from_foreign: bool = False,
     ) -> LeaderInfo | None:
-        params = {"name": name, "node": node, "ttl": ttl, "now": naive_utc(now)}
+        params = {
+            "name": name,
+            "node": node,
+            "ttl": ttl,
+            "now": naive_utc(now),
+            "take_from_foreign": take_from_foreign,
+        }
         async with self.pool.connection() as conn:
             cur = await conn.execute(self.sql["elect_leader"].encode(), params)
             row = await cur.fetchone()

@@ -37,7 +37,13 @@ class SqliteCluster(SqliteCore):
 
     # -- leadership --------------------------------------------------------------------------
     async def elect_leader(
-        self, name: str, node: str, ttl: float, *, now: datetime | None = None
+        self,
+        name: str,
+        node: str,
+        ttl: float,
+        *,
+        now: datetime | None = None,
+        take_from_foreign: bool = False,
     ) -> LeaderInfo | None:
         check_now(now)
         statement = FILES["elect_leader"]
@@ -49,6 +55,7 @@ class SqliteCluster(SqliteCore):
                 "node": node,
                 "now": time_text(clock),
                 "expires_at": later_text(clock, ttl),
+                "take_from_foreign": take_from_foreign,
             }
             return tx.conn.execute(statement, params).fetchone()
 
