@@ -15,6 +15,11 @@ Commands:
            jobs ``ids`` (given, inserted, or read as a JSON list from stdin when ``ids_from_stdin``) are
            final or ``timeout`` passes, stop; result: those jobs plus the producer and leader rows seen
            while running and the insert notifications oban-py's notifier decoded.
+  serve    run an oban-py node (``node``, ``queues`` as {name: limit}, ``lifeline``, ``refresher`` and
+           ``stager`` options, ``leader_interval``) until a line "stop" arrives on stdin (or it is
+           killed); emit "ready" (with its pid), then "leader" whenever its leadership changes, and a
+           result once stopped.
+  signal   send ``action`` ("pause" or "resume") for ``queue`` to ``node`` through oban-py's API.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -188,6 +194,53 @@ async def cmd_run(opts: dict[str, Any]) -> dict[str, Any]:
         await pool.close()
 
 
+async def cmd_serve(opts: dict[str, Any]) -> dict[str, Any]:
+    # oban-py takes no leader interval in its options (30 s, its lease as long): a test shortens it
+    # through oban-py's extension point for building the leader (not public API).
+    from oban._extensions import put_ext
+    from oban._leader import Leader
+
+    interval = float(opts.get("leader_interval", 30.0))
+    put_ext("leader.build", lambda config, **kwargs: Leader(interval=interval, **config, **kwargs))
+    import tests.oban_py.mixed_workers  # noqa: F401 - register the workers, as an oban-py app would
+
+    pool = await open_pool(opts["dsn"])
+    try:
+        oban = Oban(
+            pool=pool,
+            prefix=opts["prefix"],
+            node=opts["node"],
+            queues=opts["queues"],
+            lifeline=opts.get("lifeline"),
+            refresher=opts.get("refresher"),
+            stager=opts.get("stager"),
+            shutdown_grace_period=1.0,
+        )
+        async with oban:
+            emit("ready", pid=os.getpid(), node=opts["node"])
+            leading = None
+            stop = asyncio.ensure_future(asyncio.to_thread(sys.stdin.readline))
+            while not stop.done():
+                if oban.is_leader != leading:
+                    leading = oban.is_leader
+                    emit("leader", is_leader=leading)
+                await asyncio.wait([stop], timeout=0.02)
+        return {"stopped": opts["node"]}
+    finally:
+        await pool.close()
+
+
+async def cmd_signal(opts: dict[str, Any]) -> dict[str, Any]:
+    pool = await open_pool(opts["dsn"])
+    try:
+        oban = Oban(pool=pool, prefix=opts["prefix"])
+        method = {"pause": oban.pause_queue, "resume": oban.resume_queue}[opts["action"]]
+        await method(opts["queue"], node=opts["node"])
+        return {"sent": opts["action"]}
+    finally:
+        await pool.close()
+
+
 COMMANDS = {
     "install": cmd_install,
     "enqueue": cmd_enqueue,
@@ -195,6 +248,8 @@ COMMANDS = {
     "encode": cmd_encode,
     "decode": cmd_decode,
     "run": cmd_run,
+    "serve": cmd_serve,
+    "signal": cmd_signal,
 }
 
 
