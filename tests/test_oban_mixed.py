@@ -26,9 +26,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from conveyor import Conveyor, JobRequest, JobState
+from conveyor import Conveyor, JobRequest, JobState, NodeNotFoundError
 from conveyor.engine.postgres import PostgresEngine
-from tests.test_oban_compat import DRIVER, OBAN_PYTHON
+from conveyor.engine.sqlite import SqliteEngine
+from tests.test_oban_compat import DRIVER, OBAN_PYTHON, oban_py
 
 ROOT = Path(__file__).resolve().parents[1]
 CONVEYOR = ROOT / ".venv-oban" / "bin" / "conveyor"
@@ -382,3 +383,179 @@ async def _start_oban(mixed: Fleet, dsn: str, prefix: str) -> ObanNode:
 async def _start_conveyor(mixed: Fleet, dsn: str, prefix: str) -> ConveyorNode:
     mixed.conveyor = await ConveyorNode.start(dsn, prefix, "conveyor-1", "doomed:5")
     return mixed.conveyor
+
+
+# -- 3. node-targeted pause and resume, both ways ---------------------------------------------------
+async def test_node_targeted_pause_and_resume_cross_both_ways(dsn: str, prefix: str, tmp_path: Path) -> None:
+    async with fleet(dsn, prefix, tmp_path) as mixed:
+        oban = mixed.oban = await ObanNode.start(dsn, prefix, "oban-1", {"mixed": 5})
+        conveyor = mixed.conveyor = await ConveyorNode.start(dsn, prefix, "conveyor-1", "mixed:5")
+        log = mixed.log
+
+        async def who_runs(count: int) -> set[int]:
+            ids = await mixed.app.enqueue_many(run_log(log, sleep=0.05) for _ in range(count))
+            await final(mixed.engine, ids)
+            seen = runs(log)
+            return {seen[job_id][0][2] for job_id in ids}
+
+        # Conveyor (a client with its own instance name) pauses the oban-py node: Oban.oban-1.
+        await mixed.app.pause_queue("mixed", node="oban-1")
+        await until(lambda: _paused(mixed, "oban-1"), "oban-py to report its queue paused")
+        assert await who_runs(20) == {conveyor.pid}
+        # oban-py pauses the Conveyor node, with its own API: Oban.conveyor-1.
+        await oban_py("signal", dsn=dsn, prefix=prefix, action="pause", queue="mixed", node="conveyor-1")
+        await until(lambda: _paused(mixed, "conveyor-1"), "the Conveyor node to report its queue paused")
+        await mixed.app.resume_queue("mixed", node="oban-1")
+        assert await who_runs(20) == {oban.pid}
+        await oban_py("signal", dsn=dsn, prefix=prefix, action="resume", queue="mixed", node="conveyor-1")
+        await until(lambda: _paused(mixed, "conveyor-1", False), "the Conveyor node to resume")
+        await mixed.app.pause_queue("mixed", node="oban-1")
+        await until(lambda: _paused(mixed, "oban-1"), "oban-py to pause again")
+        assert await who_runs(10) == {conveyor.pid}
+
+        # A node nobody runs: reported, nothing sent.
+        with pytest.raises(NodeNotFoundError):
+            await mixed.app.pause_queue("mixed", node="oban-9")
+        await conveyor.stop()
+        await oban.stop()
+
+
+async def _paused(mixed: Fleet, node: str, paused: bool = True) -> bool:
+    """Whether ``node``'s producer row says its queue is paused (both runtimes write it there)."""
+    rows = [p for p in await mixed.engine.list_producers() if p.node == node]
+    return bool(rows) and all(p.meta.get("paused") is paused for p in rows)
+
+
+# -- 4. oban-py workers run on Conveyor, with their outcomes' meaning --------------------------------
+OUTCOME_JOBS: dict[str, dict[str, Any]] = {
+    "SnoozeOnce": {},
+    "CancelIt": {"who": "ada"},
+    "RecordIt": {"numbers": [1, 2, 3]},
+    "FailsWithBackoff": {},
+    "TooSlow": {},
+    "multiply": {"a": 6, "b": 7},
+    "snooze_function": {"seconds": 120},
+}
+
+
+def outcome_requests(queue: str) -> list[JobRequest]:
+    return [
+        JobRequest(f"{WORKERS}.{name}", args=args, queue=queue, tags=["Mixed"])
+        for name, args in OUTCOME_JOBS.items()
+    ]
+
+
+def summary(job: Any) -> dict[str, Any]:
+    """What an outcome leaves in the row, without what differs between runs (times, texts)."""
+    meta = {k: v for k, v in job.meta.items() if k != "return"}
+    return {
+        "state": job.state.value,
+        "attempt": job.attempt,
+        "meta": meta,
+        "errors": len(job.errors),
+        "wait": None
+        if job.state.value not in ("scheduled", "retryable")
+        else round((job.scheduled_at - job.attempted_at).total_seconds(), -1),
+        "result": job.result if meta.get("recorded") else None,
+    }
+
+
+#: What each outcome job leaves after its first run, on oban-py and on Conveyor alike.
+EXPECTED: dict[str, dict[str, Any]] = {
+    "SnoozeOnce": {
+        "state": "scheduled",
+        "attempt": 0,  # a snooze gives the attempt back
+        "meta": {"snoozed": 1, "why": "busy"},  # oban-py's Snooze(meta=...) is merged in
+        "errors": 0,
+        "wait": 3600,
+        "result": None,
+    },
+    "CancelIt": {"state": "cancelled", "attempt": 1, "meta": {}, "errors": 1, "wait": None, "result": None},
+    "RecordIt": {
+        "state": "completed",
+        "attempt": 1,
+        "meta": {"recorded": True},
+        "errors": 0,
+        "wait": None,
+        "result": {"sum": 6, "attempt": 1, "tags": ["mixed"]},
+    },
+    # The worker's own backoff (1000 s); its own timeout (0.2 s) is an error, retried by default.
+    "FailsWithBackoff": {
+        "state": "retryable",
+        "attempt": 1,
+        "meta": {},
+        "errors": 1,
+        "wait": 1000,
+        "result": None,
+    },
+    "TooSlow": {"state": "retryable", "attempt": 1, "meta": {}, "errors": 1, "wait": 20, "result": None},
+    # A function job: keyword args, and oban.current_job() is the running job.
+    "multiply": {
+        "state": "completed",
+        "attempt": 1,
+        "meta": {"recorded": True},
+        "errors": 0,
+        "wait": None,
+        "result": {"product": 42, "attempt": 1},
+    },
+    "snooze_function": {
+        "state": "scheduled",
+        "attempt": 0,
+        "meta": {"snoozed": 1},
+        "errors": 0,
+        "wait": 120,
+        "result": None,
+    },
+}
+
+
+async def settled(app: Conveyor, ids: list[int]) -> None:
+    """Every job has run once (none waits or runs: snoozed and failed ones wait far out)."""
+
+    async def ran() -> bool:
+        jobs = [await app.get_job(job_id) for job_id in ids]
+        return all(j is not None and j.state not in (JobState.AVAILABLE, JobState.EXECUTING) for j in jobs)
+
+    await until(ran, "every outcome job to run once")
+
+
+async def summaries(app: Conveyor, ids: list[int]) -> dict[str, dict[str, Any]]:
+    return {name: summary(await app.get_job(job_id)) for name, job_id in zip(OUTCOME_JOBS, ids, strict=True)}
+
+
+async def assert_error_texts(app: Conveyor, ids: list[int]) -> None:
+    cancelled, too_slow = await app.get_job(ids[1]), await app.get_job(ids[4])
+    assert cancelled is not None and "not today, ada" in cancelled.errors[0]["error"]
+    assert too_slow is not None and "timed out after 0.2s" in too_slow.errors[0]["error"]
+
+
+async def test_oban_py_workers_run_on_conveyor_as_on_oban_py(dsn: str, prefix: str, tmp_path: Path) -> None:
+    async with fleet(dsn, prefix, tmp_path) as mixed:
+        ours = await mixed.app.enqueue_many(outcome_requests("on_conveyor"))
+        theirs = await mixed.app.enqueue_many(outcome_requests("on_oban"))
+        mixed.conveyor = await ConveyorNode.start(dsn, prefix, "conveyor-1", "on_conveyor:10")
+        mixed.oban = await ObanNode.start(dsn, prefix, "oban-1", {"on_oban": 10})
+        await settled(mixed.app, ours + theirs)
+        assert await summaries(mixed.app, ours) == await summaries(mixed.app, theirs) == EXPECTED
+        await assert_error_texts(mixed.app, ours)
+        await mixed.conveyor.stop()
+        await mixed.oban.stop()
+
+
+async def test_oban_py_workers_run_on_a_conveyor_node_on_sqlite(tmp_path: Path) -> None:
+    """The translation is the node's, not the engine's: the same on Conveyor's default engine."""
+    path = tmp_path / "mixed.db"
+    url = f"sqlite:///{path}"
+    app = Conveyor(engine=SqliteEngine(path))
+    try:
+        await app.install()
+        ids = await app.enqueue_many(outcome_requests("on_conveyor"))
+        node = await ConveyorNode.start(url, "public", "conveyor-1", "on_conveyor:10")
+        try:
+            await settled(app, ids)
+            assert await summaries(app, ids) == EXPECTED
+            await assert_error_texts(app, ids)
+        finally:
+            await node.stop()
+    finally:
+        await app.close()
