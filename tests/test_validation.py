@@ -754,3 +754,19 @@ def test_module_with_a_missing_dependency_reports_the_dependency(
         import_definition(name)
     assert exc.value.worker == name
     assert "boom at import" in exc.value.reason
+
+
+# -- outcomes ---------------------------------------------------------------------------------
+def test_snooze_meta_is_checked_and_survives_pickling() -> None:
+    import pickle
+
+    from conveyor import Snooze
+
+    snooze = pickle.loads(pickle.dumps(Snooze(5, meta={"why": "busy"})))
+    assert (snooze.seconds, snooze.meta) == (5.0, {"why": "busy"})
+    assert Snooze(5).meta is None and Snooze(5, meta={}).meta is None
+    with pytest.raises(ValidationError) as exc:
+        Snooze(5, meta={"when": datetime.now(UTC)})
+    assert exc.value.field.startswith("snooze meta")
+    with pytest.raises(ValidationError):
+        Snooze(5, meta=["not", "a", "mapping"])  # type: ignore[arg-type]
