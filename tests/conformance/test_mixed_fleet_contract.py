@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from conveyor import Conveyor, NodeNotFoundError, ValidationError
+from conveyor._runtime.producer import Producer
 from conveyor.engine.base import Engine
 from conveyor.fleet import ProducerBeat
 from conveyor.settings import Settings
@@ -55,12 +56,15 @@ def test_a_mixed_fleet_is_named_as_oban_py_names_its_instance() -> None:
     assert Settings(foreign_producer_timeout=600).foreign_timeout == 600
 
 
+def node_and_producer(app: Conveyor) -> tuple[str, Producer]:
+    assert app.node is not None
+    return app.node.name, app.node.producers["default"]
+
+
 async def test_node_signals_reach_nodes_of_either_runtime_and_unknown_ones_fail(
     mixed_node: Conveyor, fleet_engines: list[Engine]
 ) -> None:
-    assert mixed_node.node is not None
-    node = mixed_node.node.name
-    producer = mixed_node.node.producers["default"]
+    node, producer = node_and_producer(mixed_node)
     # An oban-py node, as its rows show it (no Conveyor mark, instance "Oban").
     await fleet_engines[1].record_producers("Oban", "oban-1", [ProducerBeat(uid(0x0B), "default", OBAN_ROW)])
     # A separate client with the default instance name, as `conveyor pause --node` builds one.
@@ -87,9 +91,7 @@ async def test_node_signals_reach_nodes_of_either_runtime_and_unknown_ones_fail(
 async def test_a_mixed_node_obeys_what_oban_py_sends_it(
     mixed_node: Conveyor, fleet_engines: list[Engine]
 ) -> None:
-    assert mixed_node.node is not None
-    node = mixed_node.node.name
-    producer = mixed_node.node.producers["default"]
+    node, producer = node_and_producer(mixed_node)
     # oban-py's Oban.pause_queue("default", node=...) sends exactly this.
     await fleet_engines[1].notify("signal", {"action": "pause", "queue": "default", "ident": f"Oban.{node}"})
     await until(lambda: producer.paused, "oban-py's pause")

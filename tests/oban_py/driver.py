@@ -30,6 +30,8 @@ import logging
 import os
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -106,23 +108,25 @@ async def cmd_install(opts: dict[str, Any]) -> dict[str, Any]:
     return {"installed": prefix}
 
 
-async def cmd_enqueue(opts: dict[str, Any]) -> dict[str, Any]:
+@asynccontextmanager
+async def client(opts: dict[str, Any]) -> AsyncIterator[Oban]:
+    """A client-mode Oban (no queues) on the ``dsn`` and ``prefix`` of ``opts``."""
     pool = await open_pool(opts["dsn"])
     try:
-        oban = Oban(pool=pool, prefix=opts["prefix"])
-        jobs = await oban.enqueue_many([Job(**spec) for spec in opts["jobs"]])
-        return {"jobs": [job_dict(job) for job in jobs]}
+        yield Oban(pool=pool, prefix=opts["prefix"])
     finally:
         await pool.close()
+
+
+async def cmd_enqueue(opts: dict[str, Any]) -> dict[str, Any]:
+    async with client(opts) as oban:
+        jobs = await oban.enqueue_many([Job(**spec) for spec in opts["jobs"]])
+        return {"jobs": [job_dict(job) for job in jobs]}
 
 
 async def cmd_get(opts: dict[str, Any]) -> dict[str, Any]:
-    pool = await open_pool(opts["dsn"])
-    try:
-        oban = Oban(pool=pool, prefix=opts["prefix"])
+    async with client(opts) as oban:
         return {"jobs": [job_dict(await oban.get_job(job_id)) for job_id in opts["ids"]]}
-    finally:
-        await pool.close()
 
 
 async def cmd_encode(opts: dict[str, Any]) -> dict[str, Any]:
@@ -231,14 +235,10 @@ async def cmd_serve(opts: dict[str, Any]) -> dict[str, Any]:
 
 
 async def cmd_signal(opts: dict[str, Any]) -> dict[str, Any]:
-    pool = await open_pool(opts["dsn"])
-    try:
-        oban = Oban(pool=pool, prefix=opts["prefix"])
+    async with client(opts) as oban:
         method = {"pause": oban.pause_queue, "resume": oban.resume_queue}[opts["action"]]
         await method(opts["queue"], node=opts["node"])
         return {"sent": opts["action"]}
-    finally:
-        await pool.close()
 
 
 COMMANDS = {

@@ -46,7 +46,7 @@ class SqliteCluster(SqliteCore):
         take_from_foreign: bool = False,
     ) -> LeaderInfo | None:
         check_now(now)
-        statement = FILES["elect_leader"]
+        statement = FILES.compose("elect_leader", own_producer="own_producer")
 
         def run(tx: Tx) -> Any:
             clock = utc_clock(now)
@@ -126,7 +126,8 @@ class SqliteCluster(SqliteCore):
         now: datetime | None = None,
     ) -> RescueResult:
         check_now(now)
-        rescue, forget = FILES["rescue_jobs"], FILES["delete_dead_producers"]
+        rescue = FILES.compose("rescue_jobs", own_producer="own_producer")
+        forget = FILES.compose("delete_dead_producers", own_producer="own_producer")
         live_json = orjson.dumps(list(live)).decode()
 
         def run(tx: Tx) -> list[Any]:

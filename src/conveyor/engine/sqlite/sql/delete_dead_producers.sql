@@ -1,12 +1,7 @@
 -- Forget producers that are dead (by the same timeouts as rescue_jobs.sql) and own no executing
 -- job any more.
 DELETE FROM oban_producers
-WHERE updated_at < CASE
-        WHEN CASE WHEN json_valid(meta) THEN CASE
-            WHEN json_type(meta) = 'object' THEN json_extract(meta, '$.runtime')
-        END END = 'conveyor' THEN :dead_before
-        ELSE :foreign_dead_before
-    END
+WHERE updated_at < CASE WHEN {own_producer} THEN :dead_before ELSE :foreign_dead_before END
   AND uuid NOT IN (SELECT value FROM json_each(:live))
   AND NOT EXISTS (
     SELECT 1 FROM oban_jobs AS j

@@ -13,17 +13,7 @@ WHERE l.node = excluded.node
    OR l.expires_at < excluded.elected_at
    OR (
     :take_from_foreign
-    AND EXISTS (
-        SELECT 1 FROM oban_producers AS p
-        WHERE p.node = l.node AND coalesce(CASE WHEN json_valid(p.meta) THEN CASE
-            WHEN json_type(p.meta) = 'object' THEN json_extract(p.meta, '$.runtime')
-        END END = 'conveyor', 0) = 0
-    )
-    AND NOT EXISTS (
-        SELECT 1 FROM oban_producers AS p
-        WHERE p.node = l.node AND CASE WHEN json_valid(p.meta) THEN CASE
-            WHEN json_type(p.meta) = 'object' THEN json_extract(p.meta, '$.runtime')
-        END END = 'conveyor'
-    )
+    AND EXISTS (SELECT 1 FROM oban_producers WHERE node = l.node AND coalesce({own_producer}, 0) = 0)
+    AND NOT EXISTS (SELECT 1 FROM oban_producers WHERE node = l.node AND {own_producer})
    )
 RETURNING node, elected_at;

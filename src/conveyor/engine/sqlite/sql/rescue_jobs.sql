@@ -27,12 +27,7 @@ WHERE id IN (
       AND (
         j.attempted_by ->> 1 IN (
             SELECT uuid FROM oban_producers
-            WHERE updated_at < CASE
-                    WHEN CASE WHEN json_valid(meta) THEN CASE
-                        WHEN json_type(meta) = 'object' THEN json_extract(meta, '$.runtime')
-                    END END = 'conveyor' THEN :dead_before
-                    ELSE :foreign_dead_before
-                END
+            WHERE updated_at < CASE WHEN {own_producer} THEN :dead_before ELSE :foreign_dead_before END
               AND uuid NOT IN (SELECT value FROM json_each(:live))
         )
         OR (
