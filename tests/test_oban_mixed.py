@@ -2,10 +2,12 @@
 
 Both nodes are real processes under .venv-oban's Python 3.12: oban-py through tests/oban_py/driver.py,
 Conveyor through ``conveyor start --import tests.oban_py.mixed_workers`` (the migration path: the
-oban-py app's modules, run unchanged). Every rescue threshold is its default divided by ``SCALE``,
-keeping their ratios: oban-py rescues by age (300 s), refreshes its producers every 15 s and forgets
-them after 60 s; Conveyor beats every 2 s, rescues its own producers after 15 s silent and oban-py's
-after four of their intervals. Skipped when .venv-oban lacks oban-py or Conveyor.
+oban-py app's modules, run unchanged). The rescue thresholds are shortened keeping their ratios:
+oban-py refreshes its producers every 15 s and forgets them after 60 s; Conveyor beats every 2 s,
+rescues its own producers after 15 s silent and oban-py's after four of their intervals (all divided
+by ``BEAT_SCALE``); oban-py rescues by age after 300 s (divided by ``SCALE``, so the jobs that must
+outlive it stay short; it stays the longest threshold). Skipped when .venv-oban lacks oban-py or
+Conveyor.
 """
 
 from __future__ import annotations
@@ -41,28 +43,33 @@ pytestmark = pytest.mark.skipif(
 
 WORKERS = "tests.oban_py.mixed_workers"
 RUN_LOG = f"{WORKERS}.RunLog"
-#: Every rescue threshold of both runtimes is its default divided by this.
+#: oban-py's age rescue is its default divided by this.
 SCALE = 50
+#: The heartbeats and the timeouts built on them are their defaults divided by this: not as short as
+#: SCALE would make them, so a loaded machine's scheduling delays stay well inside their margins.
+BEAT_SCALE = 25
 RESCUE_AFTER = 300 / SCALE  # oban-py's lifeline: executing longer than this is rescued (6 s)
+REFRESH = 15 / BEAT_SCALE  # oban-py's producer refresh (0.6 s): Conveyor judges them after 4 of these
 OBAN_OPTIONS: dict[str, Any] = {
     "lifeline": {"interval": 60 / SCALE, "rescue_after": RESCUE_AFTER},
-    "refresher": {"interval": 15 / SCALE, "max_age": 60 / SCALE},
+    "refresher": {"interval": REFRESH, "max_age": 60 / BEAT_SCALE},
     "stager": {"interval": 0.1},
     # oban-py's lease lasts int(interval) seconds: 2 s is as short as it goes (30 s by default).
     "leader_interval": 2.0,
 }
 CONVEYOR_ENV = {
     "CONVEYOR_MIXED_FLEET": "true",
-    "CONVEYOR_HEARTBEAT_INTERVAL": str(2 / SCALE),
-    "CONVEYOR_PRODUCER_TIMEOUT": str(15 / SCALE),
-    "CONVEYOR_FOREIGN_HEARTBEAT_INTERVAL": str(15 / SCALE),  # oban-py's refresher interval
-    "CONVEYOR_RESCUE_INTERVAL": str(5 / SCALE),
-    "CONVEYOR_LEADER_TTL": "2.0",  # as oban-py's lease
+    "CONVEYOR_HEARTBEAT_INTERVAL": str(2 / BEAT_SCALE),
+    "CONVEYOR_PRODUCER_TIMEOUT": str(15 / BEAT_SCALE),
+    "CONVEYOR_FOREIGN_HEARTBEAT_INTERVAL": str(REFRESH),  # oban-py's refresher interval
+    "CONVEYOR_RESCUE_INTERVAL": str(5 / BEAT_SCALE),
+    "CONVEYOR_LEADER_TTL": "4.0",  # renewed every 2 s, as oban-py renews its 2 s lease every 1 s
     "CONVEYOR_POLL_INTERVAL": "0.2",
     "CONVEYOR_STAGE_INTERVAL": "0.1",
     "CONVEYOR_SHUTDOWN_GRACE": "1",
 }
-#: Longer than both runtimes' rescue thresholds: oban-py's age (6 s) and Conveyor's 0.3/1.2 s.
+#: Longer than both runtimes' rescue thresholds: oban-py's age (6 s) and Conveyor's (0.6 s for its
+#: own producers, 2.4 s for oban-py's).
 LONG = RESCUE_AFTER + 1.5
 
 
@@ -312,9 +319,9 @@ async def test_a_mixed_fleet_runs_every_job_once_and_rescues_no_live_job(
                 run_log(log, "long_oban", sleep=LONG),
                 run_log(log, "long_conveyor", sleep=LONG),
                 run_log(log, "mixed", sleep=LONG),
-                # Blocks oban-py's event loop (and so its heartbeats) for 2.5 of its refresh
+                # Blocks oban-py's event loop (and so its heartbeats) for 1.5 of its refresh
                 # intervals: with no margin over the interval, Conveyor rescued such jobs.
-                run_log(log, "long_oban", block=2.5 * 15 / SCALE),
+                run_log(log, "long_oban", block=1.5 * REFRESH),
             ]
         )
         await final(mixed.engine, ids, timeout=60)

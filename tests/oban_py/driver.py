@@ -80,8 +80,8 @@ def job_dict(job: Job | None) -> dict[str, Any] | None:
     return {name: getattr(job, name) for name in JOB_FIELDS}
 
 
-async def open_pool(dsn: str, **kwargs: Any) -> AsyncConnectionPool:
-    pool = AsyncConnectionPool(dsn, min_size=1, max_size=6, open=False, kwargs=kwargs)
+async def open_pool(dsn: str, max_size: int = 6, **kwargs: Any) -> AsyncConnectionPool:
+    pool = AsyncConnectionPool(dsn, min_size=1, max_size=max_size, open=False, kwargs=kwargs)
     await pool.open(wait=True, timeout=10)
     return pool
 
@@ -208,7 +208,7 @@ async def cmd_serve(opts: dict[str, Any]) -> dict[str, Any]:
     put_ext("leader.build", lambda config, **kwargs: Leader(interval=interval, **config, **kwargs))
     import tests.oban_py.mixed_workers  # noqa: F401 - register the workers, as an oban-py app would
 
-    pool = await open_pool(opts["dsn"])
+    pool = await open_pool(opts["dsn"], max_size=10)  # a server node: queues, leader, refresher
     try:
         oban = Oban(
             pool=pool,
