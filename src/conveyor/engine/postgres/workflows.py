@@ -25,6 +25,12 @@ STEP_LOOKUPS = {
     "step_state_sweep": ("(d.meta ->> 'workflow_id')", "dn.name"),
 }
 
+#: Dependents of each given step settled by the first statement of a settle, and at most by each
+#: later one (the slice doubles): a fan-out's first steps are committed, and start, while the rest
+#: are settled.
+FIRST_SLICE = 500
+LAST_SLICE = 4000
+
 #: Steps settled per sweep statement.
 SWEEP_BATCH = 500
 
@@ -47,11 +53,24 @@ class PostgresWorkflows(PostgresCore):
         statement = self._settle_statement("settle_steps")
         given = list(ids)
         while given:
-            params = {"ids": given, "now": naive_utc(now), "channel": self.insert_channel}
-            rows = await self._rows(statement, params, conn)
-            settled |= {row[0]: JobState(row[1]) for row in rows}
+            cancelled: list[int] = []
+            skip, take, more = 0, FIRST_SLICE, True
+            while more:
+                params = {
+                    "ids": given,
+                    "skip": skip,
+                    "take": take,
+                    "now": naive_utc(now),
+                    "channel": self.insert_channel,
+                }
+                rows = await self._rows(statement, params, conn)
+                more = bool(rows and rows[0][2])
+                found = {row[0]: JobState(row[1]) for row in rows if row[0] is not None}
+                settled |= found
+                cancelled += [job_id for job_id, state in found.items() if state is JobState.CANCELLED]
+                skip, take = skip + take, min(take * 2, LAST_SLICE)
             # A step cancelled because of its dependency ends too: the steps after it settle next.
-            given = [row[0] for row in rows if row[1] == JobState.CANCELLED.value]
+            given = cancelled
         return settled
 
     async def settle_after(self, ids: Sequence[int], now: datetime | None, conn: Any = None) -> None:

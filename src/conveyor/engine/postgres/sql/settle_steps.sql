@@ -5,6 +5,12 @@
 -- that. Whatever calls this runs it after the changes it reports are committed (an ack, a cancel, an
 -- insert), so of two steps finishing at once on two nodes, the settle that starts last sees both
 -- (see Engine.settle_steps); the UPDATE takes only rows still suspended, so a step goes on once.
+--
+-- One statement settles the dependents at positions %(skip)s to %(skip)s + %(take)s - 1 of each
+-- given step's list (the given steps that wait themselves with the first slice): a fan-out's first
+-- steps are committed, and run, while the statements for the rest are still to come. The last
+-- column of every row says whether a given step lists more dependents; when nothing was settled
+-- the one row has no id.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
@@ -18,21 +24,23 @@ given AS (
     WHERE g.id = ANY(%(ids)s::bigint[]) AND jsonb_typeof(g.meta) = 'object'
         AND jsonb_typeof(g.meta -> 'workflow_id') IS NOT NULL
 ),
--- The names the given steps list as their dependents, each once per workflow (a fan-in's
+-- The names in this slice of the given steps' dependents, each once per workflow (a fan-in's
 -- dependencies all name it), with whether one of those steps was cancelled or discarded, and the
--- names of those that ended (a step depending on one of them alone needs no more lookups).
+-- first and last (by name) of those that ended: a step whose only dependency is one of them needs
+-- no more lookups (two are enough to tell a fan-out's steps; anything else is looked up).
 named AS (
-    SELECT g.workflow, dn.name,
+    SELECT g.workflow, g.dependents ->> i AS name,
         bool_or(g.state = 'cancelled') AS cancelled, bool_or(g.state = 'discarded') AS discarded,
-        array_agg(g.name) FILTER (WHERE g.state IN ('completed', 'cancelled', 'discarded')) AS ended
+        min(g.name) FILTER (WHERE g.state IN ('completed', 'cancelled', 'discarded')) AS ended_first,
+        max(g.name) FILTER (WHERE g.state IN ('completed', 'cancelled', 'discarded')) AS ended_last
     FROM given AS g
-    CROSS JOIN LATERAL jsonb_array_elements_text(g.dependents) AS dn(name)
+    CROSS JOIN LATERAL generate_series(%(skip)s, least(jsonb_array_length(g.dependents), %(skip)s + %(take)s) - 1) AS i
     GROUP BY 1, 2
 ),
 -- The waiting steps so named, each found by name (one index lookup); and the given steps that wait
 -- themselves.
 edges AS (
-    SELECT s.id, n.cancelled, n.discarded, n.ended
+    SELECT s.id, n.cancelled, n.discarded, n.ended_first, n.ended_last
     FROM named AS n
     -- No state in the lookup: with one, the planner may take the waiting-steps index and read the
     -- whole workflow per name.
@@ -43,14 +51,16 @@ edges AS (
     ) AS s
     WHERE s.state = 'suspended'
     UNION ALL
-    SELECT d.id, false, false, NULL FROM given AS g JOIN {prefix}.oban_jobs AS d ON d.id = g.id WHERE {waiting_step}
+    SELECT d.id, false, false, NULL, NULL
+    FROM given AS g JOIN {prefix}.oban_jobs AS d ON d.id = g.id
+    WHERE {waiting_step} AND %(skip)s = 0
 ),
 -- What each waiting step met: whether a dependency among the given steps failed, and which of its
 -- dependencies ended now. MATERIALIZED: computed once, never again per candidate.
 met AS MATERIALIZED (
     SELECT id, bool_or(cancelled) AS cancelled, bool_or(discarded) AS discarded,
-        array_agg(DISTINCT name) FILTER (WHERE name IS NOT NULL) AS ended
-    FROM edges CROSS JOIN LATERAL unnest(coalesce(edges.ended, '{NULL}'::text[])) AS u(name)
+        min(ended_first) AS ended_first, max(ended_last) AS ended_last
+    FROM edges
     GROUP BY id
 ),
 -- A step whose dependency just failed (and whose policy does not ignore it) is cancelled at once,
@@ -61,11 +71,17 @@ candidates AS MATERIALIZED (
         OR (e.discarded AND d.meta -> 'ignore_discarded' IS DISTINCT FROM 'true'::jsonb) AS early,
         -- Its only dependency is a given step that ended (a fan-out's steps): settled from that
         -- step's state alone.
-        coalesce(jsonb_array_length(d.meta -> 'deps') = 1 AND (d.meta -> 'deps' ->> 0) = ANY(e.ended), false)
-            AS single,
+        coalesce(
+            jsonb_array_length(d.meta -> 'deps') = 1 AND (d.meta -> 'deps' ->> 0) IN (e.ended_first, e.ended_last),
+            false
+        ) AS single,
         e.cancelled, e.discarded
     FROM met AS e
     -- Through the primary key whatever the estimates (an array, as in fetch_jobs.sql).
     JOIN {prefix}.oban_jobs AS d ON d.id = e.id AND d.id = ANY(ARRAY(SELECT id FROM met))
     WHERE jsonb_typeof(d.meta -> 'deps') = 'array'
 ){settle}
+SELECT s.id, s.state, m.more, (SELECT count(*) FROM notified)
+FROM (SELECT coalesce(max(jsonb_array_length(dependents)), 0) > %(skip)s + %(take)s AS more FROM given) AS m
+LEFT JOIN settled AS s ON true
+ORDER BY s.id;

@@ -20,3 +20,4 @@ candidates AS MATERIALIZED (
     ORDER BY d.id
     LIMIT %(limit)s
 ){settle}
+SELECT id, state, (SELECT count(*) FROM notified) FROM settled ORDER BY id;
