@@ -119,7 +119,7 @@ class PostgresHotPath(PostgresWorkflows):
         async with self.hot_pool.connection() as conn:
             cur = await conn.execute(statement, params)
             rows = await cur.fetchall()
-        steps = [row[0] for row in rows if row[1]]
+        steps = [row[0] for row in rows if row[1]]  # ended steps whose dependents may go on
         if steps:
             await self.settle_after(steps, now)
         return [row[0] for row in rows]
