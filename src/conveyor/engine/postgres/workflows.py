@@ -22,7 +22,7 @@ log = logging.getLogger("conveyor.workflows")
 STEP_LOOKUPS = {
     "step_state_pending": ("c.workflow", "(c.deps ->> i)"),
     "step_state_ended": ("r.workflow", "dn.name"),
-    "step_state_sweep": ("(d.meta ->> 'workflow_id')", "dn.name"),
+    "step_state_sweep": ("(c.meta ->> 'workflow_id')", "dn.name"),
 }
 
 #: Dependents of each given step settled by the first statement of a settle, and at most by each
@@ -39,7 +39,9 @@ class PostgresWorkflows(PostgresCore):
     """``settle_steps``, ``sweep_steps``, ``workflow_jobs``."""
 
     def _settle_statement(self, name: str) -> bytes:
-        text = self.sql.compose(name, settle="settle", waiting_step="waiting_step")
+        text = self.sql.compose(
+            name, settle="settle", waiting_step="waiting_step", step_meta="step_meta", step_policy="step_policy"
+        )
         lookup = self.sql["step_state"].strip()
         for placeholder, (workflow, step) in STEP_LOOKUPS.items():
             filled = lookup.replace("{workflow}", workflow).replace("{step}", step)

@@ -1,15 +1,12 @@
 ,
 ready AS (
-    -- The step's policy, read out of its meta once (see below), and its "blocker": the first of its
+    -- The step's policy (step_policy.sql, read out of its meta in candidates), and its "blocker": the first of its
     -- dependencies, from the last back, that did not complete (its state, 'deleted' when it is gone;
     -- NULL when every one completed). Steps run roughly in the order they were added, so an
     -- unfinished one is usually met at once and a fan-in over thousands is not read whole; when
     -- every dependency completed (the usual end of a fan-in) that one walk is the only one.
     SELECT c.id, c.deps, c.workflow, c.early, c.single, c.cancelled, c.discarded,
-        c.meta -> 'ignore_cancelled' = 'true'::jsonb AS ignore_cancelled,
-        c.meta -> 'ignore_discarded' = 'true'::jsonb AS ignore_discarded,
-        c.meta -> 'ignore_deleted' = 'true'::jsonb AS ignore_deleted,
-        c.meta ->> 'run_if' AS run_if,
+        c.ignore_cancelled, c.ignore_discarded, c.ignore_deleted, c.run_if,
         CASE WHEN NOT (c.early OR c.single) THEN (
             -- Each dependency is looked up by workflow and name together (a join lets the planner
             -- scan the whole workflow per dependency). c.deps and c.workflow are read out of meta

@@ -66,20 +66,28 @@ met AS MATERIALIZED (
 -- A step whose dependency just failed (and whose policy does not ignore it) is cancelled at once,
 -- without waiting for its other dependencies ("early").
 candidates AS MATERIALIZED (
-    SELECT d.id, d.meta, d.meta -> 'deps' AS deps, d.meta ->> 'workflow_id' AS workflow,
-        (e.cancelled AND d.meta -> 'ignore_cancelled' IS DISTINCT FROM 'true'::jsonb)
-        OR (e.discarded AND d.meta -> 'ignore_discarded' IS DISTINCT FROM 'true'::jsonb) AS early,
+    SELECT c.id, c.meta -> 'deps' AS deps, c.meta ->> 'workflow_id' AS workflow,
+        (c.cancelled AND c.meta -> 'ignore_cancelled' IS DISTINCT FROM 'true'::jsonb)
+        OR (c.discarded AND c.meta -> 'ignore_discarded' IS DISTINCT FROM 'true'::jsonb) AS early,
         -- Its only dependency is a given step that ended (a fan-out's steps): settled from that
         -- step's state alone.
         coalesce(
-            jsonb_array_length(d.meta -> 'deps') = 1 AND (d.meta -> 'deps' ->> 0) IN (e.ended_first, e.ended_last),
+            jsonb_array_length(c.meta -> 'deps') = 1 AND (c.meta -> 'deps' ->> 0) IN (c.ended_first, c.ended_last),
             false
         ) AS single,
-        e.cancelled, e.discarded
-    FROM met AS e
-    -- Through the primary key whatever the estimates (an array, as in fetch_jobs.sql).
-    JOIN {prefix}.oban_jobs AS d ON d.id = e.id AND d.id = ANY(ARRAY(SELECT id FROM met))
-    WHERE jsonb_typeof(d.meta -> 'deps') = 'array'
+        c.cancelled, c.discarded, {step_policy}
+    FROM (
+        -- Each step's meta is read out of its row once (step_meta.sql: `|| '{}'` hands back the
+        -- value itself, decompressed): a fan-in's is large, stored compressed out of line, and each
+        -- `->` on the row's own column would decompress all of it again (0.1 ms for 10,000 names).
+        -- OFFSET 0 keeps this a subquery of its own, so the columns above read its result.
+        -- Through the primary key whatever the estimates (an array, as in fetch_jobs.sql).
+        SELECT e.*, {step_meta} AS meta
+        FROM met AS e
+        JOIN {prefix}.oban_jobs AS d ON d.id = e.id AND d.id = ANY(ARRAY(SELECT id FROM met))
+        OFFSET 0
+    ) AS c
+    WHERE jsonb_typeof(c.meta -> 'deps') = 'array'
 ){settle}
 SELECT s.id, s.state, m.more, (SELECT count(*) FROM notified)
 FROM (SELECT coalesce(max(jsonb_array_length(dependents)), 0) > %(skip)s + %(take)s AS more FROM given) AS m
