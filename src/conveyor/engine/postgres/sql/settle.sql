@@ -5,7 +5,7 @@ ready AS (
     -- NULL when every one completed). Steps run roughly in the order they were added, so an
     -- unfinished one is usually met at once and a fan-in over thousands is not read whole; when
     -- every dependency completed (the usual end of a fan-in) that one walk is the only one.
-    SELECT c.id, c.ctid, c.deps, c.workflow, c.early, c.single, c.cancelled, c.discarded,
+    SELECT c.id, c.deps, c.workflow, c.early, c.single, c.cancelled, c.discarded,
         c.ignore_cancelled, c.ignore_discarded, c.ignore_deleted, c.run_if,
         CASE WHEN NOT (c.early OR c.single) THEN (
             -- Each dependency is looked up by workflow and name together (a join lets the planner
@@ -22,10 +22,10 @@ ready AS (
     FROM candidates AS c
 ),
 verdicts AS (
-    SELECT r.id, r.ctid, true AS failed, NULL::jsonb AS counts FROM ready AS r WHERE r.early
+    SELECT r.id, true AS failed, NULL::jsonb AS counts FROM ready AS r WHERE r.early
     UNION ALL
     -- One dependency, ended as the given step did: no lookup.
-    SELECT r.id, r.ctid,
+    SELECT r.id,
         (r.cancelled AND r.ignore_cancelled IS NOT TRUE) OR (r.discarded AND r.ignore_discarded IS NOT TRUE)
         OR (r.run_if = 'any_failed' AND NOT (r.cancelled OR r.discarded))
         OR (r.run_if = 'any_discarded' AND NOT r.discarded)
@@ -37,36 +37,41 @@ verdicts AS (
     FROM ready AS r WHERE r.single AND NOT r.early
     UNION ALL
     -- Every dependency completed: the walk saw them all.
-    SELECT r.id, r.ctid, coalesce(r.run_if IN ('any_failed', 'any_discarded', 'any_cancelled'), false),
+    SELECT r.id, coalesce(r.run_if IN ('any_failed', 'any_discarded', 'any_cancelled'), false),
         jsonb_build_object(
             'completed', jsonb_array_length(r.deps), 'cancelled', 0, 'discarded', 0, 'deleted', 0
         )
     FROM ready AS r WHERE NOT (r.early OR r.single) AND r.blocker IS NULL
     UNION ALL
     -- Some dependency ended otherwise: counted, one lookup each, and settled when none is unfinished.
-    SELECT r.id, r.ctid,
-        (n.deleted > 0 AND r.ignore_deleted IS NOT TRUE)
-        OR (n.cancelled > 0 AND r.ignore_cancelled IS NOT TRUE)
-        OR (n.discarded > 0 AND r.ignore_discarded IS NOT TRUE)
+    SELECT v.id,
+        (v.deleted > 0 AND v.ignore_deleted IS NOT TRUE)
+        OR (v.cancelled > 0 AND v.ignore_cancelled IS NOT TRUE)
+        OR (v.discarded > 0 AND v.ignore_discarded IS NOT TRUE)
         -- A step that runs only on some ending of its dependencies (batch callbacks) is cancelled
         -- when they did not end so.
-        OR (r.run_if = 'any_failed' AND n.cancelled + n.discarded + n.deleted = 0)
-        OR (r.run_if = 'any_discarded' AND n.discarded = 0)
-        OR (r.run_if = 'any_cancelled' AND n.cancelled = 0) AS failed,
+        OR (v.run_if = 'any_failed' AND v.cancelled + v.discarded + v.deleted = 0)
+        OR (v.run_if = 'any_discarded' AND v.discarded = 0)
+        OR (v.run_if = 'any_cancelled' AND v.cancelled = 0) AS failed,
         jsonb_build_object(
-            'completed', n.completed, 'cancelled', n.cancelled, 'discarded', n.discarded, 'deleted', n.deleted
+            'completed', v.completed, 'cancelled', v.cancelled, 'discarded', v.discarded, 'deleted', v.deleted
         ) AS counts
-    FROM ready AS r
-    CROSS JOIN LATERAL (
-        SELECT count(*) FILTER (WHERE x.state = 'completed') AS completed,
+    FROM (
+        -- Grouped by the id and small flags, never by meta: hashing a fan-in's meta once per
+        -- dependency would cost seconds.
+        SELECT r.id, r.ignore_cancelled, r.ignore_discarded, r.ignore_deleted, r.run_if,
+            count(*) FILTER (WHERE x.state = 'completed') AS completed,
             count(*) FILTER (WHERE x.state = 'cancelled') AS cancelled,
             count(*) FILTER (WHERE x.state = 'discarded') AS discarded,
             count(*) FILTER (WHERE x.state IS NULL) AS deleted,
             count(*) FILTER (WHERE x.state NOT IN ('completed', 'cancelled', 'discarded')) AS unfinished
-        FROM jsonb_array_elements_text(r.deps) AS dn(name)
+        FROM ready AS r
+        CROSS JOIN LATERAL jsonb_array_elements_text(r.deps) AS dn(name)
         CROSS JOIN LATERAL (SELECT {step_state_ended} AS state OFFSET 0) AS x
-    ) AS n
-    WHERE NOT (r.early OR r.single) AND r.blocker IN ('cancelled', 'discarded', 'deleted') AND n.unfinished = 0
+        WHERE NOT (r.early OR r.single) AND r.blocker IN ('cancelled', 'discarded', 'deleted')
+        GROUP BY r.id, r.ignore_cancelled, r.ignore_discarded, r.ignore_deleted, r.run_if
+    ) AS v
+    WHERE v.unfinished = 0
 ),
 settled AS (
     UPDATE {prefix}.oban_jobs AS d
@@ -79,9 +84,7 @@ settled AS (
         -- How the dependencies ended, for the step to read (a batch callback's counts).
         meta = CASE WHEN v.counts IS NULL THEN d.meta ELSE d.meta || jsonb_build_object('deps_ended', v.counts) END
     FROM verdicts AS v, clock
-    -- Found again by the row version the statement read (ctid): if it has changed since, the
-    -- UPDATE follows it to the latest and tests the rest again, so a step no longer waiting is left.
-    WHERE d.ctid = v.ctid AND d.id = v.id AND {waiting_step}
+    WHERE d.id = v.id AND {waiting_step}
     RETURNING d.id, d.state::text AS state, d.queue
 ),
 notified AS (

@@ -66,7 +66,7 @@ met AS MATERIALIZED (
 -- A step whose dependency just failed (and whose policy does not ignore it) is cancelled at once,
 -- without waiting for its other dependencies ("early").
 candidates AS MATERIALIZED (
-    SELECT c.id, c.ctid, c.meta -> 'deps' AS deps, c.meta ->> 'workflow_id' AS workflow,
+    SELECT c.id, c.meta -> 'deps' AS deps, c.meta ->> 'workflow_id' AS workflow,
         (c.cancelled AND c.meta -> 'ignore_cancelled' IS DISTINCT FROM 'true'::jsonb)
         OR (c.discarded AND c.meta -> 'ignore_discarded' IS DISTINCT FROM 'true'::jsonb) AS early,
         -- Its only dependency is a given step that ended (a fan-out's steps): settled from that
@@ -82,7 +82,7 @@ candidates AS MATERIALIZED (
         -- `->` on the row's own column would decompress all of it again (0.1 ms for 10,000 names).
         -- OFFSET 0 keeps this a subquery of its own, so the columns above read its result.
         -- Through the primary key whatever the estimates (an array, as in fetch_jobs.sql).
-        SELECT e.*, d.ctid, {step_meta} AS meta
+        SELECT e.*, {step_meta} AS meta
         FROM met AS e
         JOIN {prefix}.oban_jobs AS d ON d.id = e.id AND d.id = ANY(ARRAY(SELECT id FROM met))
         OFFSET 0

@@ -6,7 +6,7 @@ WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
 candidates AS MATERIALIZED (
-    SELECT c.id, c.ctid, c.meta -> 'deps' AS deps, c.meta ->> 'workflow_id' AS workflow,
+    SELECT c.id, c.meta -> 'deps' AS deps, c.meta ->> 'workflow_id' AS workflow,
         EXISTS (
             SELECT 1 FROM jsonb_array_elements_text(c.meta -> 'deps') AS dn(name),
                 LATERAL (SELECT {step_state_sweep} AS state) AS x
@@ -16,7 +16,7 @@ candidates AS MATERIALIZED (
         false AS single, false AS cancelled, false AS discarded, {step_policy}
     FROM (
         -- Each step's meta read out of its row once (step_meta.sql, see settle_steps.sql).
-        SELECT d.id, d.ctid, {step_meta} AS meta
+        SELECT d.id, {step_meta} AS meta
         FROM {prefix}.oban_jobs AS d
         WHERE {waiting_step} AND jsonb_typeof(d.meta) = 'object' AND d.id > %(after)s
         ORDER BY d.id
