@@ -6,7 +6,7 @@
 -- insert), so of two steps finishing at once on two nodes, the settle that starts last sees both
 -- (see Engine.settle_steps); the UPDATE takes only rows still suspended, so a step goes on once.
 --
--- One statement settles the dependents at positions %(skip)s to %(skip)s + %(take)s - 1 of each
+-- One statement settles the dependents at positions skip to skip + take - 1 of each
 -- given step's list (the given steps that wait themselves with the first slice): a fan-out's first
 -- steps are committed, and run, while the statements for the rest are still to come. The last
 -- column of every row says whether a given step lists more dependents; when nothing was settled
@@ -15,14 +15,20 @@ WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
 given AS (
-    SELECT g.id, g.meta ->> 'workflow_id' AS workflow, g.meta ->> 'name' AS name, g.state::text AS state,
+    SELECT g.id, g.meta ->> 'workflow_id' AS workflow, g.meta ->> 'name' AS name, g.state,
         CASE WHEN jsonb_typeof(g.meta -> 'dependents') = 'array' THEN g.meta -> 'dependents' ELSE '[]' END
             AS dependents
-    FROM {prefix}.oban_jobs AS g
-    -- Found by id alone: written as `meta ? 'workflow_id'`, the test would let the planner AND the
-    -- pkey with the partial index of every step (migration 8), read whole for each settle.
-    WHERE g.id = ANY(%(ids)s::bigint[]) AND jsonb_typeof(g.meta) = 'object'
-        AND jsonb_typeof(g.meta -> 'workflow_id') IS NOT NULL
+    FROM (
+        -- Each meta read out of its row once (step_meta.sql, see candidates): a fan-out's lists
+        -- thousands of dependents.
+        SELECT d.id, d.state::text AS state, {step_meta} AS meta
+        FROM {prefix}.oban_jobs AS d
+        -- Found by id alone: written as `meta ? 'workflow_id'`, the test would let the planner AND
+        -- the pkey with the partial index of every step (migration 8), read whole for each settle.
+        WHERE d.id = ANY(%(ids)s::bigint[])
+        OFFSET 0
+    ) AS g
+    WHERE jsonb_typeof(g.meta) = 'object' AND jsonb_typeof(g.meta -> 'workflow_id') IS NOT NULL
 ),
 -- The names in this slice of the given steps' dependents, each once per workflow (a fan-in's
 -- dependencies all name it), with whether one of those steps was cancelled or discarded, and the
@@ -34,7 +40,9 @@ named AS (
         min(g.name) FILTER (WHERE g.state IN ('completed', 'cancelled', 'discarded')) AS ended_first,
         max(g.name) FILTER (WHERE g.state IN ('completed', 'cancelled', 'discarded')) AS ended_last
     FROM given AS g
-    CROSS JOIN LATERAL generate_series(%(skip)s, least(jsonb_array_length(g.dependents), %(skip)s + %(take)s) - 1) AS i
+    CROSS JOIN LATERAL generate_series(
+        %(skip)s::int, least(jsonb_array_length(g.dependents), %(skip)s::int + %(take)s::int) - 1
+    ) AS i
     GROUP BY 1, 2
 ),
 -- The waiting steps so named, each found by name (one index lookup); and the given steps that wait
@@ -53,7 +61,7 @@ edges AS (
     UNION ALL
     SELECT d.id, false, false, NULL, NULL
     FROM given AS g JOIN {prefix}.oban_jobs AS d ON d.id = g.id
-    WHERE {waiting_step} AND %(skip)s = 0
+    WHERE {waiting_step} AND %(skip)s::int = 0
 ),
 -- What each waiting step met: whether a dependency among the given steps failed, and which of its
 -- dependencies ended now. MATERIALIZED: computed once, never again per candidate.
@@ -90,6 +98,6 @@ candidates AS MATERIALIZED (
     WHERE jsonb_typeof(c.meta -> 'deps') = 'array'
 ){settle}
 SELECT s.id, s.state, m.more, (SELECT count(*) FROM notified)
-FROM (SELECT coalesce(max(jsonb_array_length(dependents)), 0) > %(skip)s + %(take)s AS more FROM given) AS m
+FROM (SELECT coalesce(max(jsonb_array_length(dependents)), 0) > %(skip)s::int + %(take)s::int AS more FROM given) AS m
 LEFT JOIN settled AS s ON true
 ORDER BY s.id;
