@@ -1,18 +1,18 @@
 ,
 ready AS (
-    -- The step's policy (step_policy.sql, read out of its meta in candidates), and its "blocker": the first of its
-    -- dependencies, from the last back, that did not complete (its state, 'deleted' when it is gone;
-    -- NULL when every one completed). Steps run roughly in the order they were added, so an
-    -- unfinished one is usually met at once and a fan-in over thousands is not read whole; when
-    -- every dependency completed (the usual end of a fan-in) that one walk is the only one.
+    -- The step's policy (step_policy.sql, read out of its meta in candidates), and its "blocker":
+    -- the first of its dependencies, from the last back, that did not complete (its state,
+    -- 'deleted' when it is gone; NULL when every one completed). Steps run roughly in the order
+    -- they were added, so an unfinished one is usually met at once and a fan-in over thousands is
+    -- not read whole; when every dependency completed (the usual end of a fan-in) that one walk is
+    -- the only one.
     SELECT c.id, c.deps, c.workflow, c.early, c.single, c.cancelled, c.discarded,
         c.ignore_cancelled, c.ignore_discarded, c.ignore_deleted, c.run_if,
         CASE WHEN NOT (c.early OR c.single) THEN (
             -- Each dependency is looked up by workflow and name together (a join lets the planner
-            -- scan the whole workflow per dependency). c.deps and c.workflow are read out of meta
-            -- once (candidates is MATERIALIZED): each c.meta -> ... would decompress the whole meta
-            -- again (a fan-in's lists thousands of names). OFFSET 0 keeps the lookup one subplan
-            -- (pulled up, it would run once for the test and again for the result).
+            -- scan the whole workflow per dependency), in c.deps, read out of meta once
+            -- (candidates is MATERIALIZED). OFFSET 0 keeps the lookup one subplan (pulled up, it
+            -- would run once for the test and again for the result).
             SELECT coalesce(x.state, 'deleted')
             FROM generate_series(jsonb_array_length(c.deps) - 1, 0, -1) AS i
             CROSS JOIN LATERAL (SELECT {step_state_pending} AS state OFFSET 0) AS x

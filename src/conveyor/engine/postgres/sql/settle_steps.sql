@@ -6,11 +6,11 @@
 -- insert), so of two steps finishing at once on two nodes, the settle that starts last sees both
 -- (see Engine.settle_steps); the UPDATE takes only rows still suspended, so a step goes on once.
 --
--- One statement settles the dependents at positions skip to skip + take - 1 of each
--- given step's list (the given steps that wait themselves with the first slice): a fan-out's first
--- steps are committed, and run, while the statements for the rest are still to come. The last
--- column of every row says whether a given step lists more dependents; when nothing was settled
--- the one row has no id.
+-- One statement settles the dependents at positions skip to skip + take - 1 of each given step's
+-- list (and the given steps that wait themselves, with the first slice): a fan-out's first steps
+-- are committed, and run, while the statements for the rest are still to come. The third column
+-- of every row says whether a given step lists more dependents; when nothing was settled the one
+-- row has no id.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
@@ -80,7 +80,8 @@ candidates AS MATERIALIZED (
         -- Its only dependency is a given step that ended (a fan-out's steps): settled from that
         -- step's state alone.
         coalesce(
-            jsonb_array_length(c.meta -> 'deps') = 1 AND (c.meta -> 'deps' ->> 0) IN (c.ended_first, c.ended_last),
+            jsonb_array_length(c.meta -> 'deps') = 1
+                AND (c.meta -> 'deps' ->> 0) IN (c.ended_first, c.ended_last),
             false
         ) AS single,
         c.cancelled, c.discarded, {step_policy}
@@ -98,6 +99,9 @@ candidates AS MATERIALIZED (
     WHERE jsonb_typeof(c.meta -> 'deps') = 'array'
 ){settle}
 SELECT s.id, s.state, m.more, (SELECT count(*) FROM notified)
-FROM (SELECT coalesce(max(jsonb_array_length(dependents)), 0) > %(skip)s::int + %(take)s::int AS more FROM given) AS m
+FROM (
+    SELECT coalesce(max(jsonb_array_length(dependents)), 0) > %(skip)s::int + %(take)s::int AS more
+    FROM given
+) AS m
 LEFT JOIN settled AS s ON true
 ORDER BY s.id;
