@@ -30,6 +30,7 @@ from conveyor.progress import progress, progress_sync
 from conveyor.queue_settings import QueueSettings
 from conveyor.request import JobRequest
 from conveyor.settings import Settings
+from conveyor.stats import JobStats, QueueCounts, StatsBucket, StatsQuery
 from conveyor.unique import Unique
 from conveyor.workflow import Workflow, WorkflowStatus
 
@@ -56,13 +57,17 @@ __all__ = [
     "JobNotFoundError",
     "JobRequest",
     "JobState",
+    "JobStats",
     "NoCurrentAppError",
+    "QueueCounts",
     "QueueSettings",
     "Record",
     "SchemaError",
     "Settings",
     "SignalTimeoutError",
     "Snooze",
+    "StatsBucket",
+    "StatsQuery",
     "SystemClock",
     "Unique",
     "UnknownOptionError",

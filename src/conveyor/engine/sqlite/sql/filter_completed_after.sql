@@ -1,0 +1,1 @@
+state = 'completed' AND completed_at >= :completed_after
