@@ -18,7 +18,8 @@ from conveyor.engine.sqlite.workflows import SqliteWorkflows, settle_beside
 from conveyor.filters import JobFilter
 from conveyor.job import Job
 
-#: The filter fragments, in the order they are combined with AND, by JobFilter field.
+#: The filter fragments (``filter_<name>.sql``), in the order they are combined with AND: one per
+#: JobFilter field, except ``completed`` for completed_after and completed_before together.
 FILTER_PARTS = (
     "ids",
     "states",
@@ -31,8 +32,7 @@ FILTER_PARTS = (
     "scheduled_before",
     "attempted_after",
     "attempted_before",
-    "completed_after",
-    "completed_before",
+    "completed",
 )
 #: The criteria that hold a list, passed to their fragment as a JSON array.
 LISTS = frozenset({"ids", "states", "queues", "workers", "tags"})
@@ -44,17 +44,27 @@ T = TypeVar("T")
 def filter_condition(criteria: JobFilter) -> tuple[str, dict[str, Any]]:
     """The WHERE condition for ``criteria`` (only the parts it uses) and its parameters."""
     params: dict[str, Any] = {}
+    used: list[str] = []
     for name in FILTER_PARTS:
-        value = getattr(criteria, name)
-        if value is None or value == ():
-            continue
-        if name in LISTS:
-            params[name] = orjson.dumps([getattr(v, "value", v) for v in value]).decode()
-        elif isinstance(value, datetime):
-            params[name] = time_text(utc_clock(value))
+        if name == "completed":  # one range, both bounds (None: open), one index read
+            if criteria.completed_after is None and criteria.completed_before is None:
+                continue
+            params["completed_after"] = _time(criteria.completed_after)
+            params["completed_before"] = _time(criteria.completed_before)
         else:
-            params[name] = value
-    return _condition(tuple(params)), params
+            value = getattr(criteria, name)
+            if value is None or value == ():
+                continue
+            if name in LISTS:
+                params[name] = orjson.dumps([getattr(v, "value", v) for v in value]).decode()
+            else:
+                params[name] = _time(value) if isinstance(value, datetime) else value
+        used.append(name)
+    return _condition(tuple(used)), params
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else time_text(utc_clock(value))
 
 
 _conditions: dict[tuple[str, ...], str] = {}

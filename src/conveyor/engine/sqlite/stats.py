@@ -72,6 +72,7 @@ class SqliteStats(SqliteCore):
             .strip()
             .replace("{state}", state.value)
             .replace("{column}", column)
+            .replace("{index}", f"oban_jobs_{column}_index")
             .replace("{queues}", queues)
             for state, column in FINISHED.items()
         )

@@ -1,1 +1,0 @@
-state = 'completed' AND completed_at < :completed_before
