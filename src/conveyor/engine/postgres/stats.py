@@ -132,11 +132,11 @@ def _extrapolated(
     seen: int, matched: int, before_last: int, covered: float, width: float, cap: int
 ) -> tuple[int, bool]:
     """A bucket's count from its sample: exact when it read every job of the bucket (``seen`` <=
-    ``cap``); else the matching jobs before the last one read, scaled from the ``covered`` seconds
-    they span to the bucket's ``width`` (estimated). When one instant holds the whole sample there
-    is no span to scale: what was seen stands, marked estimated."""
+    ``cap``). Else (estimated) the matching jobs before the last one read, which the sample holds
+    all of, scaled from the ``covered`` seconds they span to the bucket's ``width``; never less
+    than the matching jobs read, which are there for sure (one ack may write a whole sample at one
+    instant, leaving nothing before it to scale)."""
     if seen <= cap:
         return int(matched), False
-    if covered <= 0:
-        return int(matched), True
-    return round(before_last * width / covered), True
+    scaled = round(before_last * width / covered) if covered > 0 else 0
+    return max(scaled, int(matched)), True
