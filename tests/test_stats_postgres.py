@@ -91,3 +91,52 @@ async def test_a_sample_from_one_instant_is_what_was_seen(
     insert_jobs(dsn, prefix, 200, state="completed", queue="a", at="timestamp '2030-01-01 11:58:10'")
     stats = await engine.job_stats(StatsQuery(window=120, bucket=60), now=T0)
     assert stats.buckets[0].estimated and stats.buckets[0].completed == small_samples + 1
+
+
+def insert_failed(dsn: str, prefix: str, count: int, *, state: str, key: str, failed: str) -> None:
+    """``count`` jobs that failed once (their errors entry at ``failed``), each keyed in the index of
+    failed jobs by ``key`` (completed_at of a completed job, scheduled_at of a waiting one); both SQL
+    expressions of ``g`` (1..count)."""
+    completed = key if state == "completed" else "NULL"
+    scheduled = "timestamp '2030-01-01 11:00'" if state == "completed" else key
+    execute(
+        dsn,
+        f"""
+        INSERT INTO "{prefix}".oban_jobs (state, queue, worker, attempt, errors, scheduled_at, completed_at)
+        SELECT '{state}', 'a', 'tests.w.Job', 2,
+            jsonb_build_array(jsonb_build_object('attempt', 1, 'error', 'boom',
+                'at', to_char({failed}, 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))),
+            {scheduled}, {completed}
+        FROM generate_series(1, {count}) AS g
+        """,
+    )
+
+
+async def test_many_failures_are_estimated_from_a_sample(
+    engine: PostgresEngine, dsn: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pg_stats, "RETRY_BUDGET", 200)  # 4 ranges of keys: 50 jobs each
+    monkeypatch.setattr(pg_stats, "MIN_SAMPLE", 10)
+    spread = "timestamp '2030-01-01 11:58' + g * interval '60 ms' - interval '60 ms'"
+    # 1,000 jobs that failed then completed in the first bucket, and 20 in the second: their keys
+    # (completed_at) sit in the window's buckets, sampled by time.
+    insert_failed(dsn, prefix, 1000, state="completed", key=spread, failed=f"{spread} - interval '1 ms'")
+    late = "timestamp '2030-01-01 11:59:30' + g * interval '1 ms'"
+    insert_failed(dsn, prefix, 20, state="completed", key=late, failed=late)
+    stats = await engine.job_stats(StatsQuery(window=120, bucket=60), now=T0)
+    first, second = stats.buckets
+    assert first.estimated and 900 <= first.retried <= 1100
+    assert (second.estimated, second.retried) == (False, 20)
+
+
+async def test_failures_waiting_past_the_window_are_scaled_by_their_number(
+    engine: PostgresEngine, dsn: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pg_stats, "RETRY_BUDGET", 200)
+    monkeypatch.setattr(pg_stats, "MIN_SAMPLE", 10)
+    # 600 jobs that failed in the first bucket and wait to run again an hour later: keyed after
+    # the window, a range with no end to scale by time.
+    failed = "timestamp '2030-01-01 11:58' + g * interval '100 ms'"
+    insert_failed(dsn, prefix, 600, state="retryable", key=f"{failed} + interval '1 hour'", failed=failed)
+    stats = await engine.job_stats(StatsQuery(window=120, bucket=60), now=T0)
+    assert stats.buckets[0].estimated and stats.buckets[0].retried == 600

@@ -18,9 +18,10 @@ compiling took 0.9 s of a 1.1 s ``queue_counts`` when measured.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from conveyor.engine._stats import FailureTally
 from conveyor.engine.postgres.core import PostgresCore
 from conveyor.engine.postgres.jobs import filter_params
 from conveyor.engine.postgres.rows import naive_utc
@@ -32,9 +33,15 @@ from conveyor.stats import JobStats, QueueCounts, StatsQuery, build_stats, count
 #: none of their pages is all-visible yet); the pairs beyond it are estimated.
 COUNT_BUDGET = 50_000
 #: Finished jobs ``job_stats`` reads per call at most, shared evenly by the buckets.
-SAMPLE_BUDGET = 100_000
+SAMPLE_BUDGET = 20_000
 #: A bucket reads at least this many jobs before it extrapolates, however many buckets there are.
-MIN_SAMPLE = 100
+MIN_SAMPLE = 10
+#: Jobs that may hold failures ``job_stats`` reads per call at most, shared evenly by the ranges of
+#: their keys (reading one costs about 10 µs: its row, its errors).
+RETRY_BUDGET = 5_000
+#: How far before the window failed jobs are looked for: a node's clock ahead of the database's.
+CLOCK_SLACK = timedelta(minutes=10)
+CLOCK = "SELECT coalesce(%(now)s::timestamp, timezone('UTC', now()))"
 #: The final states ``job_stats`` counts, by the column that times each.
 FINISHED = {
     JobState.COMPLETED: "completed_at",
@@ -76,35 +83,37 @@ class PostgresStats(PostgresCore):
         return [QueueCounts(**figures) for _, figures in sorted(found.items())]
 
     async def job_stats(self, query: StatsQuery, *, now: datetime | None = None) -> JobStats:
-        offsets = query.offsets()
-        params: dict[str, Any] = {
-            "now": naive_utc(now),
-            "starts": offsets[:-1],
-            "ends": offsets[1:],
-            "queues": list(query.queues) if query.queues else None,
-            "cap": max(MIN_SAMPLE, SAMPLE_BUDGET // query.bucket_count),
-        }
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute("SET LOCAL jit = off", prepare=False)
+            cur = await conn.execute(CLOCK, {"now": naive_utc(now)}, prepare=False)
+            row = await cur.fetchone()
+            assert row is not None
+            bounds: list[datetime] = query.bounds(row[0])  # one clock for both statements
+            queues: dict[str, Any] = {"queues": list(query.queues) if query.queues else None}
+            cap = max(MIN_SAMPLE, SAMPLE_BUDGET // query.bucket_count)
+            params: dict[str, Any] = {"lows": bounds[:-1], "highs": bounds[1:], "cap": cap, **queues}
+            cur = await conn.execute(self._finished_statement(query).encode(), params, prepare=False)
+            finished = await cur.fetchall()
+            # The keys of failed jobs: the slack before the window, its buckets, everything after.
+            lows = [bounds[0] - CLOCK_SLACK, *bounds]
+            retry_cap = max(MIN_SAMPLE, RETRY_BUDGET // len(lows))
+            params = {"lows": lows, "highs": [*bounds, None], "cap": retry_cap, **queues}
+            cur = await conn.execute(self._retried_statement(query).encode(), params, prepare=False)
+            failures = await cur.fetchall()
         figures: list[dict[str, Any]] = [
             {"completed": 0, "discarded": 0, "cancelled": 0, "retried": 0, "estimated": False}
             for _ in range(query.bucket_count)
         ]
-        async with self.pool.connection() as conn, conn.transaction():
-            await conn.execute("SET LOCAL jit = off", prepare=False)
-            cur = await conn.execute(
-                "SELECT coalesce(%(now)s::timestamp, timezone('UTC', now()))", params, prepare=False
-            )
-            row = await cur.fetchone()
-            assert row is not None
-            params["now"] = row[0]  # one clock for both statements
-            cur = await conn.execute(self._finished_statement(query).encode(), params, prepare=False)
-            for kind, bucket, seen, matched, before_last, covered, width in await cur.fetchall():
-                count, estimated = _extrapolated(seen, matched, before_last, covered, width, params["cap"])
-                figures[bucket][kind] = count
-                figures[bucket]["estimated"] = figures[bucket]["estimated"] or estimated
-            cur = await conn.execute(self._retried_statement().encode(), params, prepare=False)
-            for bucket, count in await cur.fetchall():
-                figures[bucket]["retried"] = int(count)
-        return build_stats(query, params["now"].replace(tzinfo=UTC), figures)
+        for kind, bucket, seen, matched, before_last, covered, width in finished:
+            figures[bucket][kind], estimated = _extrapolated(seen, matched, before_last, covered, width, cap)
+            figures[bucket]["estimated"] = figures[bucket]["estimated"] or estimated
+        tally = FailureTally(bounds)
+        for _, seen, before_last, at, covered, width, total in failures:
+            tally.add(at, _weight(seen, before_last, covered, width, total, retry_cap))
+        for bucket, count in enumerate(tally.counts()):
+            figures[bucket]["retried"] = count
+            figures[bucket]["estimated"] = figures[bucket]["estimated"] or tally.estimated[bucket]
+        return build_stats(query, bounds[-1].replace(tzinfo=UTC), figures)
 
     def _finished_statement(self, query: StatsQuery) -> str:
         matches = "j.queue = ANY(%(queues)s::text[])" if query.queues else "true"
@@ -118,14 +127,14 @@ class PostgresStats(PostgresCore):
         )
         return self.sql["stats_finished"].replace("{kinds}", kinds)
 
-    def _retried_statement(self) -> str:
-        return self.sql.compose(
+    def _retried_statement(self, query: StatsQuery) -> str:
+        statement = self.sql.compose(
             "stats_retried",
             error_entries=ERROR_ENTRIES[self.errors_type or "jsonb"],
-            error_time="error_time",
             failed_jobs="failed_jobs",
             failed_key="failed_key",
         )
+        return statement.replace("{queues}", "queue = ANY(%(queues)s::text[])" if query.queues else "true")
 
 
 def _extrapolated(
@@ -140,3 +149,20 @@ def _extrapolated(
         return int(matched), False
     scaled = round(before_last * width / covered) if covered > 0 else 0
     return max(scaled, int(matched)), True
+
+
+def _weight(
+    seen: int, before_last: bool, covered: float | None, width: float | None, total: int | None, cap: int
+) -> float:
+    """How many failures one errors entry of a sampled range of keys stands for. A range read
+    whole: 1. A range of time read in part: its entries before the last key read (all of which
+    the sample holds) stand for the range's ``width`` over the ``covered`` seconds they span, the
+    others for none; when the whole sample shares one key, each entry stands for itself. The open
+    range after the window read in part: its ``total`` jobs over those read."""
+    if seen <= cap:
+        return 1.0
+    if width is None:
+        return (total or seen) / seen
+    if not covered:
+        return 1.0
+    return width / covered if before_last else 0.0

@@ -7,7 +7,6 @@ cancelled_at for the finished jobs, migration 9's index for the failed attempts)
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import sqlite3
 from datetime import UTC, datetime, timedelta
@@ -15,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from conveyor.engine._stats import FailureTally
 from conveyor.engine.sqlite.core import FILES, SqliteCore, compose
 from conveyor.engine.sqlite.jobs import filter_condition
 from conveyor.engine.sqlite.rows import parse_time, time_text, utc_clock
@@ -95,27 +95,9 @@ class SqliteStats(SqliteCore):
         ]
         for kind, bucket, count in finished_rows:
             figures[bucket][kind] = count
+        tally = FailureTally(bounds)
         for (at,) in failures:
-            bucket = _bucket_of(at, bounds)
-            if bucket is not None:
-                figures[bucket]["retried"] += 1
+            tally.add(at)
+        for bucket, count in enumerate(tally.counts()):
+            figures[bucket]["retried"] = count
         return build_stats(query, end.replace(tzinfo=UTC), figures)
-
-
-def _bucket_of(at: Any, bounds: list[datetime]) -> int | None:
-    """The bucket of an errors entry's time (naive UTC ``bounds``), or None when it is outside the
-    window or not a time at all (another client may have written anything)."""
-    if not isinstance(at, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(at)
-        moment = (
-            parsed.replace(tzinfo=None)
-            if parsed.tzinfo is None
-            else parsed.astimezone(UTC).replace(tzinfo=None)
-        )
-    except (ValueError, OverflowError):
-        return None
-    if not bounds[0] <= moment < bounds[-1]:
-        return None
-    return bisect.bisect_right(bounds, moment) - 1
