@@ -10,7 +10,8 @@ the last hour and the waiting jobs are not (their pages are not all-visible, as 
 and the table is analyzed. Then each call is timed ``ROUNDS`` times, the calls interleaved within a
 round: ``count_jobs`` with typical filters, ``queue_counts``, ``job_stats`` (the last hour by
 minute, one queue's, the last day by hour). Reported per call: the median and the range in ms,
-the figures returned (so a wrong answer shows), and which medians are within 100 ms.
+the figures returned (so a wrong answer shows), how far ``queue_counts``' estimates are from the
+exact counts, and which medians are within 100 ms.
 
 ``stats-write-cost``: fetch and ack (demand 20; 98 % complete, 2 % fail and are retried later) of
 ``--jobs`` (default 5,000) jobs per round, with migration 9's index of failed jobs and without it,
@@ -28,7 +29,7 @@ from typing import Any
 import psycopg
 from common import Figures, Settings, fresh_app
 
-from conveyor import Conveyor, JobRequest, JobState
+from conveyor import Conveyor, JobRequest, JobState, QueueCounts
 from conveyor.acks import Ack
 from conveyor.engine._sqlfiles import quote_identifier
 from conveyor.engine.postgres import PostgresEngine
@@ -189,6 +190,7 @@ async def stats(settings: Settings) -> Figures:
                 started = time.perf_counter()
                 answers[name] = await call()
                 timings[name].append((time.perf_counter() - started) * 1000)
+        error = await estimate_error(engine, answers["queue_counts"])
     figures: Figures = {"history": history, "available": available, "rounds": ROUNDS, **built}
     within: list[str] = []
     for name, taken in timings.items():
@@ -198,8 +200,20 @@ async def stats(settings: Settings) -> Figures:
         figures[f"{name}_returned"] = describe(answers[name])
         if median <= TARGET_MS:
             within.append(name)
+    figures["queue_counts_estimates_off_by"] = error
     figures["within_100_ms"] = within
     return figures
+
+
+async def estimate_error(engine: PostgresEngine, counted: list[QueueCounts]) -> list[float]:
+    """How far ``queue_counts``' estimates are from the exact counts (one GROUP BY over the table,
+    after the timing): the smallest and largest ratio of estimate to truth, as [low, high]."""
+    table = f"{quote_identifier(engine.prefix)}.oban_jobs"
+    async with await psycopg.AsyncConnection.connect(engine.dsn, autocommit=True) as conn:
+        cur = await conn.execute(f"SELECT queue, state::text, count(*) FROM {table} GROUP BY 1, 2".encode())
+        exact = {(queue, state): count for queue, state, count in await cur.fetchall()}
+    ratios = [c.count(state) / exact[(c.queue, state.value)] for c in counted for state in c.estimated]
+    return [round(min(ratios), 3), round(max(ratios), 3)] if ratios else []
 
 
 # -- what migration 9's index costs fetch and ack ------------------------------------------------------

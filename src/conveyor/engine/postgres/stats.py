@@ -39,6 +39,8 @@ MIN_SAMPLE = 10
 #: Jobs that may hold failures ``job_stats`` reads per call at most, shared evenly by the ranges of
 #: their keys (reading one costs about 10 µs: its row, its errors).
 RETRY_BUDGET = 5_000
+#: The ranges the keys of the window are cut into, each sampled on its own (see ``_key_ranges``).
+KEY_RANGES = 100
 #: How far before the window failed jobs are looked for: a node's clock ahead of the database's.
 CLOCK_SLACK = timedelta(minutes=10)
 CLOCK = "SELECT coalesce(%(now)s::timestamp, timezone('UTC', now()))"
@@ -94,10 +96,9 @@ class PostgresStats(PostgresCore):
             params: dict[str, Any] = {"lows": bounds[:-1], "highs": bounds[1:], "cap": cap, **queues}
             cur = await conn.execute(self._finished_statement(query).encode(), params, prepare=False)
             finished = await cur.fetchall()
-            # The keys of failed jobs: the slack before the window, its buckets, everything after.
-            lows = [bounds[0] - CLOCK_SLACK, *bounds]
+            lows = _key_ranges(bounds[0] - CLOCK_SLACK, bounds[-1])
             retry_cap = max(MIN_SAMPLE, RETRY_BUDGET // len(lows))
-            params = {"lows": lows, "highs": [*bounds, None], "cap": retry_cap, **queues}
+            params = {"lows": lows, "highs": [*lows[1:], None], "cap": retry_cap, **queues}
             cur = await conn.execute(self._retried_statement(query).encode(), params, prepare=False)
             failures = await cur.fetchall()
         figures: list[dict[str, Any]] = [
@@ -149,6 +150,15 @@ def _extrapolated(
         return int(matched), False
     scaled = round(before_last * width / covered) if covered > 0 else 0
     return max(scaled, int(matched)), True
+
+
+def _key_ranges(start: datetime, end: datetime) -> list[datetime]:
+    """Where the ranges of failed jobs' keys begin: ``KEY_RANGES`` equal ones from ``start`` to
+    ``end``, then one after ``end``. A range read in part stands for the rest of it by the entries
+    of its earliest keys, whose failures come a little before the keys (a backoff, a run): ranges
+    much shorter than the window keep that shift from moving failures between buckets."""
+    step = (end - start) / KEY_RANGES
+    return [start + step * i for i in range(KEY_RANGES)] + [end]
 
 
 def _weight(

@@ -1,11 +1,11 @@
 -- The failed attempts of a window, by a sample of the jobs that may have recorded one: those of
 -- migration 9's partial index (failed_jobs.sql), keyed by the latest of their times (failed_key.sql,
--- never earlier than a failure the job recorded). The keys are cut into ranges (%(lows)s, %(highs)s:
--- the window's buckets, the slack before it, everything after it: NULL) and each range gives its first
--- %(cap)s + 1 jobs in key order, with how many it gave (seen) and the last key read. Each errors
--- entry of those jobs comes back with its "at" as text (the engine reads the times, skipping what
--- is not one), except the entry of the attempt that ended a discarded or cancelled job: that one
--- is no retry. For the last range, the number of jobs in it (total) scales a sample that stopped.
+-- never earlier than a failure the job recorded). The keys are cut into ranges (%(lows)s and
+-- %(highs)s, the last one open: NULL), and each range gives its first %(cap)s + 1 jobs in key
+-- order, with how many it gave (seen) and the last key read. Each errors entry of those jobs comes
+-- back with its "at" as text (the engine reads the times, skipping what is not one), except the
+-- entry of the attempt that ended a discarded or cancelled job: that one is no retry. For the open
+-- range, the number of jobs in it (total) scales a sample that stopped.
 WITH ranges AS (
     SELECT r.i::int - 1 AS key_range, r.lo, coalesce(r.hi, 'infinity') AS hi
     FROM unnest(%(lows)s::timestamp[], %(highs)s::timestamp[]) WITH ORDINALITY AS r(lo, hi, i)
