@@ -29,6 +29,7 @@ from conveyor.outcomes import Cancel, Discard, Record, Snooze
 from conveyor.progress import progress, progress_sync
 from conveyor.queue_settings import QueueSettings
 from conveyor.request import JobRequest
+from conveyor.retention import Pruned, PruneRule, Retention
 from conveyor.settings import Settings
 from conveyor.stats import JobStats, QueueCounts, StatsBucket, StatsQuery
 from conveyor.unique import Unique
@@ -59,9 +60,12 @@ __all__ = [
     "JobState",
     "JobStats",
     "NoCurrentAppError",
+    "PruneRule",
+    "Pruned",
     "QueueCounts",
     "QueueSettings",
     "Record",
+    "Retention",
     "SchemaError",
     "Settings",
     "SignalTimeoutError",
