@@ -43,7 +43,17 @@ class JobReport:
 
     def started(self, job: Job) -> None:
         if self.telemetry.listens("job.start"):
-            self.telemetry.emit("job.start", **_job_fields(job))
+            self.telemetry.dispatch(
+                "job.start",
+                {
+                    "job": job,
+                    "worker": job.worker,
+                    "queue": job.queue,
+                    "attempt": job.attempt,
+                    "max_attempts": job.max_attempts,
+                    "queue_time": queue_time(job),
+                },
+            )
 
     def ended(self, job: Job, ack: Ack | None, error: BaseException | None, duration: float) -> None:
         """The run of ``job`` ended with ``ack`` (None: no ack, the job is given back or Conveyor
@@ -55,29 +65,32 @@ class JobReport:
         if not (listening or logging_it):
             return
         state = ack.state if ack is not None else (JobState.AVAILABLE if _released(error) else None)
-        outcome = OUTCOMES[state] if state is not None else "failed"
-        fields = _job_fields(job)
-        fields.update(duration=duration, state=state, outcome=outcome, ack=ack)
+        data = {
+            "job": job,
+            "worker": job.worker,
+            "queue": job.queue,
+            "attempt": job.attempt,
+            "max_attempts": job.max_attempts,
+            "queue_time": queue_time(job),
+            "duration": duration,
+            "state": state,
+            "outcome": OUTCOMES[state] if state is not None else "failed",
+            "ack": ack,
+        }
         if error is not None:
-            error_type, message = describe_error(error)
-            final = state in (JobState.DISCARDED, JobState.CANCELLED)
-            fields.update(error_type=error_type, message=message, exception=error, final=final)
+            data["error_type"], data["message"] = describe_error(error)
+            data["exception"] = error
+            data["final"] = state in (JobState.DISCARDED, JobState.CANCELLED)
         if listening:
-            self.telemetry.emit(event, **fields)
+            self.telemetry.dispatch(event, data)
         if logging_it and level is not None:
-            _log(level, fields, ack)
+            _log(level, data, ack)
 
 
-def _job_fields(job: Job) -> dict[str, Any]:
+def queue_time(job: Job) -> float:
+    """Seconds the job waited: from its scheduled time to the start of this attempt."""
     attempted = job.attempted_at
-    return {
-        "job": job,
-        "worker": job.worker,
-        "queue": job.queue,
-        "attempt": job.attempt,
-        "max_attempts": job.max_attempts,
-        "queue_time": (attempted - job.scheduled_at).total_seconds() if attempted is not None else 0.0,
-    }
+    return (attempted - job.scheduled_at).total_seconds() if attempted is not None else 0.0
 
 
 def _released(error: BaseException | None) -> bool:
