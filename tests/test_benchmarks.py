@@ -122,3 +122,12 @@ def test_relay_reports_round_trips_against_the_floor(dsn: str) -> None:
     assert (
         0 < figures["p50_ms"] <= figures["p95_ms"] and 0 < figures["floor_p50_ms"] <= figures["floor_p95_ms"]
     )
+
+
+def test_telemetry_reports_each_variant_against_a_plain_drain(dsn: str) -> None:
+    (figures,) = run_benchmarks(dsn, "telemetry", "--jobs", "30")
+    assert figures["scenario"] == "telemetry" and figures["jobs"] == 30 and figures["rounds"] == 3
+    for variant in ("plain", "handler", "log_text", "log_json"):
+        low, high = figures[f"{variant}_range"]
+        assert 0 < low <= figures[f"{variant}_jobs_per_s"] <= high
+    assert figures["handler_ratio"] > 0 and figures["log_text_ratio"] > 0 and figures["log_json_ratio"] > 0
