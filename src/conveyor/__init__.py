@@ -29,6 +29,7 @@ from conveyor.outcomes import Cancel, Discard, Record, Snooze
 from conveyor.progress import progress, progress_sync
 from conveyor.queue_settings import QueueSettings
 from conveyor.request import JobRequest
+from conveyor.retention import Pruned, PruneRule, Retention
 from conveyor.settings import Settings
 from conveyor.unique import Unique
 from conveyor.workflow import Workflow, WorkflowStatus
@@ -57,8 +58,11 @@ __all__ = [
     "JobRequest",
     "JobState",
     "NoCurrentAppError",
+    "PruneRule",
+    "Pruned",
     "QueueSettings",
     "Record",
+    "Retention",
     "SchemaError",
     "Settings",
     "SignalTimeoutError",

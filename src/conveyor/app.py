@@ -25,6 +25,7 @@ from conveyor._options import check_delay, check_job_id
 from conveyor._portal import Portal
 from conveyor._resolver import Resolver
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
+from conveyor._runtime.duties import prune_all
 from conveyor._runtime.node import Node
 from conveyor._waiters import Waiters
 from conveyor._workflows import (
@@ -48,6 +49,7 @@ from conveyor.job import FINAL_STATES, Job, JobId, JobState, job_ids
 from conveyor.limits import GlobalLimit, RateLimit
 from conveyor.recorded import decode_result
 from conveyor.request import JobRequest
+from conveyor.retention import Pruned, Retention
 from conveyor.settings import load_settings
 from conveyor.telemetry import Handler, Telemetry
 from conveyor.testing.execute import run_inline
@@ -631,6 +633,34 @@ class Conveyor:
 
     delete_job_sync = blocking_twin(delete_job)
 
+    # -- retention ---------------------------------------------------------------------------
+    async def prune(
+        self,
+        retention: Retention | None = None,
+        *,
+        now: datetime | None = None,
+        on_batch: Callable[[Pruned], None] | None = None,
+    ) -> Pruned:
+        """Delete the final jobs ``retention`` (default: the settings' rules, ``prune_max_age``,
+        ``prune_keep_per_queue`` and ``prune_max_rows``) lets go, now, in batches of
+        ``prune_limit``; return how many went, by state. ``on_batch`` sees the running total after
+        each batch (from the portal's thread in ``prune_sync``)."""
+        policy = self.settings.retention if retention is None else _retention(retention)
+        limit = self.settings.prune_limit
+        moment = self.clock.database_now() if now is None else now
+        return await self._run(lambda e: prune_all(e, policy, limit=limit, now=moment, on_batch=on_batch))
+
+    async def count_prunable(
+        self, retention: Retention | None = None, *, now: datetime | None = None
+    ) -> Pruned:
+        """How many final jobs ``prune`` would delete, by state, deleting nothing."""
+        policy = self.settings.retention if retention is None else _retention(retention)
+        moment = self.clock.database_now() if now is None else now
+        return await self._run(lambda e: e.count_prunable(policy, now=moment))
+
+    prune_sync = blocking_twin(prune)
+    count_prunable_sync = blocking_twin(count_prunable)
+
 
 def _close_at_exit(ref: weakref.ref[Conveyor]) -> None:
     app = ref()
@@ -645,6 +675,12 @@ def _step_of_current_job() -> tuple[str, list[str]]:
     if not isinstance(workflow_id, str) or not isinstance(deps, list):
         raise ValidationError("current_job", context.id, "is not a workflow step with dependencies")
     return workflow_id, [str(dep) for dep in deps]
+
+
+def _retention(value: Any) -> Retention:
+    if not isinstance(value, Retention):
+        raise ValidationError("retention", value, "must be a conveyor.Retention (or None for the settings')")
+    return value
 
 
 def _criteria(criteria: JobFilter | None, filters: dict[str, Any]) -> JobFilter:

@@ -21,10 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from conveyor import _options as opt
 from conveyor.cron import CronEntry
 from conveyor.errors import ValidationError
 from conveyor.queue_settings import QueueSettings, parse_queues
+from conveyor.retention import PruneRule, Retention, check_distinct, parse_prune_rules
 
 ENV_PREFIX = "CONVEYOR_"
 
@@ -82,6 +85,11 @@ class Settings:
     prune_limit: int = 10_000
     #: Keep at most this many final jobs per queue (None: no cap).
     prune_keep_per_queue: int | None = None
+    #: Retention rules by queue, worker and state (``conveyor.retention.PruneRule``): the jobs a
+    #: rule matches follow it instead of ``prune_max_age``/``prune_keep_per_queue``.
+    prune_rules: tuple[PruneRule, ...] = ()
+    #: Keep at most this many final jobs in the whole table, whatever their age (None: no cap).
+    prune_max_rows: int | None = None
     #: App-level cron entries (besides ``@job(cron=...)``).
     crontab: tuple[CronEntry, ...] = ()
     #: The logging level ``conveyor start`` sets up (the library itself never configures logging).
@@ -102,6 +110,16 @@ class Settings:
         names = [q.name for q in self.queues]
         if len(names) != len(set(names)):
             raise ValidationError("queues", names, "a queue is listed twice")
+
+    @property
+    def retention(self) -> Retention:
+        """The policy the pruner applies: the rules, the defaults, the table's cap."""
+        return Retention(
+            max_age=self.prune_max_age,
+            keep_per_queue=self.prune_keep_per_queue,
+            rules=self.prune_rules,
+            max_rows=self.prune_max_rows,
+        )
 
     @property
     def thread_count(self) -> int:
@@ -131,7 +149,7 @@ DURATIONS = POSITIVE_DURATIONS | {"shutdown_grace", "ack_delay", "prune_max_age"
 MAX_DURATION = opt.MAX_DELAY_SECONDS
 BOOLEANS = frozenset({"notifications", "leadership", "prune"})
 COUNTS = frozenset({"stage_limit", "ack_batch_size", "pool_size", "prune_limit"})
-OPTIONAL_COUNTS = frozenset({"threads", "processes", "prune_keep_per_queue"})
+OPTIONAL_COUNTS = frozenset({"threads", "processes", "prune_keep_per_queue", "prune_max_rows"})
 #: Counts end up in SQL integers.
 MAX_COUNT = 2**31 - 1
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -182,6 +200,10 @@ def check_setting(name: str, value: Any) -> None:
     elif name == "log_format":
         if not isinstance(value, str) or value.lower() not in LOG_FORMATS:
             raise ValidationError(name, value, f"must be one of {', '.join(LOG_FORMATS)}")
+    elif name == "prune_rules":
+        if not isinstance(value, tuple):
+            raise ValidationError(name, value, "must be a tuple of PruneRule values")
+        check_distinct(value, name)
     elif name in ("queues", "crontab"):
         kind = QueueSettings if name == "queues" else CronEntry
         if not isinstance(value, tuple) or not all(isinstance(item, kind) for item in value):
@@ -222,8 +244,14 @@ def _from_text(name: str, text: str) -> Any:
         return tuple(part.strip() for part in text.split(",") if part.strip())
     if name == "crontab":
         raise ValidationError(ENV_PREFIX + "CRONTAB", text, "set the crontab in code or the config file")
-    if name == "prune_keep_per_queue" and text.strip().lower() in ("none", ""):
+    if name in ("prune_keep_per_queue", "prune_max_rows") and text.strip().lower() in ("none", ""):
         return None
+    if name == "prune_rules":
+        variable = ENV_PREFIX + "PRUNE_RULES"
+        try:
+            return parse_prune_rules(orjson.loads(text), variable)
+        except orjson.JSONDecodeError as exc:
+            raise ValidationError(variable, text, f"must be a JSON array of rules: {exc}") from None
     if "bool" in str(kind):
         lowered = text.strip().lower()
         if lowered in ("1", "true", "yes", "on"):
@@ -258,6 +286,8 @@ def _normalise(source: str, values: Mapping[str, Any]) -> dict[str, Any]:
                 if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
                     raise ValidationError(name, value, "must be a list of cron entries")
                 value = parse_crontab(value)
+            elif name == "prune_rules":
+                value = parse_prune_rules(value, name)
             elif name == "imports" and isinstance(value, list | str):
                 value = tuple(value) if isinstance(value, list) else (value,)
             check_setting(name, value)

@@ -44,7 +44,7 @@ Cluster duties (on the leader):
 
 - ``leader.elected``, ``leader.lost``, ``leader.resigned``: node, name
 - ``lifeline.rescued``: count, available, discarded (job ids)
-- ``pruner.pruned``: count
+- ``pruner.pruned``: count, completed, cancelled, discarded (how many of each state went)
 - ``cron.inserted``: count, job_ids
 - ``sweeper.settled``: count, available, cancelled (job ids)
 

@@ -11,6 +11,7 @@ from conveyor import JobFilter, JobState
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from conveyor.fleet import CronTick, ProducerBeat
+from conveyor.retention import Retention
 from tests.conformance.contract import FINAL, STATES, T0, fetch, job, put, req, uid
 
 APP = "conveyor"
@@ -267,9 +268,9 @@ async def test_prune_deletes_old_final_jobs_only(
     any_engine: Engine, state: JobState, age_days: float
 ) -> None:
     job_id = await put(any_engine, state)
-    deleted = await any_engine.prune_jobs(max_age=86400, limit=100, now=T0 + timedelta(days=age_days))
+    deleted = await any_engine.prune_jobs(Retention(), limit=100, now=T0 + timedelta(days=age_days))
     gone = state in FINAL and age_days > 1
-    assert deleted == int(gone)
+    assert deleted.count == int(gone) and getattr(deleted, state.value, 0) == int(gone)
     assert (await any_engine.get_job(job_id) is None) is gone
 
 
@@ -278,7 +279,8 @@ async def test_prune_deletes_in_bounded_batches(any_engine: Engine) -> None:
     await fetch(any_engine, now=T0)
     await any_engine.ack_jobs([Ack(i, 1, JobState.COMPLETED) for i in ids[:4]], now=T0)
     later = T0 + timedelta(days=2)
-    assert [await any_engine.prune_jobs(max_age=86400, limit=3, now=later) for _ in range(3)] == [3, 1, 0]
+    batches = [await any_engine.prune_jobs(Retention(), limit=3, now=later) for _ in range(3)]
+    assert [b.count for b in batches] == [3, 1, 0]
     assert [j.id for j in await any_engine.list_jobs(JobFilter())] == [ids[4]]
 
 
@@ -288,13 +290,13 @@ async def test_prune_keeps_the_newest_final_jobs_per_queue(any_engine: Engine) -
         for q, n in (("a", 12), ("b", 3), ("c", 7))
     }
     live = await any_engine.insert([req(queue="a") for _ in range(4)], now=T0)
-    assert await any_engine.prune_jobs(max_age=86400, limit=100, keep_per_queue=5, now=T0) == 7 + 2
+    assert (await any_engine.prune_jobs(Retention(keep_per_queue=5), limit=100, now=T0)).count == 7 + 2
     remaining = {q: sorted(j.id for j in await any_engine.list_jobs(JobFilter(queues=(q,)))) for q in "abc"}
     assert remaining == {"a": final["a"][-5:] + live, "b": final["b"], "c": final["c"][-5:]}
     steps = []
-    while (n := await any_engine.prune_jobs(max_age=86400, limit=1, keep_per_queue=2, now=T0)) > 0:
+    while (n := (await any_engine.prune_jobs(Retention(keep_per_queue=2), limit=1, now=T0)).count) > 0:
         steps.append(n)
-    assert steps and all(n <= 3 for n in steps)  # at most `limit` per queue per call
+    assert steps == [1] * 7  # at most `limit` per call: 3 + 1 + 3
     assert len(await any_engine.list_jobs(JobFilter(states=FINAL))) == 6
 
 
@@ -304,9 +306,9 @@ async def test_prune_forgets_old_cron_ticks_but_each_entrys_latest(any_engine: E
     assert len(await any_engine.insert_cron_jobs(ticks, now=T0)) == 3
     await any_engine.insert_cron_jobs([CronTick("other", tick, req(queue="cron"))], now=T0)
     # Younger than a day: remembered whatever max_age says, so the tick is not inserted twice.
-    await any_engine.prune_jobs(max_age=1, limit=10, now=T0 + timedelta(hours=23))
+    await any_engine.prune_jobs(Retention(max_age=1), limit=10, now=T0 + timedelta(hours=23))
     assert await any_engine.insert_cron_jobs(ticks[:1], now=T0) == []
-    await any_engine.prune_jobs(max_age=1, limit=10, now=T0 + timedelta(days=3))
+    await any_engine.prune_jobs(Retention(max_age=1), limit=10, now=T0 + timedelta(days=3))
     assert len(await any_engine.insert_cron_jobs(ticks[:2], now=T0)) == 2  # forgotten: inserted again
     assert await any_engine.insert_cron_jobs(ticks[2:], now=T0) == []  # the latest is kept
     assert await any_engine.insert_cron_jobs([CronTick("other", tick, req())], now=T0) == []

@@ -11,6 +11,7 @@ import pytest
 from conveyor import JobFilter, JobRequest, JobState, ValidationError
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
+from conveyor.retention import Retention
 from tests.conformance.contract import FINAL, STATES, T0, fetch, job, put, req
 
 
@@ -144,10 +145,23 @@ NAIVE = datetime(2030, 1, 1, 12, 0)
         lambda e: e.elect_leader("app", "n", 10, now=NAIVE),
         lambda e: e.get_leader("app", now=NAIVE),
         lambda e: e.rescue_jobs(timeout=1, backstop=1, now=NAIVE),
-        lambda e: e.prune_jobs(max_age=1, limit=1, now=NAIVE),
+        lambda e: e.prune_jobs(Retention(max_age=1), limit=1, now=NAIVE),
+        lambda e: e.count_prunable(Retention(), now=NAIVE),
         lambda e: e.lost_claims(["p"], older_than=1, now=NAIVE),
     ],
-    ids=["insert", "fetch", "stage", "cancel", "retry", "elect", "get_leader", "rescue", "prune", "lost"],
+    ids=[
+        "insert",
+        "fetch",
+        "stage",
+        "cancel",
+        "retry",
+        "elect",
+        "get_leader",
+        "rescue",
+        "prune",
+        "count",
+        "lost",
+    ],
 )
 async def test_a_naive_now_is_refused(any_engine: Engine, call: Any) -> None:
     await any_engine.insert([req()], now=T0)

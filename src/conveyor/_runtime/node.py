@@ -126,9 +126,8 @@ class Node:
                         telemetry,
                         self.leadership,
                         interval=settings.prune_interval,
-                        max_age=settings.prune_max_age,
+                        retention=settings.retention,
                         limit=settings.prune_limit,
-                        keep_per_queue=settings.prune_keep_per_queue,
                     )
                 )
             if crontab:

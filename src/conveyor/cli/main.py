@@ -13,6 +13,7 @@ import click
 from conveyor.cli.common import SchemaState, describe, inspect_database, run_blocking
 from conveyor.cli.fleet import pause, queues, resume, scale, stop
 from conveyor.cli.jobs import cancel, delete, job_detail, jobs, retry, signal_job, wait_job
+from conveyor.cli.prune import prune
 from conveyor.cli.start import start
 from conveyor.engines import engine_from_url, install_sql
 from conveyor.errors import ConveyorError
@@ -155,5 +156,6 @@ for command in (
     delete,
     signal_job,
     wait_job,
+    prune,
 ):
     main.add_command(command)

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from conveyor.engine._prune_plan import PruneBatch, cron_tick_age, prune_batches, ranked_rules
 from conveyor.engine.sqlite.core import FILES, SqliteCore, ago
 from conveyor.engine.sqlite.database import Tx
 from conveyor.engine.sqlite.rows import (
@@ -29,6 +30,7 @@ from conveyor.fleet import (
     RescueResult,
     with_limits,
 )
+from conveyor.retention import Pruned, Retention
 
 
 class SqliteCluster(SqliteCore):
@@ -144,32 +146,46 @@ class SqliteCluster(SqliteCore):
         )
 
     # -- pruning -----------------------------------------------------------------------------
-    async def prune_jobs(
-        self,
-        *,
-        max_age: float,
-        limit: int,
-        keep_per_queue: int | None = None,
-        now: datetime | None = None,
-    ) -> int:
-        """Delete one bounded batch of old final jobs (and, with ``keep_per_queue``, one batch per
-        queue beyond that many); return how many rows went."""
+    async def prune_jobs(self, retention: Retention, *, limit: int, now: datetime | None = None) -> Pruned:
+        """Delete at most ``limit`` final jobs the policy lets go, batch by batch, in one write
+        transaction; return how many went, by state."""
         check_now(now)
 
-        def run(tx: Tx) -> int:
+        def run(tx: Tx) -> Pruned:
             clock = utc_clock(now)
             conn = tx.conn
-            deleted = conn.execute(
-                FILES["prune_jobs"], {"cutoff": ago(clock, max_age), "limit": limit}
-            ).rowcount
-            if keep_per_queue is not None:
-                for (queue,) in conn.execute(FILES["final_queues"]).fetchall():
-                    params = {"queue": queue, "keep": keep_per_queue, "limit": limit}
-                    deleted += conn.execute(FILES["prune_queue_excess"], params).rowcount
-            conn.execute(FILES["prune_cron_ticks"], {"cutoff": ago(clock, max(max_age, 86400.0))})
-            return int(deleted)
+            pruned = Pruned()
+            queues: list[str] = []
+            if retention.keep_per_queue is not None:
+                queues = [queue for (queue,) in conn.execute(FILES["final_queues"]).fetchall()]
+            for batch in prune_batches(retention, queues):
+                if pruned.count >= limit:
+                    return pruned
+                pruned += _prune_batch(conn, batch, limit - pruned.count, clock)
+            age = cron_tick_age(retention)
+            if age is not None:
+                conn.execute(FILES["prune_cron_ticks"], {"cutoff": ago(clock, age)})
+            return pruned
 
         return await self.database.write(run)
+
+    async def count_prunable(self, retention: Retention, *, now: datetime | None = None) -> Pruned:
+        """How many final jobs ``prune_jobs`` would delete with this policy, by state."""
+        check_now(now)
+        clock = utc_clock(now)
+        rules = [
+            rule | {"cutoff": None if rule["max_age"] is None else ago(clock, rule["max_age"])}
+            for rule in ranked_rules(retention)
+        ]
+        params = {
+            "rules": orjson.dumps(rules).decode(),
+            "cutoff": None if retention.max_age is None else ago(clock, retention.max_age),
+            "keep_per_queue": retention.keep_per_queue,
+            "max_rows": retention.max_rows,
+        }
+        statement = FILES.compose("count_prunable", spared="prune_spared")
+        rows = await self.database.read(lambda conn: conn.execute(statement, params).fetchall())
+        return Pruned.of(rows)
 
     # -- cron --------------------------------------------------------------------------------
     async def insert_cron_jobs(self, ticks: Sequence[CronTick], *, now: datetime | None = None) -> list[int]:
@@ -278,3 +294,19 @@ class SqliteCluster(SqliteCore):
         }
         rows = await self.database.read(lambda conn: conn.execute(statement, params).fetchall())
         return [(row[0], row[1]) for row in rows]
+
+
+def _prune_batch(conn: sqlite3.Connection, batch: PruneBatch, limit: int, clock: datetime) -> Pruned:
+    """Run one batch of a prune; how many jobs it deleted, by state."""
+    name = "prune_by_age" if batch.keep is None else "prune_by_count"
+    params = {
+        **batch.flags(),
+        "queue": batch.queue,
+        "worker": batch.worker,
+        "before": batch.before,
+        "cutoff": None if batch.max_age is None else ago(clock, batch.max_age),
+        "keep": batch.keep,
+        "limit": limit,
+    }
+    states = conn.execute(FILES.compose(name, governed="prune_governed", spared="prune_spared"), params)
+    return Pruned.of((state, 1) for (state,) in states.fetchall())
