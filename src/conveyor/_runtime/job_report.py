@@ -43,17 +43,7 @@ class JobReport:
 
     def started(self, job: Job) -> None:
         if self.telemetry.listens("job.start"):
-            self.telemetry.dispatch(
-                "job.start",
-                {
-                    "job": job,
-                    "worker": job.worker,
-                    "queue": job.queue,
-                    "attempt": job.attempt,
-                    "max_attempts": job.max_attempts,
-                    "queue_time": queue_time(job),
-                },
-            )
+            self.telemetry.dispatch("job.start", job_fields(job))
 
     def ended(self, job: Job, ack: Ack | None, error: BaseException | None, duration: float) -> None:
         """The run of ``job`` ended with ``ack`` (None: no ack, the job is given back or Conveyor
@@ -65,18 +55,11 @@ class JobReport:
         if not (listening or logging_it):
             return
         state = ack.state if ack is not None else (JobState.AVAILABLE if _released(error) else None)
-        data = {
-            "job": job,
-            "worker": job.worker,
-            "queue": job.queue,
-            "attempt": job.attempt,
-            "max_attempts": job.max_attempts,
-            "queue_time": queue_time(job),
-            "duration": duration,
-            "state": state,
-            "outcome": OUTCOMES[state] if state is not None else "failed",
-            "ack": ack,
-        }
+        data = job_fields(job)
+        data["duration"] = duration
+        data["state"] = state
+        data["outcome"] = OUTCOMES[state] if state is not None else "failed"
+        data["ack"] = ack
         if error is not None:
             data["error_type"], data["message"] = describe_error(error)
             data["exception"] = error
@@ -87,10 +70,18 @@ class JobReport:
             _log(level, data, ack)
 
 
-def queue_time(job: Job) -> float:
-    """Seconds the job waited: from its scheduled time to the start of this attempt."""
+def job_fields(job: Job) -> dict[str, Any]:
+    """The fields every job event has (a new dict each time: handlers may keep it)."""
     attempted = job.attempted_at
-    return (attempted - job.scheduled_at).total_seconds() if attempted is not None else 0.0
+    return {
+        "job": job,
+        "worker": job.worker,
+        "queue": job.queue,
+        "attempt": job.attempt,
+        "max_attempts": job.max_attempts,
+        # Seconds the job waited: from its scheduled time to the start of this attempt.
+        "queue_time": (attempted - job.scheduled_at).total_seconds() if attempted is not None else 0.0,
+    }
 
 
 def _released(error: BaseException | None) -> bool:
