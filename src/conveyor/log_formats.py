@@ -39,9 +39,12 @@ STANDARD_ATTRIBUTES = frozenset(
 class JsonFormatter(logging.Formatter):
     """One JSON object per record, on one line (see the module's documentation)."""
 
+    #: The whole second last formatted, and its text: the date is formatted once a second.
+    _second: tuple[int, str] = (-1, "")
+
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "ts": self._timestamp(record.created),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
@@ -57,6 +60,15 @@ class JsonFormatter(logging.Formatter):
             return _dumps(entry)
         except orjson.JSONEncodeError:
             return _dumps({str(key): _safe(value) for key, value in entry.items()})
+
+    def _timestamp(self, created: float) -> str:
+        """``created`` in UTC, ISO 8601 with milliseconds (``2025-01-07T10:15:02.114+00:00``)."""
+        whole = int(created)
+        second, text = self._second
+        if second != whole:
+            text = datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+            self._second = (whole, text)
+        return f"{text}.{int((created - whole) * 1000):03d}+00:00"
 
 
 def _dumps(entry: dict[str, Any]) -> str:
