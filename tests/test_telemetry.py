@@ -14,6 +14,9 @@ import pytest
 
 from conveyor import Conveyor
 from conveyor import telemetry as telemetry_module
+from conveyor._runtime.invoke import BaseExceptionRaised
+from conveyor._runtime.job_report import describe_error
+from conveyor._runtime.process_pool import RemoteError
 from conveyor.errors import ValidationError
 from conveyor.log_formats import JsonFormatter
 from conveyor.settings import load_settings
@@ -157,3 +160,16 @@ def test_bad_log_settings_are_refused_by_name(source: str, value: Any, named: st
             load_settings(cwd=tmp_path, environ={})
     assert raised.value.field == named
     assert "must be one of" in str(raised.value)
+
+
+def test_errors_are_named_by_what_the_job_raised() -> None:
+    assert describe_error(BaseExceptionRaised(SystemExit(3))) == ("SystemExit", "3")
+    assert describe_error(RemoteError("ValueError: far away", "Traceback ...")) == ("ValueError", "far away")
+    assert describe_error(RemoteError("result could not be sent back", "...")) == (
+        "RemoteError",
+        "result could not be sent back",
+    )
+    name, message = describe_error(ValueError("lone \ud800 " + "x" * 10_000))
+    assert name == "ValueError" and message.startswith("lone \\ud800 x")
+    assert message.endswith("characters more]") and len(message) < 600
+    message.encode("utf-8")

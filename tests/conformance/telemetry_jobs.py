@@ -53,3 +53,8 @@ async def times_out() -> None:
 @job(queue="default")
 async def sleeps(seconds: float) -> None:
     await asyncio.sleep(seconds)
+
+
+@job(queue="default", executor="process", max_attempts=3)
+def fails_in_process() -> None:
+    raise ValueError("far away")

@@ -76,6 +76,7 @@ async def test_every_run_emits_start_then_stop_or_exception(node_app: Conveyor) 
         "fails": tj.fails.new(),
         "fails_finally": tj.fails_finally.new(),
         "times_out": tj.times_out.new(),
+        "in_process": tj.fails_in_process.new(),
         "unknown": JobRequest("tests.conformance.telemetry_jobs.no_such_job"),
     }
     ids = dict(zip(requests, await node_app.enqueue_many(requests.values()), strict=True))
@@ -117,6 +118,9 @@ async def test_every_run_emits_start_then_stop_or_exception(node_app: Conveyor) 
     check_common(data, tj.times_out)
     assert data["error_type"] == "JobTimeout" and "timeout of 0.2s" in data["message"]
     assert data["duration"] >= 0.2
+    name, data = ended(events, ids["in_process"])  # named by what the worker process raised
+    assert name == "job.exception" and data["outcome"] == "retryable"
+    assert data["error_type"] == "ValueError" and data["message"] == "far away"
     name, data = ended(events, ids["unknown"])
     assert name == "job.exception" and data["outcome"] == "retryable"
     assert data["worker"] == "tests.conformance.telemetry_jobs.no_such_job"

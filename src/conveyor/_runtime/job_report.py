@@ -13,6 +13,7 @@ import asyncio
 import logging
 from typing import Any
 
+from conveyor._runtime.invoke import BaseExceptionRaised
 from conveyor._runtime.process_pool import RemoteError
 from conveyor.acks import Ack, safe_error_text
 from conveyor.job import Job, JobState
@@ -105,9 +106,8 @@ def _level(job: Job, ack: Ack | None, error: BaseException | None) -> int | None
 def describe_error(error: BaseException) -> tuple[str, str]:
     """The exception's class name and its message, made safe and short for a log line. A worker
     process's error and a ``BaseException`` carried out of job code are named by what was raised."""
-    original = getattr(error, "original", None)  # invoke.BaseExceptionRaised
-    if isinstance(original, BaseException):
-        error = original
+    if isinstance(error, BaseExceptionRaised):
+        error = error.original
     if isinstance(error, RemoteError):
         name, _, message = error.description.partition(": ")
         if not name.isidentifier():
