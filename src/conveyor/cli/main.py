@@ -10,9 +10,10 @@ from typing import Any
 
 import click
 
+from conveyor.cli.bulk import cancel, delete, retry
 from conveyor.cli.common import SchemaState, describe, inspect_database, run_blocking
 from conveyor.cli.fleet import pause, queues, resume, scale, stop
-from conveyor.cli.jobs import cancel, delete, job_detail, jobs, retry, signal_job, wait_job
+from conveyor.cli.jobs import job_detail, jobs, signal_job, wait_job
 from conveyor.cli.prune import prune
 from conveyor.cli.start import start
 from conveyor.engines import engine_from_url, install_sql
