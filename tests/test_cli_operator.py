@@ -287,3 +287,46 @@ def test_delete_all_needs_all(target: Target) -> None:
     shown = target.json("delete", "--all", "--yes")
     assert shown == {"action": "delete", "matched": 2, "count": 2}
     assert not set(ids) & set(target.states())
+
+
+# -- conveyor stats ----------------------------------------------------------------------------------
+
+STATS_QUEUE_SCHEMA = {
+    "queue": "str", "counts": {s.value: "int" for s in JobState}, "estimated_states": "list",
+    "oldest_available_age": "float", "completed": "int", "retried": "int", "discarded": "int",
+    "cancelled": "int", "throughput_per_minute": "float", "error_rate": "float", "estimated": "bool",
+    "nodes": {"nodes": "int", "running": "int", "limit": "int", "paused": "int"},
+}  # fmt: skip
+
+
+def test_stats_per_queue_counts_wait_throughput_and_error_rate(target: Target) -> None:
+    target.put(JobState.AVAILABLE, queue="mail", hours_ago=2)
+    target.put(JobState.AVAILABLE, queue="mail")
+    for _ in range(3):
+        target.put(JobState.COMPLETED)
+    _fail_with_traceback(target, target.put(JobState.EXECUTING))
+
+    shown = target.json("stats", "--window", "1h")
+    assert shown["window"] == 3600.0
+    queues = {q["queue"]: q for q in shown["queues"]}
+    assert schema_of(queues["mail"]) == STATS_QUEUE_SCHEMA
+    assert queues["mail"]["counts"]["available"] == 2 and queues["mail"]["oldest_available_age"] >= 7200
+    default = queues["default"]
+    assert (default["completed"], default["retried"], default["error_rate"]) == (3, 1, 0.25)
+    assert default["counts"]["retryable"] == 1 and default["oldest_available_age"] is None
+    assert default["nodes"] == {"nodes": 0, "running": 0, "limit": 0, "paused": 0}
+    assert shown["total"]["completed"] == 3 and shown["total"]["throughput_per_minute"] == 3 / 60
+
+    run = target.run("stats")
+    assert run.code == 0, run.err
+    mail = next(line for line in run.out.splitlines() if line.startswith("│ mail "))
+    assert "2.0h" in mail and "no node" in mail
+    assert "25.0%" in next(line for line in run.out.splitlines() if line.startswith("│ default "))
+    assert "last 1h: 3 completed, 1 retried, 0 discarded, 0 cancelled" in run.out
+    assert "error rate 25.0%" in run.out
+
+
+@pytest.mark.parametrize("window", ["soon", "10s", "30d"])
+def test_stats_refuses_a_bad_window_in_one_line(target: Target, window: str) -> None:
+    target.put(JobState.AVAILABLE)
+    assert_one_line_error(target.run("stats", "--window", window), f"invalid --window {window!r}", code=2)

@@ -16,6 +16,7 @@ from conveyor.cli.fleet import pause, queues, resume, scale, stop
 from conveyor.cli.jobs import job_detail, jobs, signal_job, wait_job
 from conveyor.cli.prune import prune
 from conveyor.cli.start import start
+from conveyor.cli.stats import stats
 from conveyor.engines import engine_from_url, install_sql
 from conveyor.errors import ConveyorError
 from conveyor.settings import load_settings
@@ -158,5 +159,6 @@ for command in (
     signal_job,
     wait_job,
     prune,
+    stats,
 ):
     main.add_command(command)
