@@ -14,15 +14,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
+from zoneinfo import ZoneInfo
 
 import orjson
 import pytest
 
-from conveyor import JobFilter, JobState
+from conveyor import JobFilter, JobRequest, JobState
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.engine.sqlite import SqliteEngine
+from conveyor.fleet import CronTick
 from conveyor.recorded import encode_result
 from tests.conformance.contract import put
 from tests.conftest import DSN
@@ -330,3 +332,56 @@ def test_stats_per_queue_counts_wait_throughput_and_error_rate(target: Target) -
 def test_stats_refuses_a_bad_window_in_one_line(target: Target, window: str) -> None:
     target.put(JobState.AVAILABLE)
     assert_one_line_error(target.run("stats", "--window", window), f"invalid --window {window!r}", code=2)
+
+
+# -- conveyor cron -----------------------------------------------------------------------------------
+
+CRON_MODULE = """
+from conveyor import job
+
+
+@job(queue="reports", cron="0 6 * * 1", timezone="Europe/Paris")
+def weekly() -> None:
+    pass
+"""
+CRONTAB = '[[conveyor.crontab]]\nexpression = "*/15 * * * *"\nworker = "x.Cleanup"\nname = "cleanup"\n'
+CRON_SCHEMA = {
+    "name": "str", "expression": "str", "timezone": "str", "worker": "str", "queue": "str", "args": {},
+    "next_runs": "list", "last_tick": "str",
+}  # fmt: skip
+
+
+def test_cron_lists_entries_next_runs_and_the_last_tick(target: Target) -> None:
+    (target.cwd / "cronjobs.py").write_text(CRON_MODULE, "utf-8")
+    (target.cwd / "conveyor.toml").write_text(CRONTAB, "utf-8")
+    tick = datetime(2030, 1, 1, 12, 15)
+
+    async def record_tick(engine: Engine) -> None:
+        await engine.insert_cron_jobs([CronTick("cleanup", tick, JobRequest("x.Cleanup"))], now=NOW)
+
+    target.with_engine(record_tick)
+    before = datetime.now(UTC)
+    shown = {e["name"]: e for e in target.json("cron", "--import", "cronjobs", "--next", "2")}
+    assert set(shown) == {"cleanup", next(n for n in shown if n.startswith("cronjobs.weekly@"))}
+    cleanup = shown["cleanup"]
+    assert schema_of(cleanup) == CRON_SCHEMA
+    assert cleanup["last_tick"].startswith("2030-01-01T12:15:00")
+    runs = [datetime.fromisoformat(r) for r in cleanup["next_runs"]]
+    assert len(runs) == 2 and runs[1] - runs[0] == timedelta(minutes=15)
+    assert before < runs[0] <= before + timedelta(minutes=15) and runs[0].minute % 15 == 0
+    weekly = next(e for n, e in shown.items() if n != "cleanup")
+    assert (weekly["timezone"], weekly["queue"], weekly["last_tick"]) == ("Europe/Paris", "reports", None)
+    for run in weekly["next_runs"]:  # Monday 06:00 in Paris
+        local = datetime.fromisoformat(run).astimezone(ZoneInfo("Europe/Paris"))
+        assert (local.isoweekday(), local.hour, local.minute) == (1, 6, 0)
+
+    out = target.run("cron", "--import", "cronjobs").out
+    row = next(line for line in out.splitlines() if line.startswith("│ cleanup "))
+    assert "*/15 * * * *" in row and "2030-01-01 12:15:00" in row
+    assert "never" in next(line for line in out.splitlines() if "Europe/Paris" in line)
+
+
+def test_cron_mistakes_are_one_line(target: Target) -> None:
+    run = target.run("cron", "--import", "no_such_module_xyz")
+    assert_one_line_error(run, "no_such_module_xyz")
+    assert_one_line_error(target.run("cron", "--next", "0"), "--next", code=2)

@@ -37,7 +37,7 @@ from conveyor._workflows import (
 )
 from conveyor.batch import Batch
 from conveyor.context import current_job
-from conveyor.cron import definitions_in, entries_for
+from conveyor.cron import CronEntry, definitions_in, entries_for
 from conveyor.current_app import bind_app, set_default_app, unbind_app, using_app
 from conveyor.engine.base import Engine
 from conveyor.engines import default_database_url, engine_from_url
@@ -234,17 +234,12 @@ class Conveyor:
         engine = await self.engine()
         if self.settings.queues and self.node is None and effective_mode(self.testing) == "disabled":
             await engine.check_schema()
-            modules = [importlib.import_module(module) for module in self.settings.imports]
-            crontab = [
-                *self.settings.crontab,
-                *entries_for([*self.resolver.definitions(), *definitions_in(modules)]),
-            ]
             self.node = Node(
                 self.settings,
                 engine,
                 self.resolver,
                 self.telemetry,
-                crontab=crontab,
+                crontab=self.crontab(),
                 clock=self.clock,
                 app=self,
             )
@@ -256,6 +251,22 @@ class Conveyor:
             await self.node.stop(grace)
             self.node = None
         await self.close()
+
+    def crontab(self) -> list[CronEntry]:
+        """The cron entries a node of this app schedules: the ``crontab`` setting, then the
+        ``@job(cron=...)`` jobs registered or found in the ``imports`` modules (imported here)."""
+        modules = [importlib.import_module(module) for module in self.settings.imports]
+        return [
+            *self.settings.crontab,
+            *entries_for([*self.resolver.definitions(), *definitions_in(modules)]),
+        ]
+
+    async def last_cron_ticks(self, names: Iterable[str]) -> dict[str, datetime]:
+        """The latest tick a leader inserted for each named cron entry (entries never run: absent)."""
+        wanted = list(names)
+        return await self._run(lambda e: e.last_cron_ticks(wanted))
+
+    last_cron_ticks_sync = blocking_twin(last_cron_ticks)
 
     async def engine(self) -> Engine:
         """The engine for the running event loop, opened on first use."""

@@ -12,6 +12,7 @@ import click
 
 from conveyor.cli.bulk import cancel, delete, retry
 from conveyor.cli.common import SchemaState, describe, inspect_database, run_blocking
+from conveyor.cli.cron import cron
 from conveyor.cli.fleet import pause, queues, resume, scale, stop
 from conveyor.cli.jobs import job_detail, jobs, signal_job, wait_job
 from conveyor.cli.prune import prune
@@ -160,5 +161,6 @@ for command in (
     wait_job,
     prune,
     stats,
+    cron,
 ):
     main.add_command(command)
