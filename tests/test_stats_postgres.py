@@ -59,8 +59,9 @@ async def test_a_pair_found_larger_than_expected_stops_at_the_budget(
 
 @pytest.fixture
 def small_samples(monkeypatch: pytest.MonkeyPatch) -> int:
-    """Buckets read 50 jobs at most (two buckets share 100): the cap job_stats works with."""
-    monkeypatch.setattr(pg_stats, "SAMPLE_BUDGET", 100)
+    """Pieces of buckets read 50 jobs at most (two buckets of four pieces share 400): the cap
+    job_stats works with."""
+    monkeypatch.setattr(pg_stats, "SAMPLE_BUDGET", 400)
     monkeypatch.setattr(pg_stats, "MIN_SAMPLE", 10)
     return 50
 
@@ -82,6 +83,17 @@ async def test_busy_buckets_are_extrapolated_from_their_sample(
     only_a = await engine.job_stats(StatsQuery(window=120, bucket=60, queues=("a",)), now=T0)
     assert only_a.buckets[0].estimated and 400 <= only_a.buckets[0].completed <= 600
     assert only_a.buckets[1].completed == 30
+
+
+async def test_a_queue_that_stops_within_a_bucket_is_not_extrapolated_past_it(
+    engine: PostgresEngine, dsn: str, prefix: str, small_samples: int
+) -> None:
+    # 1,000 completions over the first half of the bucket [11:58, 11:59), none after: each quarter
+    # of the bucket is sampled on its own, so the empty half stays empty.
+    half = "timestamp '2030-01-01 11:58' + g * interval '30 ms' - interval '30 ms'"
+    insert_jobs(dsn, prefix, 1000, state="completed", queue="a", at=half)
+    stats = await engine.job_stats(StatsQuery(window=120, bucket=60), now=T0)
+    assert stats.buckets[0].estimated and 900 <= stats.buckets[0].completed <= 1100
 
 
 async def test_a_sample_from_one_instant_is_what_was_seen(
@@ -115,10 +127,10 @@ def insert_failed(dsn: str, prefix: str, count: int, *, state: str, key: str, fa
 async def test_many_failures_are_estimated_from_a_sample(
     engine: PostgresEngine, dsn: str, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pg_stats, "RETRY_BUDGET", 200)  # 101 ranges of keys: 10 jobs each at least
+    monkeypatch.setattr(pg_stats, "RETRY_BUDGET", 200)  # 201 ranges of keys: 10 jobs each at least
     monkeypatch.setattr(pg_stats, "MIN_SAMPLE", 10)
     # 2,000 jobs that failed then completed a millisecond later, evenly over the two buckets: their
-    # keys (completed_at) sit in the window, about 120 to each range of 7.2 s, which reads 11.
+    # keys (completed_at) sit in the window, about 60 to each range of 3.6 s, which reads 11.
     spread = "timestamp '2030-01-01 11:58' + g * interval '60 ms' - interval '60 ms'"
     insert_failed(dsn, prefix, 2000, state="completed", key=spread, failed=f"{spread} - interval '1 ms'")
     stats = await engine.job_stats(StatsQuery(window=120, bucket=60), now=T0)

@@ -6,10 +6,12 @@ These statements answer operators on tables of millions of rows, so each is boun
   the criteria serves it, and its cost is that of the matching rows.
 * ``queue_counts`` counts from the fetch index up to ``COUNT_BUDGET`` jobs per call, the smallest
   (queue, state) pairs first; larger pairs are the planner's estimates (``queue_counts.sql``).
-* ``job_stats`` reads at most ``SAMPLE_BUDGET`` finished jobs per call, spread over the buckets, from
-  the partial indexes on completed_at, discarded_at and cancelled_at; a bucket holding more is
-  extrapolated from the part of it they cover. Failed attempts are exact, read through migration
-  9's index of the jobs that failed (``stats_retried.sql``).
+* ``job_stats`` reads at most ``SAMPLE_BUDGET`` finished jobs per call, spread over pieces of the
+  buckets, from the partial indexes on completed_at, discarded_at and cancelled_at; a piece holding
+  more is extrapolated from the part of it they cover. Failed attempts are read through migration
+  9's index of the jobs that failed, at most ``RETRY_BUDGET`` of them per call, spread over
+  ``KEY_RANGES`` ranges of their keys (``stats_retried.sql``); a range holding more stands for the
+  rest of it by the ones read.
 
 Each runs in a transaction of its own with JIT compilation off: these plans are cheap to run but
 their cost estimates (a count of millions, a sample per bucket) pass ``jit_above_cost``, and
@@ -18,6 +20,7 @@ compiling took 0.9 s of a 1.1 s ``queue_counts`` when measured.
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -34,13 +37,18 @@ from conveyor.stats import JobStats, QueueCounts, StatsQuery, build_stats, count
 COUNT_BUDGET = 50_000
 #: Finished jobs ``job_stats`` reads per call at most, shared evenly by the buckets.
 SAMPLE_BUDGET = 20_000
+#: Each bucket is sampled in this many pieces of time (fewer when there are many buckets, so that
+#: there are at most ``PARTS_LIMIT`` pieces): a queue that stopped or started in the middle of a
+#: bucket is then extrapolated from the piece it stopped in, not from the bucket's first jobs.
+PARTS = 4
+PARTS_LIMIT = 240
 #: A bucket reads at least this many jobs before it extrapolates, however many buckets there are.
 MIN_SAMPLE = 10
 #: Jobs that may hold failures ``job_stats`` reads per call at most, shared evenly by the ranges of
 #: their keys (reading one costs about 10 µs: its row, its errors).
 RETRY_BUDGET = 5_000
 #: The ranges the keys of the window are cut into, each sampled on its own (see ``_key_ranges``).
-KEY_RANGES = 100
+KEY_RANGES = 200
 #: How far before the window failed jobs are looked for: a node's clock ahead of the database's.
 CLOCK_SLACK = timedelta(minutes=10)
 CLOCK = "SELECT coalesce(%(now)s::timestamp, timezone('UTC', now()))"
@@ -92,8 +100,10 @@ class PostgresStats(PostgresCore):
             assert row is not None
             bounds: list[datetime] = query.bounds(row[0])  # one clock for both statements
             queues: dict[str, Any] = {"queues": list(query.queues) if query.queues else None}
-            cap = max(MIN_SAMPLE, SAMPLE_BUDGET // query.bucket_count)
-            params: dict[str, Any] = {"lows": bounds[:-1], "highs": bounds[1:], "cap": cap, **queues}
+            parts = max(1, min(PARTS, PARTS_LIMIT // query.bucket_count))
+            pieces = _split(bounds, parts)
+            cap = max(MIN_SAMPLE, SAMPLE_BUDGET // (len(pieces) - 1))
+            params: dict[str, Any] = {"lows": pieces[:-1], "highs": pieces[1:], "cap": cap, **queues}
             cur = await conn.execute(self._finished_statement(query).encode(), params, prepare=False)
             finished = await cur.fetchall()
             lows = _key_ranges(bounds[0] - CLOCK_SLACK, bounds[-1])
@@ -105,9 +115,11 @@ class PostgresStats(PostgresCore):
             {"completed": 0, "discarded": 0, "cancelled": 0, "retried": 0, "estimated": False}
             for _ in range(query.bucket_count)
         ]
-        for kind, bucket, seen, matched, before_last, covered, width in finished:
-            figures[bucket][kind], estimated = _extrapolated(seen, matched, before_last, covered, width, cap)
-            figures[bucket]["estimated"] = figures[bucket]["estimated"] or estimated
+        for kind, piece, seen, matched, before_last, covered, width in finished:
+            count, estimated = _extrapolated(seen, matched, before_last, covered, width, cap)
+            bucket = figures[piece // parts]
+            bucket[kind] += count
+            bucket["estimated"] = bucket["estimated"] or estimated
         tally = FailureTally(bounds)
         for _, seen, before_last, at, covered, width, total in failures:
             tally.add(at, _weight(seen, before_last, covered, width, total, retry_cap))
@@ -150,6 +162,14 @@ def _extrapolated(
         return int(matched), False
     scaled = round(before_last * width / covered) if covered > 0 else 0
     return max(scaled, int(matched)), True
+
+
+def _split(bounds: list[datetime], parts: int) -> list[datetime]:
+    """The bucket ``bounds`` with each bucket cut into ``parts`` equal pieces."""
+    pieces = [
+        low + (high - low) * k / parts for low, high in itertools.pairwise(bounds) for k in range(parts)
+    ]
+    return [*pieces, bounds[-1]]
 
 
 def _key_ranges(start: datetime, end: datetime) -> list[datetime]:
