@@ -332,7 +332,9 @@ class Conveyor:
     # -- fleet control -----------------------------------------------------------------------
     async def pause_queue(self, queue: str, *, node: str | None = None, persist: bool = False) -> None:
         """Pause ``queue`` ("*" for all) on every node, or on ``node``: running jobs finish and are
-        acked, nothing new is fetched. ``persist`` keeps the pause across restarts."""
+        acked, nothing new is fetched. ``persist`` keeps the pause across restarts. A ``node`` is
+        reached whichever runtime runs it (Conveyor or oban-py); one that no live producer row
+        names raises ``NodeNotFoundError`` (nothing is sent). The other queue methods alike."""
         await self._signal("pause", queue, node=node, persist=persist)
 
     async def resume_queue(self, queue: str, *, node: str | None = None, persist: bool = False) -> None:
