@@ -5,12 +5,10 @@ confirmation (``--yes``, declined on a terminal, refused without one) and ``--js
 
 from __future__ import annotations
 
-import asyncio
 import os
 import pty
 import subprocess
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,13 +20,12 @@ import pytest
 from conveyor import JobFilter, JobRequest, JobState
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
-from conveyor.engine.postgres import PostgresEngine
-from conveyor.engine.sqlite import SqliteEngine
 from conveyor.fleet import CronTick
 from conveyor.recorded import encode_result
 from tests.conformance.contract import put
-from tests.conftest import DSN
 from tests.test_cli_errors import CONVEYOR, Run, assert_one_line_error, conveyor
+from tests.test_cli_prune import Target as CliTarget
+from tests.test_cli_prune import make_target
 
 T = TypeVar("T")
 NOW = datetime.now(UTC).replace(microsecond=0)
@@ -37,16 +34,12 @@ TRACEBACK = (
 )
 
 
-@dataclass
-class Target:
-    """An installed database, the CLI options that reach it, and a way to act on it directly."""
+class Target(CliTarget):
+    """An installed database, the CLI options that reach it, and ways to run any command and to
+    place and read jobs directly."""
 
-    make_engine: Callable[[], Engine]
-    options: list[str]
-    cwd: Path
-
-    def run(self, *args: str, stdin: str = "") -> Run:
-        return conveyor(*args, *self.options, cwd=self.cwd, stdin=stdin)
+    def run(self, *args: str, stdin: str = "", env: dict[str, str] | None = None) -> Run:
+        return conveyor(*args, *self.options, cwd=self.cwd, stdin=stdin, env=env)
 
     def json(self, *args: str) -> Any:
         run = self.run(*args, "--json")
@@ -80,25 +73,12 @@ class Target:
         return self.with_engine(read)
 
     def with_engine(self, action: Callable[[Engine], Awaitable[T]]) -> T:
-        async def main() -> T:
-            engine = self.make_engine()
-            await engine.open()
-            try:
-                await engine.install()
-                return await action(engine)
-            finally:
-                await engine.close()
-
-        return asyncio.run(main())
+        return self._with_engine(action)
 
 
 @pytest.fixture(params=["postgres", "sqlite"])
 def target(request: pytest.FixtureRequest, prefix: str, tmp_path: Path) -> Iterator[Target]:
-    if request.param == "postgres":
-        yield Target(lambda: PostgresEngine(DSN, prefix=prefix), ["--dsn", DSN, "--prefix", prefix], tmp_path)
-    else:
-        path = tmp_path / "cli.db"
-        yield Target(lambda: SqliteEngine(path), ["--dsn", f"sqlite:///{path}"], tmp_path)
+    yield make_target(Target, request.param, prefix, tmp_path)
 
 
 def schema_of(value: Any) -> Any:
