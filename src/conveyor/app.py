@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 from contextvars import Token
 from datetime import datetime
 from types import EllipsisType
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from conveyor._control import list_queues, scale_changes, send_queue_signal
 from conveyor._options import check_aware, check_delay, check_job_id
@@ -37,7 +37,7 @@ from conveyor._workflows import (
 )
 from conveyor.batch import Batch
 from conveyor.context import current_job
-from conveyor.cron import definitions_in, entries_for
+from conveyor.cron import CronEntry, definitions_in, entries_for
 from conveyor.current_app import bind_app, set_default_app, unbind_app, using_app
 from conveyor.engine.base import Engine
 from conveyor.engines import default_database_url, engine_from_url
@@ -52,13 +52,14 @@ from conveyor.request import JobRequest
 from conveyor.retention import Pruned, Retention
 from conveyor.settings import load_settings
 from conveyor.stats import JobStats, QueueCounts, StatsQuery, countable
-from conveyor.telemetry import Telemetry
+from conveyor.telemetry import Handler, Telemetry
 from conveyor.testing.execute import run_inline
 from conveyor.testing.modes import check_mode, effective_mode
 from conveyor.workflow import Workflow, WorkflowStatus
 
 T = TypeVar("T")
 P = ParamSpec("P")
+H = TypeVar("H", bound=Handler)
 Operation = Callable[[Engine], Awaitable[T]]
 
 
@@ -193,6 +194,30 @@ class Conveyor:
             unbind_app(self._entered.pop())
         await self.stop()
 
+    # -- telemetry ---------------------------------------------------------------------------
+    @overload
+    def on(self, prefix: str, handler: Handler) -> Callable[[], None]: ...
+    @overload
+    def on(self, prefix: str) -> Callable[[H], H]: ...
+    def on(self, prefix: str, handler: Handler | None = None) -> Any:
+        """Call ``handler(event, data)`` for every telemetry event whose name starts with ``prefix``
+        (``"job."``, ``"job.exception"``; ``""`` for all; see ``conveyor.telemetry`` for the events).
+
+        ``app.on("job.", handler)`` returns a function that detaches it; without a handler it is a
+        decorator that attaches the function and returns it unchanged::
+
+            @app.on("job.exception")
+            def report(event: str, data: dict[str, Any]) -> None: ...
+        """
+        if handler is not None:
+            return self.telemetry.attach(handler, prefix)
+
+        def attach(function: H) -> H:
+            self.telemetry.attach(function, prefix)
+            return function
+
+        return attach
+
     def as_current(self) -> AbstractContextManager[Conveyor]:
         """``with app.as_current():`` makes this the app ``send.enqueue(...)`` uses in the block
         (see ``conveyor.current_app``)."""
@@ -209,17 +234,12 @@ class Conveyor:
         engine = await self.engine()
         if self.settings.queues and self.node is None and effective_mode(self.testing) == "disabled":
             await engine.check_schema()
-            modules = [importlib.import_module(module) for module in self.settings.imports]
-            crontab = [
-                *self.settings.crontab,
-                *entries_for([*self.resolver.definitions(), *definitions_in(modules)]),
-            ]
             self.node = Node(
                 self.settings,
                 engine,
                 self.resolver,
                 self.telemetry,
-                crontab=crontab,
+                crontab=self.crontab(),
                 clock=self.clock,
                 app=self,
             )
@@ -231,6 +251,22 @@ class Conveyor:
             await self.node.stop(grace)
             self.node = None
         await self.close()
+
+    def crontab(self) -> list[CronEntry]:
+        """The cron entries a node of this app schedules: the ``crontab`` setting, then the
+        ``@job(cron=...)`` jobs registered or found in the ``imports`` modules (imported here)."""
+        modules = [importlib.import_module(module) for module in self.settings.imports]
+        return [
+            *self.settings.crontab,
+            *entries_for([*self.resolver.definitions(), *definitions_in(modules)]),
+        ]
+
+    async def last_cron_ticks(self, names: Iterable[str]) -> dict[str, datetime]:
+        """The latest tick a leader inserted for each named cron entry (entries never run: absent)."""
+        wanted = list(names)
+        return await self._run(lambda e: e.last_cron_ticks(wanted))
+
+    last_cron_ticks_sync = blocking_twin(last_cron_ticks)
 
     async def engine(self) -> Engine:
         """The engine for the running event loop, opened on first use."""
