@@ -28,7 +28,7 @@ from conveyor._runtime.duties import CronScheduler, Pruner
 from conveyor._runtime.leadership import Leadership
 from conveyor.cron import CronEntry, CronExpression
 from conveyor.engine.postgres import PostgresEngine
-from conveyor.fleet import CronTick, ProducerBeat
+from conveyor.fleet import OWN_PRODUCER, CronTick, ProducerBeat
 from conveyor.retention import Pruned, Retention
 from conveyor.telemetry import Telemetry
 from tests import cluster_jobs as jobs
@@ -680,7 +680,10 @@ async def test_duties_emit_their_events(dsn: str, prefix: str, engine: PostgresE
     claimed = await engine.fetch_jobs("orphans", 2, node="gone", producer=dead)
     assert sorted(j.id for j in claimed) == orphans
     await engine.record_producers(
-        INSTANCE, "gone", [ProducerBeat(dead, "orphans", {})], now=datetime.now(UTC) - timedelta(minutes=1)
+        INSTANCE,
+        "gone",
+        [ProducerBeat(dead, "orphans", OWN_PRODUCER)],
+        now=datetime.now(UTC) - timedelta(minutes=1),
     )
     await query(
         engine,

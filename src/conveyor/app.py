@@ -62,6 +62,13 @@ H = TypeVar("H", bound=Handler)
 Operation = Callable[[Engine], Awaitable[T]]
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def blocking_twin(
     method: Callable[Concatenate[Conveyor, P], Awaitable[T]],
 ) -> Callable[Concatenate[Conveyor, P], T]:
@@ -69,7 +76,7 @@ def blocking_twin(
     event loop thread), where ``Conveyor._run`` gives it the portal's own engine."""
 
     def twin(self: Conveyor, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        result: T = self._portal.call(method, self, *args, **kwargs)
+        result: T = self._call_blocking(method, self, *args, **kwargs)
         return result
 
     twin.__name__ = f"{method.__name__}_sync"
@@ -313,7 +320,9 @@ class Conveyor:
     # -- fleet control -----------------------------------------------------------------------
     async def pause_queue(self, queue: str, *, node: str | None = None, persist: bool = False) -> None:
         """Pause ``queue`` ("*" for all) on every node, or on ``node``: running jobs finish and are
-        acked, nothing new is fetched. ``persist`` keeps the pause across restarts."""
+        acked, nothing new is fetched. ``persist`` keeps the pause across restarts. A ``node`` is
+        reached whichever runtime runs it (Conveyor or oban-py); one that no live producer row
+        names raises ``NodeNotFoundError`` (nothing is sent). The other queue methods alike."""
         await self._signal("pause", queue, node=node, persist=persist)
 
     async def resume_queue(self, queue: str, *, node: str | None = None, persist: bool = False) -> None:
@@ -391,6 +400,23 @@ class Conveyor:
             return await operation(self._portal_engine)
         return await operation(await self.engine())
 
+    def _call_blocking(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """Run a coroutine of this app from blocking code, and wait for its result.
+
+        Usually on the portal, with an engine of its own. An engine handed in (``engine=``) is one
+        object bound to the loop that opened it, so while that loop runs (a node's, with this call
+        from one of its job threads) the call goes there: used from the portal's loop as well, its
+        pool would mix two loops and hang (a thread job enqueueing on a test's ``engine=`` app)."""
+        home = None if self._owns_engine else self._engine_loop
+        if home is None or not home.is_running() or _running_loop() is home:
+            # (From the home loop itself, waiting on it would deadlock: the portal it is.)
+            return self._portal.call(fn, *args, **kwargs)
+
+        async def run() -> T:
+            return await fn(*args, **kwargs)
+
+        return asyncio.run_coroutine_threadsafe(run(), home).result()
+
     def _statement_engine(self) -> Engine:
         """The app's engine, for operations on a caller's connection (which need no pool)."""
         if self._engine is None:
@@ -463,7 +489,7 @@ class Conveyor:
                 steps, hold = requests.requests()
                 return job_ids(engine.insert_sync(steps, conn=conn, now=now, hold=hold))
             return job_ids(engine.insert_sync(requests, conn=conn, now=now))
-        return self._portal.call(self.enqueue_many, requests, now=now)
+        return self._call_blocking(self.enqueue_many, requests, now=now)
 
     # -- workflows ---------------------------------------------------------------------------
     async def extend_workflow(self, workflow_id: str) -> Workflow:
@@ -484,7 +510,7 @@ class Conveyor:
     def dependency_results_sync(self) -> dict[str, Any]:
         """``dependency_results`` for a blocking (thread) step."""
         workflow_id, deps = _step_of_current_job()  # read here: the job's context is this thread's
-        results = self._portal.call(self.workflow_status, workflow_id).results
+        results = self._call_blocking(self.workflow_status, workflow_id).results
         return {name: results[name] for name in deps if name in results}
 
     async def cancel_workflow(self, workflow_id: str) -> list[int]:

@@ -179,7 +179,7 @@ async def _seed(engine: Engine) -> dict[str, int]:
     return {
         "mail": await put(engine, JobState.COMPLETED, queue="mail", worker="mail.Send", tags=["email"]),
         "mail_vip": await put(
-            engine, JobState.AVAILABLE, queue="mail", worker="mail.Send", tags=["email", "vip"]
+            engine, JobState.AVAILABLE, queue="mail", worker="mail.Send", tags=[" Email", "VIP", "vip "]
         ),
         "bulk_vip": await put(
             engine, JobState.EXECUTING, queue="bulk-mail", worker="mail.Send", tags=["email", "vip", "eu"]
@@ -202,6 +202,7 @@ async def _seed(engine: Engine) -> dict[str, int]:
         ({"workers": "reports.Build"}, ["report_later", "report_vip"]),
         ({"tags": "vip"}, ["report_vip", "bulk_vip", "mail_vip"]),
         ({"tags": ["email", "vip"]}, ["bulk_vip", "mail_vip"]),
+        ({"tags": [" VIP", "Email"]}, ["bulk_vip", "mail_vip"]),  # compared as stored: normalised
         ({"tags": ["missing"]}, []),
         ({"workers": "mail.Send", "tags": "vip", "queues": "mail"}, ["mail_vip"]),
         ({"ids": "pick"}, ["report_vip", "mail"]),
@@ -222,6 +223,7 @@ async def test_list_filters_newest_first(
         criteria = criteria | {"before_id": ids[criteria["before_id"]]}
     found = await any_engine.list_jobs(JobFilter.build(**criteria))
     assert [j.id for j in found] == [ids[name] for name in expected]
+    assert (await job(any_engine, ids["mail_vip"])).tags == ("email", "vip")  # as Oban stores them
 
 
 async def test_list_returns_100_unless_told(any_engine: Engine) -> None:

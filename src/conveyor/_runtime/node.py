@@ -103,7 +103,13 @@ class Node:
             clock=clock,
         )
         self.leadership = Leadership(
-            engine, telemetry, name=settings.name, node=self.name, ttl=settings.leader_ttl, clock=clock
+            engine,
+            telemetry,
+            name=settings.name,
+            node=self.name,
+            ttl=settings.leader_ttl,
+            clock=clock,
+            take_from_foreign=settings.mixed_fleet,
         )
         self.duties: list[LeaderDuty] = []
         if settings.leadership:
@@ -116,6 +122,7 @@ class Node:
                     producer_timeout=settings.producer_timeout,
                     backstop=settings.rescue_backstop,
                     heartbeat=self.heartbeat,
+                    foreign_timeout=settings.foreign_timeout,
                 )
             )
             self.duties.append(Sweeper(engine, telemetry, self.leadership, settings.stage_interval))
