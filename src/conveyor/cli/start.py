@@ -119,7 +119,7 @@ def start(
     if not app.settings.queues:
         where = "--queues default:10, or give your app queues" if app_ref else "--queues default:10"
         raise click.UsageError(f"no queues to run: pass {where} (or set CONVEYOR_QUEUES)")
-    if app_ref is None or app.settings.database_url is not None:
+    if app_ref is None or app._owns_engine:
         # The database answers and holds the schema: checked on one quick connection, before the
         # pools. (An app built on an engine object of its own is checked when it starts.)
         require_schema(app.settings.database_url, app.settings.prefix)
@@ -142,7 +142,7 @@ def _user_app(
         if refused[name] is not None and context.get_parameter_source(name) is ParameterSource.COMMANDLINE:
             raise click.UsageError(
                 f"{option} cannot be used with --app: the app {reference} chose its database and "
-                f"configuration; set {option.lstrip('-')} where it is built"
+                "configuration where it is built"
             )
     app = load_app(reference)
     if effective_mode(app.testing) != "disabled":
