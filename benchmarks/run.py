@@ -30,6 +30,7 @@ from runtime import (
     rate_limit_tenants,
     workflow_fanout,
 )
+from telemetry_cost import telemetry
 
 #: Every scenario, by the name the command line uses. Order is the order ``all`` runs them in.
 SCENARIOS: dict[str, Scenario] = {
@@ -49,6 +50,7 @@ SCENARIOS: dict[str, Scenario] = {
     "workflow-fanout": workflow_fanout,
     "relay": relay,
     "wait-many": wait_many,
+    "telemetry": telemetry,
 }
 #: Engines the scenarios can run on (``common.fresh_app`` opens them).
 ENGINES = ("postgres", "sqlite")

@@ -122,3 +122,17 @@ def test_relay_reports_round_trips_against_the_floor(dsn: str) -> None:
     assert (
         0 < figures["p50_ms"] <= figures["p95_ms"] and 0 < figures["floor_p50_ms"] <= figures["floor_p95_ms"]
     )
+
+
+def test_telemetry_reports_each_variant_against_a_plain_drain(dsn: str) -> None:
+    (figures,) = run_benchmarks(dsn, "telemetry", "--jobs", "30")
+    assert figures["scenario"] == "telemetry" and figures["jobs"] == 30 and figures["rounds"] == 6
+    for variant in ("plain", "handler", "log_text", "log_json"):
+        low, high = figures[f"{variant}_range"]
+        assert 0 < low <= figures[f"{variant}_jobs_per_s"] <= high
+        assert figures[f"{variant}_us_per_job"] > 0
+    for variant in ("handler", "log_text", "log_json"):
+        assert figures[f"{variant}_ratio"] > 0 and figures[f"{variant}_paired_ratio"] > 0
+        assert len(figures[f"{variant}_round_ratios"]) == 6
+        # Attaching a handler or writing a line costs something per job, measurably.
+        assert figures[f"{variant}_us_per_job"] > figures["plain_us_per_job"]

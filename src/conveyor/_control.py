@@ -73,6 +73,7 @@ async def send_queue_signal(
     payload = queue_signal(action, queue, ident_for(settings.name, node), limit) | (limits or {})
     await engine.notify("signal", payload)
     if local is not None and node in (None, local.name):
+        local.signalled(payload, "local")
         if action == "pause":
             local.pause(queue)
         elif action == "resume":

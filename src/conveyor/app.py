@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 from contextvars import Token
 from datetime import datetime
 from types import EllipsisType
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from conveyor._control import list_queues, scale_changes, send_queue_signal
 from conveyor._options import check_delay, check_job_id
@@ -51,13 +51,14 @@ from conveyor.recorded import decode_result
 from conveyor.request import JobRequest
 from conveyor.retention import Pruned, Retention
 from conveyor.settings import load_settings
-from conveyor.telemetry import Telemetry
+from conveyor.telemetry import Handler, Telemetry
 from conveyor.testing.execute import run_inline
 from conveyor.testing.modes import check_mode, effective_mode
 from conveyor.workflow import Workflow, WorkflowStatus
 
 T = TypeVar("T")
 P = ParamSpec("P")
+H = TypeVar("H", bound=Handler)
 Operation = Callable[[Engine], Awaitable[T]]
 
 
@@ -191,6 +192,30 @@ class Conveyor:
         if self._entered:
             unbind_app(self._entered.pop())
         await self.stop()
+
+    # -- telemetry ---------------------------------------------------------------------------
+    @overload
+    def on(self, prefix: str, handler: Handler) -> Callable[[], None]: ...
+    @overload
+    def on(self, prefix: str) -> Callable[[H], H]: ...
+    def on(self, prefix: str, handler: Handler | None = None) -> Any:
+        """Call ``handler(event, data)`` for every telemetry event whose name starts with ``prefix``
+        (``"job."``, ``"job.exception"``; ``""`` for all; see ``conveyor.telemetry`` for the events).
+
+        ``app.on("job.", handler)`` returns a function that detaches it; without a handler it is a
+        decorator that attaches the function and returns it unchanged::
+
+            @app.on("job.exception")
+            def report(event: str, data: dict[str, Any]) -> None: ...
+        """
+        if handler is not None:
+            return self.telemetry.attach(handler, prefix)
+
+        def attach(function: H) -> H:
+            self.telemetry.attach(function, prefix)
+            return function
+
+        return attach
 
     def as_current(self) -> AbstractContextManager[Conveyor]:
         """``with app.as_current():`` makes this the app ``send.enqueue(...)`` uses in the block
