@@ -30,6 +30,7 @@ from runtime import (
     rate_limit_tenants,
     workflow_fanout,
 )
+from stats import stats, stats_write_cost
 from telemetry_cost import telemetry
 
 #: Every scenario, by the name the command line uses. Order is the order ``all`` runs them in.
@@ -51,6 +52,8 @@ SCENARIOS: dict[str, Scenario] = {
     "relay": relay,
     "wait-many": wait_many,
     "telemetry": telemetry,
+    "stats": stats,
+    "stats-write-cost": stats_write_cost,
 }
 #: Engines the scenarios can run on (``common.fresh_app`` opens them).
 ENGINES = ("postgres", "sqlite")
@@ -71,7 +74,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="concurrent tasks, or a node's queue limit (default: the scenario's own)",
     )
     parser.add_argument("--job-ms", type=float, default=None, help="cpu: milliseconds of work per job")
-    parser.add_argument("--history", type=int, default=None, help="drain-history: completed jobs beforehand")
+    parser.add_argument(
+        "--history", type=int, default=None, help="drain-history, stats: completed jobs beforehand"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per scenario per line")
     args = parser.parse_args(argv)
     names: list[str] = []

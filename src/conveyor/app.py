@@ -21,7 +21,7 @@ from types import EllipsisType
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from conveyor._control import list_queues, scale_changes, send_queue_signal
-from conveyor._options import check_delay, check_job_id
+from conveyor._options import check_aware, check_delay, check_job_id
 from conveyor._portal import Portal
 from conveyor._resolver import Resolver
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
@@ -51,6 +51,7 @@ from conveyor.recorded import decode_result
 from conveyor.request import JobRequest
 from conveyor.retention import Pruned, Retention
 from conveyor.settings import load_settings
+from conveyor.stats import JobStats, QueueCounts, StatsQuery, countable
 from conveyor.telemetry import Handler, Telemetry
 from conveyor.testing.execute import run_inline
 from conveyor.testing.modes import check_mode, effective_mode
@@ -634,6 +635,40 @@ class Conveyor:
         return await self._run(lambda e: e.delete_jobs(found, conn=conn), conn)
 
     delete_jobs_sync = blocking_twin(delete_jobs)
+
+    async def count_jobs(self, /, criteria: JobFilter | None = None, **filters: Any) -> int:
+        """How many jobs match a filter (the criteria of ``list_jobs``, without ``limit``), exactly."""
+        found = _criteria(criteria, filters)
+        countable(found)
+        return await self._run(lambda e: e.count_jobs(found))
+
+    count_jobs_sync = blocking_twin(count_jobs)
+
+    async def queue_counts(self, *, now: datetime | None = None) -> list[QueueCounts]:
+        """Per queue holding jobs, by name: the jobs in each state (some estimated on a large
+        PostgreSQL table, see ``QueueCounts.estimated``) and the oldest available job's age."""
+        if now is not None:
+            check_aware("now", now)
+        return await self._run(lambda e: e.queue_counts(now=now))
+
+    queue_counts_sync = blocking_twin(queue_counts)
+
+    async def job_stats(
+        self,
+        *,
+        window: float = 3600.0,
+        bucket: float = 60.0,
+        queues: str | Iterable[str] | None = None,
+        now: datetime | None = None,
+    ) -> JobStats:
+        """What finished and what failed over the last ``window`` seconds, in buckets of ``bucket``
+        seconds, for every queue or only ``queues``: see ``JobStats`` for each figure."""
+        query = StatsQuery(window=window, bucket=bucket, queues=queues)  # type: ignore[arg-type]
+        if now is not None:
+            check_aware("now", now)
+        return await self._run(lambda e: e.job_stats(query, now=now))
+
+    job_stats_sync = blocking_twin(job_stats)
 
     async def get_result(self, job_id: int) -> Any:
         """The value a completed job recorded; LookupError if it recorded none or does not exist."""
