@@ -58,7 +58,7 @@ def sdk() -> Iterator[Sdk]:
 
 
 def run_span(spans: list[ReadableSpan], job_id: int) -> ReadableSpan:
-    [span] = [s for s in spans if s.attributes and s.attributes.get("conveyor.job.id") == job_id]
+    [span] = [s for s in spans if s.attributes and s.attributes.get("messaging.message.id") == str(job_id)]
     return span
 
 
@@ -150,7 +150,7 @@ async def test_runs_are_spans_under_the_enqueuing_span_with_metrics(node_app: Co
     await wait_final(node_app, [after], {JobState.COMPLETED})
     found = await node_app.get_job(after)
     assert found is not None and META_KEY not in found.meta
-    assert not [s for s in sdk.finished() if (s.attributes or {}).get("conveyor.job.id") == after]
+    assert not [s for s in sdk.finished() if (s.attributes or {}).get("messaging.message.id") == str(after)]
 
 
 async def test_link_only_starts_a_trace_per_run_linked_to_the_enqueuer(node_app: Conveyor, sdk: Sdk) -> None:
