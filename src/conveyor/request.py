@@ -150,13 +150,7 @@ class JobRequest:
     def with_args(self, args: Mapping[str, Any]) -> JobRequest:
         """A copy with other args. Only the args are checked: everything else was validated when
         this request was built, so making many jobs of one kind stays cheap."""
-        args_json = opt.encode_mapping("args", args)
-        state = self.__dict__.copy()
-        state["args"] = args
-        state["args_json"] = args_json
-        copy = _new_request(JobRequest)
-        _set_state(copy, "__dict__", state)
-        return copy
+        return self._copy_with(args=args, args_json=opt.encode_mapping("args", args))
 
     def with_meta(self, meta: Mapping[str, Any]) -> JobRequest:
         """A copy with other meta (an ordered lock's key kept). Only the meta is checked, as in
@@ -164,11 +158,12 @@ class JobRequest:
         meta_json = _encode_meta(meta)
         if self.lock is not None:
             meta_json = _with_lock(meta_json, self.lock)
-        state = self.__dict__.copy()
-        state["meta"] = meta
-        state["meta_json"] = meta_json
+        return self._copy_with(meta=meta, meta_json=meta_json)
+
+    def _copy_with(self, **checked: Any) -> JobRequest:
+        """A copy with fields changed that the caller checked (the others stay as validated)."""
         copy = _new_request(JobRequest)
-        _set_state(copy, "__dict__", state)
+        _set_state(copy, "__dict__", {**self.__dict__, **checked})
         return copy
 
     def with_options(self, **options: Any) -> JobRequest:
