@@ -6,9 +6,14 @@ variants, in rounds whose order rotates so a drift of the shared machine's load 
 - ``plain``: no handler attached, logging at WARNING (the job lines are not built);
 - ``handler``: a trivial handler attached to every event (prefix ``""``);
 - ``log_text``: the job log lines at INFO, formatted as ``conveyor start`` writes them, to /dev/null;
-- ``log_json``: the same as JSON lines (``--log-format json``).
+- ``log_json``: the same as JSON lines (``--log-format json``);
+- ``otel``: ``conveyor.contrib.opentelemetry`` with the SDK (a batch span processor feeding an exporter
+  that drops the spans, a meter provider whose reader is never collected);
+- ``prometheus``: ``conveyor.contrib.prometheus`` metrics;
+- ``otel_prometheus``: both.
 
-Target: ``handler`` costs at most 5% of ``plain`` (ratio >= 0.95). The log variants are reported,
+Target: ``handler``, ``otel``, ``prometheus`` and ``otel_prometheus`` cost at most 5% of ``plain``
+(ratio >= 0.95). The log variants are reported,
 not held to a target: one formatted line per job is work a node does only when asked to.
 
 On a shared machine a drain's rate swings by more than the few percent measured here, so the
@@ -19,22 +24,28 @@ and ``job.stop``, or its log line): ``*_us_per_job``, the best of several repeat
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import statistics
 import timeit
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from common import Figures, Settings
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from runtime import drain_once
 
 from conveyor import Conveyor, Job, JobState
 from conveyor._runtime.job_report import JobReport
 from conveyor.acks import Ack
 from conveyor.cli.logs import configure_logging
+from conveyor.contrib import opentelemetry, prometheus
 
 TELEMETRY_JOBS = 10_000
 TELEMETRY_CONCURRENCY = 100
@@ -71,12 +82,42 @@ def job_logging(log_format: str | None) -> Iterator[None]:
                 setattr(logging, name, value)
 
 
+class _DropSpans(SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+@functools.cache
+def _sdk() -> tuple[TracerProvider, MeterProvider]:
+    """One SDK for every run (its span processor's thread is started once)."""
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(_DropSpans()))
+    return tracer_provider, MeterProvider(metric_readers=[InMemoryMetricReader()])
+
+
+def attach_otel(app: Conveyor) -> None:
+    tracer_provider, meter_provider = _sdk()
+    opentelemetry.instrument(app, tracer_provider=tracer_provider, meter_provider=meter_provider)
+
+
+def attach_prometheus(app: Conveyor) -> None:
+    prometheus.metrics(app)
+
+
+def attach_both(app: Conveyor) -> None:
+    attach_otel(app)
+    attach_prometheus(app)
+
+
 #: Each variant: the log format (None: job lines off) and what to do to the app before it starts.
 VARIANTS: dict[str, tuple[str | None, Callable[[Conveyor], object] | None]] = {
     "plain": (None, None),
     "handler": (None, attach_everywhere),
     "log_text": ("text", None),
     "log_json": ("json", None),
+    "otel": (None, attach_otel),
+    "prometheus": (None, attach_prometheus),
+    "otel_prometheus": (None, attach_both),
 }
 
 

@@ -176,6 +176,7 @@ class Conveyor:
         self._portal_engine: Engine | None = None
         self.resolver = Resolver(jobs)
         self.telemetry = Telemetry()
+        self._enqueue_hooks: tuple[EnqueueHook, ...] = ()
         self.node: Node | None = None
         #: Everyone waiting for jobs, per engine and event loop (the app's own, the portal's).
         self._waiters: dict[tuple[int, int], Waiters] = {}
@@ -461,6 +462,15 @@ class Conveyor:
     ) -> list[JobId]:
         """Insert many jobs atomically, streamed in chunks; return their ids in order. A
         ``Workflow`` inserts its steps, in the order they were added (see ``conveyor.workflow``)."""
+        return await self._enqueue_many(requests, conn, now, self._enqueue_transform())
+
+    async def _enqueue_many(
+        self,
+        requests: Iterable[JobRequest] | Workflow | Batch,
+        conn: Any,
+        now: datetime | None,
+        transform: RequestTransform | None,
+    ) -> list[JobId]:
         if isinstance(requests, Batch):
             requests = requests.workflow()
         if effective_mode(self.testing) == "inline":
@@ -469,11 +479,16 @@ class Conveyor:
                     "inline testing runs single jobs; enqueue workflows and batches in manual mode "
                     "and run them with conveyor.testing.drain_queue"
                 )
-            return await run_inline(self, list(requests))
+            return await run_inline(self, list(transformed(requests, transform)))
         if isinstance(requests, Workflow):
             workflow = requests
-            return job_ids(await self._run(lambda e: enqueue_workflow(e, workflow, conn=conn, now=now), conn))
-        return job_ids(await self._run(lambda e: e.insert(requests, conn=conn, now=now), conn))
+            return job_ids(
+                await self._run(
+                    lambda e: enqueue_workflow(e, workflow, conn=conn, now=now, transform=transform), conn
+                )
+            )
+        inserted = transformed(requests, transform)
+        return job_ids(await self._run(lambda e: e.insert(inserted, conn=conn, now=now), conn))
 
     def enqueue_many_sync(
         self,
@@ -482,6 +497,8 @@ class Conveyor:
         conn: Any = None,
         now: datetime | None = None,
     ) -> list[JobId]:
+        # The hooks read the caller's context here, in its thread (the call may go on elsewhere).
+        transform = self._enqueue_transform()
         inline = effective_mode(self.testing) == "inline"
         # Steps grafted onto a stored workflow need the async path (it reads the stored steps), so
         # they keep the app's own connection rather than the default one.
@@ -499,9 +516,41 @@ class Conveyor:
                         "conn", conn, "steps added to a stored workflow need the async enqueue_many"
                     )
                 steps, hold = requests.requests()
+                steps = list(transformed(steps, transform))
                 return job_ids(engine.insert_sync(steps, conn=conn, now=now, hold=hold))
-            return job_ids(engine.insert_sync(requests, conn=conn, now=now))
-        return self._call_blocking(self.enqueue_many, requests, now=now)
+            return job_ids(engine.insert_sync(transformed(requests, transform), conn=conn, now=now))
+        return self._call_blocking(self._enqueue_many, requests, None, now, transform)
+
+    def before_enqueue(self, hook: EnqueueHook) -> Callable[[], None]:
+        """Let ``hook`` change the requests of every enqueue (single, bulk, workflow, unique, inline):
+        called once per call, in the caller's context, before the insert, it returns a function
+        applied to each request (``JobRequest.with_meta`` is the cheap way to add a meta key), or
+        None to leave them as they are. Hooks apply in the order they were added. Returns a function
+        that removes the hook."""
+        if not callable(hook):
+            raise ValidationError("hook", hook, "must be callable as hook() -> transform or None")
+        self._enqueue_hooks = (*self._enqueue_hooks, hook)
+
+        def remove() -> None:
+            self._enqueue_hooks = tuple(h for h in self._enqueue_hooks if h is not hook)
+
+        return remove
+
+    def _enqueue_transform(self) -> RequestTransform | None:
+        """What the enqueue hooks make of this call's requests (None: nothing, the common case)."""
+        hooks = self._enqueue_hooks
+        if not hooks:
+            return None
+        transforms = [transform for hook in hooks if (transform := hook()) is not None]
+        if len(transforms) <= 1:
+            return transforms[0] if transforms else None
+
+        def chained(request: JobRequest) -> JobRequest:
+            for transform in transforms:
+                request = transform(request)
+            return request
+
+        return chained
 
     # -- workflows ---------------------------------------------------------------------------
     async def extend_workflow(self, workflow_id: str) -> Workflow:
@@ -732,6 +781,22 @@ class Conveyor:
 
     prune_sync = blocking_twin(prune)
     count_prunable_sync = blocking_twin(count_prunable)
+
+
+#: Changes one request before it is inserted (see ``Conveyor.before_enqueue``).
+RequestTransform = Callable[[JobRequest], JobRequest]
+#: Called once per enqueue call, in the caller's context: the transform of its requests, or None.
+EnqueueHook = Callable[[], RequestTransform | None]
+
+
+def transformed(requests: Iterable[JobRequest], transform: RequestTransform | None) -> Iterable[JobRequest]:
+    """The requests as the hooks made them: a list stays a list (the engines' quick path for small
+    batches), any other iterable is transformed as the insert streams it."""
+    if transform is None:
+        return requests
+    if isinstance(requests, list | tuple):
+        return [transform(request) for request in requests]
+    return map(transform, requests)
 
 
 def _close_at_exit(ref: weakref.ref[Conveyor]) -> None:

@@ -78,6 +78,15 @@ APP_CHOSEN = {"dsn": "--dsn", "prefix": "--prefix", "config_file": "--config"}
     default=None,
     help="text, or json: one JSON object per line (or $CONVEYOR_LOG_FORMAT; default: text).",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics (needs conveyor[prometheus]).",
+)
+@click.option(
+    "--metrics-host", default="127.0.0.1", show_default=True, help="Address the metrics endpoint listens on."
+)
 def start(
     app_ref: str | None,
     dsn: str | None,
@@ -91,6 +100,8 @@ def start(
     config_file: str | None,
     log_level: str | None,
     log_format: str | None,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run a node: fetch and execute jobs of the given queues until stopped."""
     if "" not in sys.path:
@@ -129,7 +140,29 @@ def start(
         except (Exception, SystemExit) as exc:
             detail = f": {one_line(str(exc))}" if str(exc) else ""
             raise click.ClickException(f"cannot import {module!r}: {type(exc).__name__}{detail}") from None
-    asyncio.run(run_node(app))
+    server = None if metrics_port is None else serve_metrics(app, metrics_host, metrics_port)
+    try:
+        asyncio.run(run_node(app))
+    finally:
+        if server is not None:
+            server.shutdown()
+
+
+def serve_metrics(app: Conveyor, host: str, port: int) -> Any:
+    """Start the app's Prometheus endpoint; a missing extra or a taken port is one clear line."""
+    try:
+        from conveyor.contrib.prometheus import metrics
+    except ImportError as exc:
+        raise click.ClickException(
+            f"--metrics-port needs prometheus_client ({exc}): pip install 'conveyor[prometheus]'"
+        ) from None
+    try:
+        server = metrics(app).serve(port, host)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise click.ClickException(f"--metrics-port: cannot listen on {host}:{port}: {reason}") from None
+    click.echo(f"metrics at http://{host}:{server.server_port}/metrics", err=True)
+    return server
 
 
 def _user_app(
