@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from conveyor.cli.common import SchemaState, describe, inspect_database, run_blocking
+from conveyor.cli.dashboard import dashboard
 from conveyor.cli.fleet import pause, queues, resume, scale, stop
 from conveyor.cli.jobs import cancel, delete, job_detail, jobs, retry, signal_job, wait_job
 from conveyor.cli.start import start
@@ -155,5 +156,6 @@ for command in (
     delete,
     signal_job,
     wait_job,
+    dashboard,
 ):
     main.add_command(command)

@@ -16,7 +16,7 @@ from conveyor.errors import ValidationError
 from conveyor.filters import JobFilter
 from conveyor.job import CANCELLABLE_STATES, RETRYABLE_STATES, JobState
 from conveyor.web.dashboard import counts
-from conveyor.web.dashboard.context import Dashboard, dashboard_of, render
+from conveyor.web.dashboard.context import Dashboard, dashboard_of, render, route_path
 from conveyor.web.dashboard.querying import parse_ids, parse_query
 from conveyor.web.dashboard.security import SESSION_COOKIE, cookie_path, csrf_ok, first, read_form
 
@@ -104,7 +104,7 @@ async def job_action(request: Request) -> Response:
         return PlainTextResponse("no job picked", status_code=400)
     criteria = JobFilter(ids=tuple(ids)) if picked else query.criteria(paged=False)
     target = _eligible(criteria, action)
-    jobs_page = str(request.url_for("jobs").path)
+    jobs_page = route_path(request, "jobs")
     if first(form, "confirmed") != "yes":
         matching = (
             counts.Matching(0) if target is None else await counts.count_matching(dash.conveyor, target)
@@ -151,13 +151,13 @@ async def queue_action(request: Request) -> Response:
         await dash.conveyor.pause_queue(queue, persist=persist)
     else:
         await dash.conveyor.resume_queue(queue, persist=persist)
-    return back_to(request, form, str(request.url_for("overview").path), done=action, queue=queue)
+    return back_to(request, form, route_path(request, "overview"), done=action, queue=queue)
 
 
 async def login_page(request: Request) -> Response:
     dash = dashboard_of(request)
     if dash.access.token is None:
-        return RedirectResponse(str(request.url_for("overview").path), status_code=303)
+        return RedirectResponse(route_path(request, "overview"), status_code=303)
     return render(dash, request, "login.html", {"page": "login", "failed": False})
 
 
@@ -169,7 +169,7 @@ async def login(request: Request) -> Response:
     presented = str(first(form, "token", ""))
     if dash.access.token is None or not dash.access.token_matches(presented):
         return render(dash, request, "login.html", {"page": "login", "failed": True}, status=401)
-    response = RedirectResponse(str(request.url_for("overview").path), status_code=303)
+    response = RedirectResponse(route_path(request, "overview"), status_code=303)
     response.set_cookie(
         SESSION_COOKIE,
         dash.access.session_value(),
@@ -186,6 +186,6 @@ async def logout(request: Request) -> Response:
     form = await _accepted(dash, request, action=False)
     if isinstance(form, Response):
         return form
-    response = RedirectResponse(str(request.url_for("login_page").path), status_code=303)
+    response = RedirectResponse(route_path(request, "login_page"), status_code=303)
     response.delete_cookie(SESSION_COOKIE, path=cookie_path(request))
     return response

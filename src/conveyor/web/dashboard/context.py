@@ -100,11 +100,17 @@ def ago(value: datetime | None, now: datetime | None = None) -> str:
     return f"{text} ago" if seconds >= 0 else f"in {text}"
 
 
+def route_path(request: Request, name: str, /, **params: Any) -> str:
+    """The path of a route of this dashboard, behind the prefix it is mounted at. Found in the
+    dashboard's own routes (an outer router may have named the mount anything) and prefixed with the
+    request's ``root_path`` (set by ``Mount``, an ASGI server's ``--root-path``, or a dispatcher)."""
+    found = request.app.url_path_for(name, **{k: str(v) for k, v in params.items()})
+    return f"{request.scope.get('root_path', '')}{found}"
+
+
 @jinja2.pass_context
 def path_for(context: Mapping[str, Any], name: str, /, **params: Any) -> str:
-    """The path of a route of this dashboard, with its mount prefix."""
-    request: Request = context["request"]
-    return str(request.url_for(name, **{k: str(v) for k, v in params.items()}).path)
+    return route_path(context["request"], name, **params)
 
 
 def render(

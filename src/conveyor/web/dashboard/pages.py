@@ -15,7 +15,7 @@ from conveyor.job import CANCELLABLE_STATES, RETRYABLE_STATES, Job, JobState
 from conveyor.recorded import UnreadableResultError, decode_result
 from conveyor.web.dashboard import counts
 from conveyor.web.dashboard.charts import bar_chart
-from conveyor.web.dashboard.context import dashboard_of, render
+from conveyor.web.dashboard.context import dashboard_of, render, route_path
 from conveyor.web.dashboard.graph import workflow_svg
 from conveyor.web.dashboard.querying import PAGE_SIZES, parse_query
 from conveyor.web.dashboard.schedule import CronRow, next_run
@@ -167,7 +167,7 @@ async def _workflow(conveyor: Any, found: Job, request: Request) -> tuple[Workfl
         status: WorkflowStatus = await conveyor.workflow_status(workflow_id)
     except ValidationError:
         return None, None
-    graph = workflow_svg(status.steps, lambda job_id: str(request.url_for("job", job_id=str(job_id)).path))
+    graph = workflow_svg(status.steps, lambda job_id: route_path(request, "job", job_id=job_id))
     return status, graph
 
 
