@@ -70,7 +70,7 @@ def back_to(request: Request, form: Mapping[str, list[str]], fallback: str, **do
     """A 303 to the page the action came from, telling what was done."""
     parts = urlsplit(safe_next(request, form, fallback))
     path, query = parts.path, parts.query
-    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k not in ("done", "n", "queue")]
+    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k not in ("done", "n", "subject")]
     kept += list(done.items())
     return RedirectResponse(f"{path}?{urlencode(kept)}", status_code=303)
 
@@ -151,7 +151,7 @@ async def queue_action(request: Request) -> Response:
         await dash.conveyor.pause_queue(queue, persist=persist)
     else:
         await dash.conveyor.resume_queue(queue, persist=persist)
-    return back_to(request, form, route_path(request, "overview"), done=action, queue=queue)
+    return back_to(request, form, route_path(request, "overview"), done=action, subject=queue)
 
 
 async def login_page(request: Request) -> Response:

@@ -28,9 +28,9 @@ NOTICES = {
     "cancel": "Cancelled {n} job(s).",
     "retry": "Retried {n} job(s).",
     "delete": "Deleted {n} job(s).",
-    "pause": "Pause sent for queue {queue}.",
-    "resume": "Resume sent for queue {queue}.",
-    "scale": "Scale sent for queue {queue}.",
+    "pause": "Pause sent for queue {subject}.",
+    "resume": "Resume sent for queue {subject}.",
+    "scale": "Scale sent for queue {subject}.",
 }
 
 
@@ -128,9 +128,9 @@ def render(
     notice = None
     if done in NOTICES:
         n = request.query_params.get("n", "0")
-        queue = request.query_params.get("queue", "")
-        queue = queue if QUEUE_PATTERN.fullmatch(queue) else "?"
-        notice = NOTICES[done].format(n=n if n.isdigit() else "0", queue=queue)
+        subject = request.query_params.get("subject", "")
+        subject = subject if QUEUE_PATTERN.fullmatch(subject) else "?"
+        notice = NOTICES[done].format(n=n if n.isdigit() else "0", subject=subject)
     response = dash.templates.TemplateResponse(
         request,
         template,

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -235,8 +236,11 @@ class Guard:
                     status_code=403,
                 )
             return None
-        if await self.access.admits(request):
-            return None
+        try:
+            if await self.access.admits(request):
+                return None
+        except HTTPException as exc:  # the hook's own answer (a redirect to a login, a 401...)
+            return PlainTextResponse(str(exc.detail), status_code=exc.status_code, headers=exc.headers)
         base = scope.get("root_path", "")
         return self.access.refusal(request, f"{base}{self.login}")
 
