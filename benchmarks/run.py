@@ -31,6 +31,8 @@ from runtime import (
     workflow_fanout,
 )
 
+from dashboard import dashboard
+
 #: Every scenario, by the name the command line uses. Order is the order ``all`` runs them in.
 SCENARIOS: dict[str, Scenario] = {
     "insert-bulk": insert_bulk,
@@ -49,6 +51,7 @@ SCENARIOS: dict[str, Scenario] = {
     "workflow-fanout": workflow_fanout,
     "relay": relay,
     "wait-many": wait_many,
+    "dashboard": dashboard,
 }
 #: Engines the scenarios can run on (``common.fresh_app`` opens them).
 ENGINES = ("postgres", "sqlite")
