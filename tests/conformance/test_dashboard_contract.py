@@ -336,6 +336,23 @@ async def test_mounted_under_a_prefix(conveyor: Conveyor) -> None:
         assert moved.headers["location"] == "/ops/queue/jobs?done=cancel&n=1"
         assert (await client.get("/ops/queue/static/dashboard.js")).status_code == 200
 
+    # A plain ASGI dispatcher that passes the prefix as root_path (as the guide's Django asgi.py does).
+    dashboard = dashboard_app(conveyor, basic_auth=("ops", "pw"))
+
+    async def dispatcher(scope, receive, send):  # type: ignore[no-untyped-def]
+        if scope["type"] == "http" and scope["path"].startswith("/jobs/"):
+            await dashboard(dict(scope, root_path="/jobs"), receive, send)
+        else:
+            await send({"type": "http.response.start", "status": 404, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+
+    async with browser_like(dispatcher, auth=("ops", "pw")) as client:
+        page = await client.get("/jobs/jobs")
+        assert page.status_code == 200
+        assert f'href="/jobs/jobs/{job_id}"' in page.text and 'href="/jobs/static/dashboard.css"' in page.text
+        assert (await client.get("/jobs/static/dashboard.css", auth=None)).status_code == 200
+        assert (await client.get("/jobs/jobs", auth=None)).status_code == 401
+
 
 async def test_cron_page_lists_entries_with_next_run(conveyor: Conveyor) -> None:
     entry = CronEntry.build("*/15 * * * *", "app.report", {"kind": "<b>daily</b>"}, name="report-<i>")

@@ -141,16 +141,15 @@ async def queue_action(request: Request) -> Response:
         opt.check_queue(queue)
     except ValidationError as exc:
         return PlainTextResponse(str(exc), status_code=400)
-    persist = first(form, "persist") == "yes"
     if action == "scale":
         raw = str(first(form, "limit", "")).strip()
         if not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
             return PlainTextResponse(f"limit must be a whole number from 1 to {MAX_LIMIT}", status_code=400)
-        await dash.conveyor.scale_queue(queue, int(raw), persist=persist)
+        await dash.conveyor.scale_queue(queue, int(raw))
     elif action == "pause":
-        await dash.conveyor.pause_queue(queue, persist=persist)
+        await dash.conveyor.pause_queue(queue)
     else:
-        await dash.conveyor.resume_queue(queue, persist=persist)
+        await dash.conveyor.resume_queue(queue)
     return back_to(request, form, route_path(request, "overview"), done=action, subject=queue)
 
 

@@ -218,8 +218,7 @@ class Guard:
             await send(message)
 
         request = Request(scope, receive)
-        route_path = scope["path"][len(scope.get("root_path", "")) :] or "/"
-        if not route_path.startswith(self.open_paths):
+        if not route_path(scope).startswith(self.open_paths):
             refused = await self._refusal(request, scope)
             if refused is not None:
                 await refused(scope, receive, send_with_headers)
@@ -243,6 +242,15 @@ class Guard:
             return PlainTextResponse(str(exc.detail), status_code=exc.status_code, headers=exc.headers)
         base = scope.get("root_path", "")
         return self.access.refusal(request, f"{base}{self.login}")
+
+
+def route_path(scope: Scope) -> str:
+    """The request's path within the dashboard: without the ``root_path`` it is mounted at, which
+    servers and dispatchers may or may not have left in ``path``."""
+    path, root = scope["path"], scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] in ("", "/"):
+        return path[len(root) :] or "/"
+    return path
 
 
 def csrf_cookie(request: Request) -> tuple[str, bool]:
