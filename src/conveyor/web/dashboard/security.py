@@ -247,7 +247,8 @@ class Guard:
 def route_path(scope: Scope) -> str:
     """The request's path within the dashboard: without the ``root_path`` it is mounted at, which
     servers and dispatchers may or may not have left in ``path``."""
-    path, root = scope["path"], scope.get("root_path", "")
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
     if root and path.startswith(root) and path[len(root) : len(root) + 1] in ("", "/"):
         return path[len(root) :] or "/"
     return path
