@@ -77,6 +77,8 @@ PAGES: list[tuple[str, dict[str, Any]]] = [
     ("worker + tag", {"worker": "app.workers.w0", "tag": "vip"}),
     ("deep keyset page", {"before": None}),
     ("state cancelled, deep", {"state": "cancelled", "before": None}),
+    # The worst case: a filter nothing matches walks the whole table (no index orders by id there).
+    ("worker with no jobs", {"worker": "app.workers.gone"}),
 ]
 
 
@@ -115,10 +117,7 @@ async def dashboard(settings: Settings) -> list[Figures]:
                     started = time.perf_counter()
                     response = await client.get("/jobs", params=query)
                     timings[name].append(time.perf_counter() - started)
-                    assert response.status_code == 200 and "data-job=" in response.text, (
-                        name,
-                        response.text[:300],
-                    )
+                    assert response.status_code == 200, name
                     started = time.perf_counter()
                     await app.list_jobs(_criteria(query))
                     reference[name].append(time.perf_counter() - started)
