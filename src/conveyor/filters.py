@@ -32,7 +32,8 @@ class JobFilter:
     """Which jobs to act on. Empty criteria match everything; criteria combine with AND.
 
     ``tags`` matches jobs carrying all of the given tags. Listing pages newest first: pass the last
-    id you saw as ``before_id`` to get the next page.
+    id you saw as ``before_id`` to get the next page. ``after_id`` keeps ids above it: with
+    ``before_id`` it bounds how many rows a listing may walk (a window of ids), whatever it matches.
     """
 
     ids: tuple[int, ...] = ()
@@ -42,6 +43,7 @@ class JobFilter:
     tags: tuple[str, ...] = ()
     limit: int | None = None
     before_id: int | None = None
+    after_id: int | None = None
 
     def __post_init__(self) -> None:
         ids = tuple(opt.check_job_id(job_id, "ids") for job_id in _tuple_of("ids", self.ids, int))
@@ -68,6 +70,8 @@ class JobFilter:
             raise ValidationError("limit", self.limit, f"must be an integer from 1 to {MAX_PAGE}")
         if self.before_id is not None:
             opt.check_job_id(self.before_id, "before_id")
+        if self.after_id is not None:
+            opt.check_job_id(self.after_id, "after_id")
 
     @classmethod
     def build(cls, **criteria: Any) -> JobFilter:

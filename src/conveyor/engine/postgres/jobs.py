@@ -23,6 +23,7 @@ class PostgresJobs(PostgresWorkflows):
             "workers": list(criteria.workers) or None,
             "tags": list(criteria.tags) or None,
             "before_id": criteria.before_id,
+            "after_id": criteria.after_id,
             "limit": criteria.limit,
         }
 

@@ -19,7 +19,9 @@ from conveyor.filters import JobFilter
 from conveyor.job import Job
 
 #: The filter fragments, in the order they are combined with AND, by JobFilter field.
-FILTER_PARTS = ("ids", "states", "queues", "workers", "tags", "before_id")
+FILTER_PARTS = ("ids", "states", "queues", "workers", "tags", "before_id", "after_id")
+#: Parts bound as plain integers; the others as JSON arrays.
+ID_PARTS = ("before_id", "after_id")
 DEFAULT_LIST_LIMIT = 100
 
 T = TypeVar("T")
@@ -34,10 +36,11 @@ def _filter(criteria: JobFilter) -> tuple[str, dict[str, Any]]:
         "workers": list(criteria.workers),
         "tags": list(criteria.tags),
         "before_id": criteria.before_id,
+        "after_id": criteria.after_id,
     }
     used = tuple(name for name in FILTER_PARTS if values[name] not in (None, []))
     params: dict[str, Any] = {
-        name: orjson.dumps(values[name]).decode() if name != "before_id" else values[name] for name in used
+        name: values[name] if name in ID_PARTS else orjson.dumps(values[name]).decode() for name in used
     }
     return _condition(used), params
 
