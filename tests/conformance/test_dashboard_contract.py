@@ -20,7 +20,7 @@ from conveyor.cron import CronEntry
 from conveyor.engine.base import Engine
 from conveyor.job import JobState
 from conveyor.testing import drain_queue
-from conveyor.web.dashboard import dashboard_app
+from conveyor.web.dashboard import dashboard_app, pages
 from tests.dashboard import dash_jobs
 from tests.dashboard.client import act, browser_like, csrf_of, token_for
 
@@ -79,6 +79,28 @@ async def test_pages_filters_and_keyset_paging(conveyor: Conveyor) -> None:
 
         assert (await client.get("/jobs/999999")).status_code == 404
         assert (await client.get("/jobs/abc")).status_code == 400
+
+
+async def test_a_filtered_page_looks_through_a_bounded_window_of_ids(
+    conveyor: Conveyor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pages, "SCAN_WINDOW", 10)
+    ids = await conveyor.enqueue_many(
+        [JobRequest(worker="app.x", args={}, queue="rare" if i in (1, 24) else "common") for i in range(30)]
+    )
+    async with browser_like(dashboard_app(conveyor)) as client:
+        page = (await client.get("/jobs", params={"queue": "rare"})).text
+        assert [i for i, _ in rows(page)] == [ids[24]]
+        link = re.search(r'href="(/jobs\?[^"]+)" data-search-older', page)
+        assert link is not None and "Looked through jobs" in page
+        page = (await client.get(html.unescape(link.group(1)))).text
+        assert rows(page) == [] and "none matches" in page
+        link = re.search(r'href="(/jobs\?[^"]+)" data-search-older', page)
+        assert link is not None
+        page = (await client.get(html.unescape(link.group(1)))).text
+        assert [i for i, _ in rows(page)] == [ids[1]] and "data-search-older" not in page
+        everything = (await client.get("/jobs", params={"limit": 100})).text  # no filter: no window
+        assert len(rows(everything)) == 30 and "data-search-older" not in everything
 
 
 async def test_job_detail_shows_result_progress_errors_and_workflow(conveyor: Conveyor) -> None:

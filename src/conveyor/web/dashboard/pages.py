@@ -10,6 +10,7 @@ from starlette.responses import Response
 
 from conveyor import _options as opt
 from conveyor.errors import ValidationError
+from conveyor.filters import JobFilter
 from conveyor.fleet import QueueInfo
 from conveyor.job import CANCELLABLE_STATES, RETRYABLE_STATES, Job, JobState
 from conveyor.recorded import UnreadableResultError, decode_result
@@ -17,11 +18,14 @@ from conveyor.web.dashboard import counts
 from conveyor.web.dashboard.charts import bar_chart
 from conveyor.web.dashboard.context import dashboard_of, render, route_path
 from conveyor.web.dashboard.graph import workflow_svg
-from conveyor.web.dashboard.querying import PAGE_SIZES, parse_query
+from conveyor.web.dashboard.querying import PAGE_SIZES, JobQuery, parse_query
 from conveyor.web.dashboard.schedule import CronRow, next_run
 from conveyor.workflow import WorkflowStatus
 
 STATES = [state.value for state in JobState]
+#: How many ids a filtered jobs page looks through at most: a filter that matches few jobs must
+#: not walk a table of millions to fill a page (the page offers to search the ids below instead).
+SCAN_WINDOW = 100_000
 
 
 async def overview(request: Request) -> Response:
@@ -66,6 +70,21 @@ async def overview(request: Request) -> Response:
     )
 
 
+async def _window(conveyor: Any, query: JobQuery) -> tuple[int, int] | None:
+    """The ids (above the first, below the second) a filtered page looks through, or None when it
+    may look through them all (no filter, or fewer ids than the window below the page)."""
+    if not query.filtered:
+        return None
+    top = query.before
+    if top is None:
+        newest = await conveyor.list_jobs(JobFilter(limit=1))
+        if not newest:
+            return None
+        top = newest[0].id + 1
+    floor = top - SCAN_WINDOW - 1
+    return (floor, top) if floor > 0 else None
+
+
 def _rate(failed: int, completed: int) -> float:
     done = failed + completed
     return 100.0 * failed / done if done else 0.0
@@ -74,8 +93,12 @@ def _rate(failed: int, completed: int) -> float:
 async def jobs(request: Request) -> Response:
     dash = dashboard_of(request)
     query = parse_query({k: request.query_params.getlist(k) for k in request.query_params})
-    found = await dash.conveyor.list_jobs(query.criteria())
+    window = await _window(dash.conveyor, query)
+    found = await dash.conveyor.list_jobs(query.criteria(after=window[0] if window else None))
     older = query.link(before=found[-1].id) if len(found) == query.limit else None
+    search_older = None
+    if window is not None and older is None:
+        search_older = query.link(before=window[0] + 1)
     return render(
         dash,
         request,
@@ -87,6 +110,8 @@ async def jobs(request: Request) -> Response:
             "states": STATES,
             "page_sizes": PAGE_SIZES,
             "older": older,
+            "window": window,
+            "search_older": search_older,
             "newest": query.link(before=None) if query.before is not None else None,
             "queues": sorted({q.queue for q in await dash.conveyor.queues()} | set(query.queues)),
             "filter_params": query.params(paged=False),

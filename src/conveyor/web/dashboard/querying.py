@@ -41,8 +41,9 @@ class JobQuery:
     def filtered(self) -> bool:
         return bool(self.states or self.queues or self.workers or self.tags)
 
-    def criteria(self, *, paged: bool = True) -> JobFilter:
-        """The filter to list a page (``paged``) or to act on every matching job."""
+    def criteria(self, *, paged: bool = True, after: int | None = None) -> JobFilter:
+        """The filter to list a page (``paged``; ids above ``after`` only) or to act on every
+        matching job."""
         return JobFilter(
             states=tuple(JobState(s) for s in self.states),
             queues=self.queues,
@@ -50,6 +51,7 @@ class JobQuery:
             tags=self.tags,
             limit=self.limit if paged else None,
             before_id=self.before if paged else None,
+            after_id=after if paged else None,
         )
 
     def params(self, *, paged: bool = True) -> list[tuple[str, str]]:
