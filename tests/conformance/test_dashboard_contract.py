@@ -98,7 +98,8 @@ async def test_a_filtered_page_looks_through_a_bounded_window_of_ids(
         link = re.search(r'href="(/jobs\?[^"]+)" data-search-older', page)
         assert link is not None
         page = (await client.get(html.unescape(link.group(1)))).text
-        assert [i for i, _ in rows(page)] == [ids[1]] and "data-search-older" not in page
+        # (Older windows may still be offered: a reused schema's ids start above 1.)
+        assert [i for i, _ in rows(page)] == [ids[1]]
         everything = (await client.get("/jobs", params={"limit": 100})).text  # no filter: no window
         assert len(rows(everything)) == 30 and "data-search-older" not in everything
 
