@@ -15,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from conveyor import Conveyor, JobState
+from conveyor import Conveyor, JobRequest, JobState
 from conveyor.errors import ConveyorError
 from tests.conformance import api_jobs
 from tests.conftest import DSN
@@ -132,3 +132,50 @@ def test_a_script_runs_on_several_loops_and_exits_cleanly(engine: str, tmp_path:
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "2", "3"]
     assert "Task was destroyed" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+
+
+def test_a_call_waiting_on_the_portal_fails_when_the_portal_stops() -> None:
+    """A thread job enqueueing through ``*_sync`` while its app closes must not wait for ever (it
+    held the interpreter at exit)."""
+    from conveyor._portal import Portal
+
+    portal = Portal("test-portal")
+    started = threading.Event()
+    outcome: list[BaseException | None] = []
+
+    async def never() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    def caller() -> None:
+        try:
+            portal.call(never)
+        except BaseException as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    thread = threading.Thread(target=caller)
+    thread.start()
+    assert started.wait(5)
+    portal.stop()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert isinstance(outcome[0], ConveyorError)
+    assert "closed while this call ran" in str(outcome[0])
+
+
+async def test_sync_twins_of_an_app_given_an_engine_run_on_the_engines_loop(tmp_path: Path) -> None:
+    """An engine handed in is bound to the loop that opened it: a blocking call from another thread
+    runs there (using it from the portal's loop too mixed two loops in one pool and hung)."""
+    from conveyor.engine.sqlite import SqliteEngine
+
+    engine = SqliteEngine(str(tmp_path / "given.db"))
+    app = Conveyor(engine=engine)
+    await app.install()
+    try:
+        ids = await asyncio.to_thread(lambda: [app.enqueue_sync(JobRequest("a.B")) for _ in range(3)])
+        assert len(await app.list_jobs()) == 3 == len(set(ids))
+    finally:
+        await app.close()
+        await engine.close()

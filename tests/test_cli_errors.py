@@ -95,6 +95,7 @@ SUBCOMMANDS = {
     "cancel": ["cancel", "1"],
     "retry": ["retry", "1"],
     "delete": ["delete", "1"],
+    "prune": ["prune", "--dry-run"],
 }
 
 

@@ -29,7 +29,8 @@ from conveyor._runtime.duties import CronScheduler, Pruner
 from conveyor._runtime.leadership import Leadership
 from conveyor.cron import CronEntry, CronExpression
 from conveyor.engine.postgres import PostgresEngine
-from conveyor.fleet import CronTick, ProducerBeat
+from conveyor.fleet import OWN_PRODUCER, CronTick, ProducerBeat
+from conveyor.retention import Pruned, Retention
 from conveyor.telemetry import Telemetry
 from tests import cluster_jobs as jobs
 from tests.helpers import make_app
@@ -616,14 +617,10 @@ class TimedEngine(PostgresEngine):
         #: When (time.monotonic) each batch finished.
         self.finished: list[float] = []
 
-    async def prune_jobs(
-        self, *, max_age: float, limit: int, keep_per_queue: int | None = None, now: datetime | None = None
-    ) -> int:
+    async def prune_jobs(self, retention: Retention, *, limit: int, now: datetime | None = None) -> Pruned:
         started = time.perf_counter()
-        deleted = await super().prune_jobs(
-            max_age=max_age, limit=limit, keep_per_queue=keep_per_queue, now=now
-        )
-        self.batches.append((time.perf_counter() - started, deleted))
+        deleted = await super().prune_jobs(retention, limit=limit, now=now)
+        self.batches.append((time.perf_counter() - started, deleted.count))
         self.finished.append(time.monotonic())
         return deleted
 
@@ -664,9 +661,7 @@ async def test_pruning_a_million_old_jobs_in_short_batches_while_a_node_drains(
     telemetry.attach(pruned, "pruner.")
     leadership = Leadership(timed, telemetry, name=INSTANCE, node="pruner", ttl=30.0)
     leadership.is_leader = True
-    pruner = Pruner(
-        timed, telemetry, leadership, interval=60.0, max_age=86400.0, limit=10_000, keep_per_queue=None
-    )
+    pruner = Pruner(timed, telemetry, leadership, interval=60.0, retention=Retention(), limit=10_000)
     drainer = make_app(dsn, prefix, node="drainer", leadership=False, queues={"default": 20})
     try:
         await drainer.start()
@@ -708,7 +703,9 @@ async def test_pruning_a_million_old_jobs_in_short_batches_while_a_node_drains(
     assert overlapping >= 10, f"only {overlapping} prune batches ran while the node drained"
     assert sum(n for _, n in timed.batches) == OLD_JOBS
     assert all(n == 10_000 for _, n in timed.batches[:-1])
-    assert pruned.named("pruner.pruned") == [{"count": OLD_JOBS}]
+    assert pruned.named("pruner.pruned") == [
+        {"count": OLD_JOBS, "completed": OLD_JOBS, "cancelled": 0, "discarded": 0}
+    ]
     assert max(times) < 2.0, sorted(times)[-5:]
     counts = dict(await query(engine, "SELECT queue || ':' || state::text, count(*) FROM {jobs} GROUP BY 1"))
     assert counts == {"default:completed": FRESH_JOBS, "young:completed": 1000}, counts
@@ -722,7 +719,10 @@ async def test_duties_emit_their_events(dsn: str, prefix: str, engine: PostgresE
     claimed = await engine.fetch_jobs("orphans", 2, node="gone", producer=dead)
     assert sorted(j.id for j in claimed) == orphans
     await engine.record_producers(
-        INSTANCE, "gone", [ProducerBeat(dead, "orphans", {})], now=datetime.now(UTC) - timedelta(minutes=1)
+        INSTANCE,
+        "gone",
+        [ProducerBeat(dead, "orphans", OWN_PRODUCER)],
+        now=datetime.now(UTC) - timedelta(minutes=1),
     )
     await query(
         engine,
@@ -750,7 +750,8 @@ async def test_duties_emit_their_events(dsn: str, prefix: str, engine: PostgresE
         rescued = await events.wait("lifeline.rescued")
         assert rescued[0]["count"] == 2
         assert sorted(rescued[0]["available"]) == orphans and rescued[0]["discarded"] == ()
-        assert (await events.wait("pruner.pruned")) == [{"count": 3}]
+        pruned = [{"count": 3, "completed": 3, "cancelled": 0, "discarded": 0}]
+        assert (await events.wait("pruner.pruned")) == pruned
         inserted = await events.wait("cron.inserted")
         assert inserted[0]["count"] == len(inserted[0]["job_ids"]) == 1
         (cron_job,) = inserted[0]["job_ids"]

@@ -249,6 +249,14 @@ def test_fleet_limits(any_prefix: str, tmp_path: Path) -> None:
     assert int(match[1]) == 2 and 1 <= int(match[2]) <= 10
 
 
+def test_retention(any_prefix: str, tmp_path: Path) -> None:
+    out = run_example("retention.py", any_prefix, tmp_path)
+    assert "after 0:00:00: 2 to prune {'completed': 2, 'cancelled': 0, 'discarded': 0}" in out
+    assert "after 2:00:00: 4 to prune" in out and "after 2 days, 0:00:00: 6 to prune" in out
+    assert "after 31 days, 0:00:00: 8 to prune {'completed': 6, 'cancelled': 0, 'discarded': 2}" in out
+    assert "pruned 6; kept 2 charge_card, 3 send_newsletter" in out
+
+
 def test_workflow_pipeline(any_prefix: str, tmp_path: Path) -> None:
     out = run_example("workflow_pipeline.py", any_prefix, tmp_path)
     assert "workflow: 9 completed" in out

@@ -14,6 +14,7 @@ from conveyor.errors import (
     JobEndedError,
     JobFailedError,
     JobNotFoundError,
+    NodeNotFoundError,
     SchemaError,
     SignalTimeoutError,
     UnknownOptionError,
@@ -29,6 +30,7 @@ from conveyor.outcomes import Cancel, Discard, Record, Snooze
 from conveyor.progress import progress, progress_sync
 from conveyor.queue_settings import QueueSettings
 from conveyor.request import JobRequest
+from conveyor.retention import Pruned, PruneRule, Retention
 from conveyor.settings import Settings
 from conveyor.unique import Unique
 from conveyor.workflow import Workflow, WorkflowStatus
@@ -57,8 +59,12 @@ __all__ = [
     "JobRequest",
     "JobState",
     "NoCurrentAppError",
+    "NodeNotFoundError",
+    "PruneRule",
+    "Pruned",
     "QueueSettings",
     "Record",
+    "Retention",
     "SchemaError",
     "Settings",
     "SignalTimeoutError",

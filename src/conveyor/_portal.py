@@ -7,9 +7,12 @@ from plain scripts, threads, and even from inside another running event loop.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
+
+from conveyor.errors import ConveyorError
 
 T = TypeVar("T")
 
@@ -22,6 +25,8 @@ class Portal:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        #: Calls under way: a stop fails them, so that no caller waits for ever on a loop gone.
+        self._pending: set[concurrent.futures.Future[Any]] = set()
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -51,13 +56,26 @@ class Portal:
         async def run() -> T:
             return await fn(*args, **kwargs)
 
-        return asyncio.run_coroutine_threadsafe(run(), loop).result()
+        future = asyncio.run_coroutine_threadsafe(run(), loop)
+        with self._lock:
+            self._pending.add(future)
+        try:
+            return future.result()
+        finally:
+            with self._lock:
+                self._pending.discard(future)
 
     def stop(self) -> None:
         with self._lock:
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
+            pending, self._pending = self._pending, set()
         if loop is not None and thread is not None:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=5)
             loop.close()
+        # A call from another thread (a thread job enqueueing while its app closes) would otherwise
+        # wait for ever, and hold the interpreter at exit: it fails instead.
+        for future in pending:
+            if not future.done():
+                future.set_exception(ConveyorError("the app was closed while this call ran"))

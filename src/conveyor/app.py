@@ -25,6 +25,7 @@ from conveyor._options import check_delay, check_job_id
 from conveyor._portal import Portal
 from conveyor._resolver import Resolver
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
+from conveyor._runtime.duties import prune_all
 from conveyor._runtime.node import Node
 from conveyor._waiters import Waiters
 from conveyor._workflows import (
@@ -48,6 +49,7 @@ from conveyor.job import FINAL_STATES, Job, JobId, JobState, job_ids
 from conveyor.limits import GlobalLimit, RateLimit
 from conveyor.recorded import decode_result
 from conveyor.request import JobRequest
+from conveyor.retention import Pruned, Retention
 from conveyor.settings import load_settings
 from conveyor.telemetry import Telemetry
 from conveyor.testing.execute import run_inline
@@ -59,6 +61,13 @@ P = ParamSpec("P")
 Operation = Callable[[Engine], Awaitable[T]]
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def blocking_twin(
     method: Callable[Concatenate[Conveyor, P], Awaitable[T]],
 ) -> Callable[Concatenate[Conveyor, P], T]:
@@ -66,7 +75,7 @@ def blocking_twin(
     event loop thread), where ``Conveyor._run`` gives it the portal's own engine."""
 
     def twin(self: Conveyor, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        result: T = self._portal.call(method, self, *args, **kwargs)
+        result: T = self._call_blocking(method, self, *args, **kwargs)
         return result
 
     twin.__name__ = f"{method.__name__}_sync"
@@ -290,7 +299,9 @@ class Conveyor:
     # -- fleet control -----------------------------------------------------------------------
     async def pause_queue(self, queue: str, *, node: str | None = None, persist: bool = False) -> None:
         """Pause ``queue`` ("*" for all) on every node, or on ``node``: running jobs finish and are
-        acked, nothing new is fetched. ``persist`` keeps the pause across restarts."""
+        acked, nothing new is fetched. ``persist`` keeps the pause across restarts. A ``node`` is
+        reached whichever runtime runs it (Conveyor or oban-py); one that no live producer row
+        names raises ``NodeNotFoundError`` (nothing is sent). The other queue methods alike."""
         await self._signal("pause", queue, node=node, persist=persist)
 
     async def resume_queue(self, queue: str, *, node: str | None = None, persist: bool = False) -> None:
@@ -380,6 +391,23 @@ class Conveyor:
             return await operation(self._portal_engine)
         return await operation(await self.engine())
 
+    def _call_blocking(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """Run a coroutine of this app from blocking code, and wait for its result.
+
+        Usually on the portal, with an engine of its own. An engine handed in (``engine=``) is one
+        object bound to the loop that opened it, so while that loop runs (a node's, with this call
+        from one of its job threads) the call goes there: used from the portal's loop as well, its
+        pool would mix two loops and hang (a thread job enqueueing on a test's ``engine=`` app)."""
+        home = None if self._owns_engine else self._engine_loop
+        if home is None or not home.is_running() or _running_loop() is home:
+            # (From the home loop itself, waiting on it would deadlock: the portal it is.)
+            return self._portal.call(fn, *args, **kwargs)
+
+        async def run() -> T:
+            return await fn(*args, **kwargs)
+
+        return asyncio.run_coroutine_threadsafe(run(), home).result()
+
     def _statement_engine(self) -> Engine:
         """The app's engine, for operations on a caller's connection (which need no pool)."""
         if self._engine is None:
@@ -452,7 +480,7 @@ class Conveyor:
                 steps, hold = requests.requests()
                 return job_ids(engine.insert_sync(steps, conn=conn, now=now, hold=hold))
             return job_ids(engine.insert_sync(requests, conn=conn, now=now))
-        return self._portal.call(self.enqueue_many, requests, now=now)
+        return self._call_blocking(self.enqueue_many, requests, now=now)
 
     # -- workflows ---------------------------------------------------------------------------
     async def extend_workflow(self, workflow_id: str) -> Workflow:
@@ -473,7 +501,7 @@ class Conveyor:
     def dependency_results_sync(self) -> dict[str, Any]:
         """``dependency_results`` for a blocking (thread) step."""
         workflow_id, deps = _step_of_current_job()  # read here: the job's context is this thread's
-        results = self._portal.call(self.workflow_status, workflow_id).results
+        results = self._call_blocking(self.workflow_status, workflow_id).results
         return {name: results[name] for name in deps if name in results}
 
     async def cancel_workflow(self, workflow_id: str) -> list[int]:
@@ -622,6 +650,34 @@ class Conveyor:
 
     delete_job_sync = blocking_twin(delete_job)
 
+    # -- retention ---------------------------------------------------------------------------
+    async def prune(
+        self,
+        retention: Retention | None = None,
+        *,
+        now: datetime | None = None,
+        on_batch: Callable[[Pruned], None] | None = None,
+    ) -> Pruned:
+        """Delete the final jobs ``retention`` (default: the settings' rules, ``prune_max_age``,
+        ``prune_keep_per_queue`` and ``prune_max_rows``) lets go, now, in batches of
+        ``prune_limit``; return how many went, by state. ``on_batch`` sees the running total after
+        each batch (from the portal's thread in ``prune_sync``)."""
+        policy = self.settings.retention if retention is None else _retention(retention)
+        limit = self.settings.prune_limit
+        moment = self.clock.database_now() if now is None else now
+        return await self._run(lambda e: prune_all(e, policy, limit=limit, now=moment, on_batch=on_batch))
+
+    async def count_prunable(
+        self, retention: Retention | None = None, *, now: datetime | None = None
+    ) -> Pruned:
+        """How many final jobs ``prune`` would delete, by state, deleting nothing."""
+        policy = self.settings.retention if retention is None else _retention(retention)
+        moment = self.clock.database_now() if now is None else now
+        return await self._run(lambda e: e.count_prunable(policy, now=moment))
+
+    prune_sync = blocking_twin(prune)
+    count_prunable_sync = blocking_twin(count_prunable)
+
 
 def _close_at_exit(ref: weakref.ref[Conveyor]) -> None:
     app = ref()
@@ -636,6 +692,12 @@ def _step_of_current_job() -> tuple[str, list[str]]:
     if not isinstance(workflow_id, str) or not isinstance(deps, list):
         raise ValidationError("current_job", context.id, "is not a workflow step with dependencies")
     return workflow_id, [str(dep) for dep in deps]
+
+
+def _retention(value: Any) -> Retention:
+    if not isinstance(value, Retention):
+        raise ValidationError("retention", value, "must be a conveyor.Retention (or None for the settings')")
+    return value
 
 
 def _criteria(criteria: JobFilter | None, filters: dict[str, Any]) -> JobFilter:

@@ -27,11 +27,21 @@ def _tuple_of(field: str, value: Any, item: type) -> tuple[Any, ...]:
     return items
 
 
+def _normalised_tags(tags: tuple[str, ...]) -> tuple[str, ...]:
+    """Filter tags as stored tags are (``_options.check_tags``). A blank one is refused rather than
+    dropped: no job carries it, and dropping it would widen a cancel or delete to more jobs."""
+    normal = tuple(dict.fromkeys(opt.normalise_tag(tag) for tag in tags))
+    if "" in normal:
+        raise ValidationError("tags", tags, "holds a blank tag; no job carries one")
+    return normal
+
+
 @dataclass(frozen=True, slots=True)
 class JobFilter:
     """Which jobs to act on. Empty criteria match everything; criteria combine with AND.
 
-    ``tags`` matches jobs carrying all of the given tags. Listing pages newest first: pass the last
+    ``tags`` matches jobs carrying all of the given tags, compared as Oban stores them (trimmed and
+    lowercased: ``"VIP "`` finds jobs tagged ``vip``). Listing pages newest first: pass the last
     id you saw as ``before_id`` to get the next page. ``after_id`` keeps ids above it: with
     ``before_id`` it bounds how many rows a listing may walk (a window of ids), whatever it matches.
     """
@@ -63,6 +73,8 @@ class JobFilter:
             texts = _tuple_of(name, getattr(self, name), str)
             if any("\x00" in text for text in texts):  # no stored worker or tag holds one
                 raise ValidationError(name, texts, "holds a NUL character (\\x00)")
+            if name == "tags":
+                texts = _normalised_tags(texts)
             object.__setattr__(self, name, texts)
         if self.limit is not None and (
             isinstance(self.limit, bool) or not isinstance(self.limit, int) or not 1 <= self.limit <= MAX_PAGE

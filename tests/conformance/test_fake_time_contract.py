@@ -15,7 +15,7 @@ import pytest
 from conveyor import Conveyor, JobFilter, JobState
 from conveyor._runtime.clock import FakeClock
 from conveyor._runtime.service import Service
-from conveyor.fleet import ProducerBeat
+from conveyor.fleet import OWN_PRODUCER, ProducerBeat
 from tests.conformance import hardening_jobs as hj
 from tests.conformance.conftest import ENGINES, release_schema
 
@@ -69,7 +69,9 @@ async def test_a_dead_producers_job_is_rescued_and_a_live_long_job_is_not(make: 
     await app.install()
     engine = await app.engine()
     dead = str(uuid.uuid4())
-    await engine.record_producers("conveyor", "gone", [ProducerBeat(dead, "default", {})], now=clock.now())
+    await engine.record_producers(
+        "conveyor", "gone", [ProducerBeat(dead, "default", OWN_PRODUCER)], now=clock.now()
+    )
     (orphan,) = await engine.insert([hj.quick.new(n=7)], now=clock.now())
     await engine.fetch_jobs("default", 1, node="gone", producer=dead, now=clock.now())
     await app.start()
@@ -151,6 +153,32 @@ async def test_old_finished_jobs_are_pruned_by_age(make: AppFactory) -> None:
     assert await app.get_job(done) is not None  # half an hour old: kept
     await advance(clock, 1900, step=30)
     assert await app.get_job(done) is None  # over an hour old: pruned
+
+
+async def test_the_leader_prunes_by_the_rules_and_reports_each_state(make: AppFactory) -> None:
+    """Cancelled jobs kept two hours by a rule, the rest one hour by default; each prune round
+    reports its count by state."""
+    clock = FakeClock()
+    rules = [{"states": ["cancelled"], "max_age": "2h"}]
+    app = make(clock=clock, prune_max_age=3600, prune_rules=rules, prune_interval=30, **NODE)
+    pruned: list[dict[str, Any]] = []
+    app.telemetry.attach(lambda _, data: pruned.append(data), "pruner.pruned")
+    await app.install()
+    await app.start()
+    done = await app.enqueue(hj.quick.new(n=1))
+    await settle(app, done, JobState.COMPLETED)
+    held = await app.enqueue(hj.quick.new(n=2).with_options(queue="held"))
+    engine = await app.engine()
+    assert await engine.cancel_jobs(JobFilter(ids=(held,)), now=clock.now()) == [held]
+    await advance(clock, 5400, step=30)
+    assert await app.get_job(done) is None  # 1.5 hours: past the default
+    assert await app.get_job(held) is not None  # the rule keeps it two hours
+    await advance(clock, 2000, step=30)
+    assert await app.get_job(held) is None
+    assert pruned == [
+        {"count": 1, "completed": 1, "cancelled": 0, "discarded": 0},
+        {"count": 1, "completed": 0, "cancelled": 1, "discarded": 0},
+    ]
 
 
 async def test_job_timeouts_run_on_the_nodes_clock(make: AppFactory) -> None:

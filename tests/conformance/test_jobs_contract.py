@@ -11,6 +11,7 @@ import pytest
 from conveyor import JobFilter, JobRequest, JobState, ValidationError
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
+from conveyor.retention import Retention
 from tests.conformance.contract import FINAL, STATES, T0, fetch, job, put, req
 
 
@@ -144,10 +145,23 @@ NAIVE = datetime(2030, 1, 1, 12, 0)
         lambda e: e.elect_leader("app", "n", 10, now=NAIVE),
         lambda e: e.get_leader("app", now=NAIVE),
         lambda e: e.rescue_jobs(timeout=1, backstop=1, now=NAIVE),
-        lambda e: e.prune_jobs(max_age=1, limit=1, now=NAIVE),
+        lambda e: e.prune_jobs(Retention(max_age=1), limit=1, now=NAIVE),
+        lambda e: e.count_prunable(Retention(), now=NAIVE),
         lambda e: e.lost_claims(["p"], older_than=1, now=NAIVE),
     ],
-    ids=["insert", "fetch", "stage", "cancel", "retry", "elect", "get_leader", "rescue", "prune", "lost"],
+    ids=[
+        "insert",
+        "fetch",
+        "stage",
+        "cancel",
+        "retry",
+        "elect",
+        "get_leader",
+        "rescue",
+        "prune",
+        "count",
+        "lost",
+    ],
 )
 async def test_a_naive_now_is_refused(any_engine: Engine, call: Any) -> None:
     await any_engine.insert([req()], now=T0)
@@ -165,7 +179,7 @@ async def _seed(engine: Engine) -> dict[str, int]:
     return {
         "mail": await put(engine, JobState.COMPLETED, queue="mail", worker="mail.Send", tags=["email"]),
         "mail_vip": await put(
-            engine, JobState.AVAILABLE, queue="mail", worker="mail.Send", tags=["email", "vip"]
+            engine, JobState.AVAILABLE, queue="mail", worker="mail.Send", tags=[" Email", "VIP", "vip "]
         ),
         "bulk_vip": await put(
             engine, JobState.EXECUTING, queue="bulk-mail", worker="mail.Send", tags=["email", "vip", "eu"]
@@ -188,6 +202,7 @@ async def _seed(engine: Engine) -> dict[str, int]:
         ({"workers": "reports.Build"}, ["report_later", "report_vip"]),
         ({"tags": "vip"}, ["report_vip", "bulk_vip", "mail_vip"]),
         ({"tags": ["email", "vip"]}, ["bulk_vip", "mail_vip"]),
+        ({"tags": [" VIP", "Email"]}, ["bulk_vip", "mail_vip"]),  # compared as stored: normalised
         ({"tags": ["missing"]}, []),
         ({"workers": "mail.Send", "tags": "vip", "queues": "mail"}, ["mail_vip"]),
         ({"ids": "pick"}, ["report_vip", "mail"]),
@@ -212,6 +227,7 @@ async def test_list_filters_newest_first(
             criteria = criteria | {bound: ids[criteria[bound]]}
     found = await any_engine.list_jobs(JobFilter.build(**criteria))
     assert [j.id for j in found] == [ids[name] for name in expected]
+    assert (await job(any_engine, ids["mail_vip"])).tags == ("email", "vip")  # as Oban stores them
 
 
 async def test_list_returns_100_unless_told(any_engine: Engine) -> None:

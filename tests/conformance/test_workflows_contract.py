@@ -15,6 +15,7 @@ from conveyor._workflows import retry_workflow
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
+from conveyor.retention import Retention
 from conveyor.workflow import step_name
 from tests.conformance.contract import T0, WORKER, job, req, uid
 
@@ -208,7 +209,7 @@ async def test_finished_steps_are_not_pruned_while_their_workflow_waits(any_engi
     await any_engine.fetch_jobs("default", 100, node="n", producer=uid(2), now=T0)
     await any_engine.ack_jobs([Ack(int(plain[0]), 1, JobState.COMPLETED)], now=T0)
     later = T0 + timedelta(days=30)
-    await any_engine.prune_jobs(max_age=60, limit=1000, now=later)
+    await any_engine.prune_jobs(Retention(max_age=60), limit=1000, now=later)
     assert (await any_engine.get_job(ids["a"])) is not None  # d still waits on b and c
     assert (await any_engine.get_job(int(plain[0]))) is None
 

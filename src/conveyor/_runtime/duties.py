@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from conveyor._runtime.heartbeat import Heartbeat
@@ -17,6 +17,7 @@ from conveyor._runtime.service import Service
 from conveyor.cron import CronEntry, floor_minute
 from conveyor.engine.base import Engine
 from conveyor.fleet import CronTick
+from conveyor.retention import Pruned, Retention
 from conveyor.telemetry import Telemetry
 
 log = logging.getLogger("conveyor.duties")
@@ -50,6 +51,10 @@ class Lifeline(LeaderDuty):
     without a break for ``producer_timeout`` (every live node, beating more often than that, has
     then refreshed its rows), and never the jobs of this node's own running producers, whatever
     their rows say (the event loop may have been too busy to beat).
+
+    Rows another runtime wrote (oban-py, Elixir Oban: no ``OWN_PRODUCER`` mark) are judged by
+    ``foreign_timeout``, a margin over how often that runtime beats, and only once this node's
+    contact has lasted that long too (the other runtime's live nodes have beaten again by then).
     """
 
     name = "lifeline"
@@ -64,9 +69,11 @@ class Lifeline(LeaderDuty):
         producer_timeout: float,
         backstop: float,
         heartbeat: Heartbeat,
+        foreign_timeout: float,
     ) -> None:
         super().__init__(engine, telemetry, leadership, interval)
         self.producer_timeout = producer_timeout
+        self.foreign_timeout = foreign_timeout
         self.backstop = backstop
         self.heartbeat = heartbeat
 
@@ -77,6 +84,7 @@ class Lifeline(LeaderDuty):
             return
         result = await self.engine.rescue_jobs(
             timeout=self.producer_timeout,
+            foreign_timeout=self.foreign_timeout if contact >= self.foreign_timeout else None,
             backstop=self.backstop,
             live=self.heartbeat.live_producers,
             now=self.clock.database_now(),
@@ -89,8 +97,31 @@ class Lifeline(LeaderDuty):
             )
 
 
+async def prune_all(
+    engine: Engine,
+    retention: Retention,
+    *,
+    limit: int,
+    now: datetime | None = None,
+    going_on: Callable[[], bool] = lambda: True,
+    on_batch: Callable[[Pruned], None] | None = None,
+) -> Pruned:
+    """Call ``prune_jobs`` until a call comes back short (nothing more is due) or ``going_on()``
+    turns false; return the sum. ``on_batch`` sees the running total after each call."""
+    total = Pruned()
+    while going_on():
+        deleted = await engine.prune_jobs(retention, limit=limit, now=now)
+        total += deleted
+        if on_batch is not None:
+            on_batch(total)
+        if deleted.count < limit:
+            break
+        await asyncio.sleep(0.01)  # let other work in between batches
+    return total
+
+
 class Pruner(LeaderDuty):
-    """Deletes final jobs older than ``max_age`` (and beyond ``keep_per_queue``), batch by batch."""
+    """Deletes the final jobs the retention policy lets go, batch by batch."""
 
     name = "pruner"
 
@@ -101,30 +132,23 @@ class Pruner(LeaderDuty):
         leadership: Leadership,
         *,
         interval: float,
-        max_age: float,
+        retention: Retention,
         limit: int,
-        keep_per_queue: int | None,
     ) -> None:
         super().__init__(engine, telemetry, leadership, interval)
-        self.max_age = max_age
+        self.retention = retention
         self.limit = limit
-        self.keep_per_queue = keep_per_queue
 
     async def lead(self) -> None:
-        total = 0
-        while not self._stopping and self.leadership.is_leader:
-            deleted = await self.engine.prune_jobs(
-                max_age=self.max_age,
-                limit=self.limit,
-                keep_per_queue=self.keep_per_queue,
-                now=self.clock.database_now(),
-            )
-            total += deleted
-            if deleted < self.limit:
-                break
-            await asyncio.sleep(0.01)  # let other work in between batches
-        if total:
-            self.telemetry.emit("pruner.pruned", count=total)
+        total = await prune_all(
+            self.engine,
+            self.retention,
+            limit=self.limit,
+            now=self.clock.database_now(),
+            going_on=lambda: not self._stopping and self.leadership.is_leader,
+        )
+        if total.count:
+            self.telemetry.emit("pruner.pruned", count=total.count, **total.by_state())
 
 
 class CronScheduler(LeaderDuty):

@@ -97,7 +97,13 @@ class Node:
             clock=clock,
         )
         self.leadership = Leadership(
-            engine, telemetry, name=settings.name, node=self.name, ttl=settings.leader_ttl, clock=clock
+            engine,
+            telemetry,
+            name=settings.name,
+            node=self.name,
+            ttl=settings.leader_ttl,
+            clock=clock,
+            take_from_foreign=settings.mixed_fleet,
         )
         self.duties: list[LeaderDuty] = []
         if settings.leadership:
@@ -110,6 +116,7 @@ class Node:
                     producer_timeout=settings.producer_timeout,
                     backstop=settings.rescue_backstop,
                     heartbeat=self.heartbeat,
+                    foreign_timeout=settings.foreign_timeout,
                 )
             )
             self.duties.append(Sweeper(engine, telemetry, self.leadership, settings.stage_interval))
@@ -120,9 +127,8 @@ class Node:
                         telemetry,
                         self.leadership,
                         interval=settings.prune_interval,
-                        max_age=settings.prune_max_age,
+                        retention=settings.retention,
                         limit=settings.prune_limit,
-                        keep_per_queue=settings.prune_keep_per_queue,
                     )
                 )
             if crontab:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from conveyor._oban_py import translate_result
 from conveyor._resolver import Resolver
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor._runtime.invoke import call_async, call_blocking
@@ -164,6 +165,7 @@ class JobRunner:
 
     # -- turning results into acks --------------------------------------------------------------
     def _completed(self, job: Job, definition: JobDefinition, value: Any) -> Ack:
+        value = translate_result(value)  # oban-py's Snooze, Cancel, Record
         if isinstance(value, Outcome):
             return self._outcome(job, value)
         if isinstance(value, Record):
@@ -185,7 +187,14 @@ class JobRunner:
                 meta={AWAITING: outcome.marker()},
             )
         if isinstance(outcome, Snooze):
-            return Ack(job.id, job.attempt, JobState.SCHEDULED, schedule_in=outcome.seconds, snoozed=True)
+            return Ack(
+                job.id,
+                job.attempt,
+                JobState.SCHEDULED,
+                schedule_in=outcome.seconds,
+                snoozed=True,
+                meta=outcome.meta,
+            )
         if isinstance(outcome, Cancel):
             return self._ended(job, JobState.CANCELLED, outcome.reason)
         if isinstance(outcome, Discard):

@@ -141,10 +141,10 @@ def require_schema(url: str | None, prefix: str) -> None:
         raise ConveyorError(problem)
 
 
-def build_app(dsn: str | None, prefix: str | None) -> Conveyor:
+def build_app(dsn: str | None, prefix: str | None, *, config_file: str | None = None) -> Conveyor:
     """The app a command acts through, once the database and its schema were found usable."""
     try:
-        app = Conveyor(dsn, prefix=prefix)
+        app = Conveyor(dsn, prefix=prefix, config_file=config_file)
     except ConveyorError as exc:
         raise click.UsageError(str(exc)) from None
     require_schema(app.settings.database_url, app.settings.prefix)

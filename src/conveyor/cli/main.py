@@ -14,6 +14,7 @@ from conveyor.cli.common import SchemaState, describe, inspect_database, run_blo
 from conveyor.cli.dashboard import dashboard
 from conveyor.cli.fleet import pause, queues, resume, scale, stop
 from conveyor.cli.jobs import cancel, delete, job_detail, jobs, retry, signal_job, wait_job
+from conveyor.cli.prune import prune
 from conveyor.cli.start import start
 from conveyor.engines import engine_from_url, install_sql
 from conveyor.errors import ConveyorError
@@ -156,6 +157,7 @@ for command in (
     delete,
     signal_job,
     wait_job,
+    prune,
     dashboard,
 ):
     main.add_command(command)

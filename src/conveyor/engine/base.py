@@ -16,7 +16,7 @@ Conventions every method keeps:
   newest job is deleted. Methods returning ids return them in ascending order unless stated.
 * Atomicity. Each method's change to jobs is one transaction: it happens entirely or not at all,
   and the notifications it causes go out when (and only if) it commits. ``prune_jobs`` and
-  ``rescue_jobs`` may commit their later steps (per-queue excess, cron ticks; forgetting dead
+  ``rescue_jobs`` may commit their later steps (each batch of a prune, cron ticks; forgetting dead
   producers) separately: each step is safe to repeat on the next pass.
 * Producer uuids are UUIDs in canonical lowercase text (``str(uuid.uuid4())``): PostgreSQL stores
   them as ``uuid`` and refuses anything else, and rescue matches them against ``attempted_by``.
@@ -51,6 +51,7 @@ from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, Que
 from conveyor.job import Job, JobState
 from conveyor.limits import FetchLimits
 from conveyor.request import JobRequest
+from conveyor.retention import Pruned, Retention
 
 #: Receives the logical channel name and the decoded payload of each notification.
 NotificationHandler = Callable[[str, dict[str, Any]], None]
@@ -311,13 +312,21 @@ class Engine(Protocol):
 
     # -- leadership --------------------------------------------------------------------------
     async def elect_leader(
-        self, name: str, node: str, ttl: float, *, now: datetime | None = None
+        self,
+        name: str,
+        node: str,
+        ttl: float,
+        *,
+        now: datetime | None = None,
+        take_from_foreign: bool = False,
     ) -> LeaderInfo | None:
         """Take or renew the lease ``name`` for ``ttl`` seconds; None when another node holds it.
 
         A lease held by ``node`` is renewed (``expires_at`` = now + ttl, ``elected_at`` kept); one
         held by another node is taken only once strictly past its ``expires_at`` (``elected_at`` =
-        now). Leases of different names are independent."""
+        now). Leases of different names are independent. With ``take_from_foreign`` (a mixed
+        fleet), a live lease is taken at once from a node of another runtime: one that has producer
+        rows and none with ``fleet.OWN_PRODUCER`` (an oban-py node)."""
 
     async def resign_leader(self, name: str, node: str) -> bool:
         """Drop the lease ``name`` if ``node`` holds it, and announce it on "leader"
@@ -348,15 +357,20 @@ class Engine(Protocol):
         backstop: float,
         limit: int = 1000,
         live: Sequence[str] = (),
+        foreign_timeout: float | None = None,
         now: datetime | None = None,
     ) -> RescueResult:
         """Rescue up to ``limit`` orphaned executing jobs (lowest ids first) and return them.
 
-        Orphans are the executing jobs of dead producers (``updated_at`` more than ``timeout``
-        seconds before now) and, as a backstop, executing jobs with no producer row at all claimed
-        more than ``backstop`` seconds ago. A job whose producer row is fresh is never touched,
-        however long it runs; producers whose uuid is in ``live`` (the caller's own, known to be
-        running) are never dead, however old their rows.
+        Orphans are the executing jobs of dead producers and, as a backstop, executing jobs with no
+        producer row at all claimed more than ``backstop`` seconds ago. A producer row whose meta
+        holds ``"runtime": "conveyor"`` (``fleet.OWN_PRODUCER``) is dead when its ``updated_at`` is
+        more than ``timeout`` seconds before now; any other row (another runtime's: oban-py,
+        Elixir Oban) when it is more than ``foreign_timeout`` seconds old, and never while
+        ``foreign_timeout`` is None (meta that is not an object counts as another runtime's). A
+        job whose producer row is fresh is never touched, however long it runs; producers whose
+        uuid is in ``live`` (the caller's own, known to be running) are never dead, however old
+        their rows.
 
         A rescued job becomes ``available`` (its attempt stays spent) or, when ``attempt`` >=
         ``max_attempts``, ``discarded`` with ``discarded_at`` = now; either way ``meta["rescued"]``
@@ -364,16 +378,27 @@ class Engine(Protocol):
         dead producers (outside ``live``) that own no executing job any more; one that still does
         (beyond ``limit``) stays until a later pass rescues the rest."""
 
-    async def prune_jobs(
-        self, *, max_age: float, limit: int, keep_per_queue: int | None = None, now: datetime | None = None
-    ) -> int:
-        """Delete one bounded batch of old final jobs; return how many rows went.
+    async def prune_jobs(self, retention: Retention, *, limit: int, now: datetime | None = None) -> Pruned:
+        """Delete at most ``limit`` final jobs that ``retention`` lets go; return how many went,
+        by state. Fewer than ``limit`` means nothing more is due (rows other transactions hold
+        locked are skipped until a later call).
 
-        Up to ``limit`` completed/cancelled/discarded jobs whose ``completed_at``/``cancelled_at``/
-        ``discarded_at`` is more than ``max_age`` seconds before now; other states never. With
-        ``keep_per_queue``, also up to ``limit`` per queue of its final jobs beyond the newest
-        ``keep_per_queue`` (highest ids), whatever their age. Also forget cron ticks older than
-        ``max(max_age, 1 day)``, except each entry's latest (``last_cron_ticks`` stays right)."""
+        Only completed, cancelled and discarded jobs are ever deleted, in statements of one bounded
+        batch each (``engine/_prune_plan.py`` gives the order). Each final job is governed by the
+        first rule of ``retention.ordered`` that matches its queue, worker and state, else by the
+        defaults. A governed job goes when it ended (``completed_at``/``cancelled_at``/
+        ``discarded_at``) more than the rule's ``max_age`` seconds before now, or, among the jobs
+        of its rule that are young enough to stay, when it is not one of the newest ``max_rows``
+        (highest ids; for the defaults, ``keep_per_queue`` per queue). Then, with
+        ``retention.max_rows``, the final jobs beyond that many newest of those left go too. A
+        finished workflow step (``meta.workflow_id``) is never deleted while a step of its workflow
+        is ``suspended``, and it counts in no rule's rows. Also forget cron ticks older than
+        ``max(retention.max_age, 1 day)`` (none when it is None), except each entry's latest
+        (``last_cron_ticks`` stays right)."""
+
+    async def count_prunable(self, retention: Retention, *, now: datetime | None = None) -> Pruned:
+        """How many final jobs calling ``prune_jobs`` until it comes back short would delete, by
+        state, changing nothing (barring jobs that end or age in between)."""
 
     async def insert_cron_jobs(self, ticks: Sequence[CronTick], *, now: datetime | None = None) -> list[int]:
         """Insert the job of each tick (name, tick moment) that nobody handled before; return

@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+import psycopg
 
+from conveyor.engine._prune_plan import PruneBatch, cron_tick_age, prune_batches, ranked_rules
 from conveyor.engine.postgres.core import PostgresCore
 from conveyor.engine.postgres.rows import aware, naive_utc, request_record
 from conveyor.fleet import (
@@ -20,6 +22,7 @@ from conveyor.fleet import (
     RescueResult,
     with_limits,
 )
+from conveyor.retention import Pruned, Retention
 
 
 class PostgresCluster(PostgresCore):
@@ -28,9 +31,21 @@ class PostgresCluster(PostgresCore):
 
     # -- leadership --------------------------------------------------------------------------
     async def elect_leader(
-        self, name: str, node: str, ttl: float, *, now: datetime | None = None
+        self,
+        name: str,
+        node: str,
+        ttl: float,
+        *,
+        now: datetime | None = None,
+        take_from_foreign: bool = False,
     ) -> LeaderInfo | None:
-        params = {"name": name, "node": node, "ttl": ttl, "now": naive_utc(now)}
+        params = {
+            "name": name,
+            "node": node,
+            "ttl": ttl,
+            "now": naive_utc(now),
+            "take_from_foreign": take_from_foreign,
+        }
         async with self.pool.connection() as conn:
             cur = await conn.execute(self.sql["elect_leader"].encode(), params)
             row = await cur.fetchone()
@@ -82,10 +97,12 @@ class PostgresCluster(PostgresCore):
         backstop: float,
         limit: int = 1000,
         live: Sequence[str] = (),
+        foreign_timeout: float | None = None,
         now: datetime | None = None,
     ) -> RescueResult:
         params = {
             "timeout": timeout,
+            "foreign_timeout": foreign_timeout,
             "backstop": backstop,
             "limit": limit,
             "live": list(live),
@@ -95,7 +112,12 @@ class PostgresCluster(PostgresCore):
         async with self.pool.connection() as conn:
             cur = await conn.execute(self.sql["rescue_jobs"].encode(), params)
             rows = await cur.fetchall()
-            forget = {"timeout": timeout, "live": list(live), "now": naive_utc(now)}
+            forget = {
+                "timeout": timeout,
+                "foreign_timeout": foreign_timeout,
+                "live": list(live),
+                "now": naive_utc(now),
+            }
             await conn.execute(self.sql["delete_dead_producers"].encode(), forget)
         return RescueResult(
             available=tuple(r[0] for r in rows if r[1] == "available"),
@@ -103,35 +125,58 @@ class PostgresCluster(PostgresCore):
         )
 
     # -- pruning -----------------------------------------------------------------------------
-    async def prune_jobs(
-        self,
-        *,
-        max_age: float,
-        limit: int,
-        keep_per_queue: int | None = None,
-        now: datetime | None = None,
-    ) -> int:
-        """Delete one bounded batch of old final jobs (and, with ``keep_per_queue``, one batch per
-        queue beyond that many); return how many rows went."""
+    async def prune_jobs(self, retention: Retention, *, limit: int, now: datetime | None = None) -> Pruned:
+        """Delete at most ``limit`` final jobs the policy lets go, batch by batch (each statement
+        commits on its own); return how many went, by state."""
+        clock = naive_utc(now)
+        pruned = Pruned()
         async with self.pool.connection() as conn:
-            cur = await conn.execute(
-                self.sql.compose("prune_jobs", waiting_step="waiting_step").encode(),
-                {"max_age": max_age, "limit": limit, "now": naive_utc(now)},
-            )
-            deleted = cur.rowcount
-            if keep_per_queue is not None:
+            queues: list[str] = []
+            if retention.keep_per_queue is not None:
                 cur = await conn.execute(self.sql["final_queues"].encode())
-                for (queue,) in await cur.fetchall():
-                    cur = await conn.execute(
-                        self.sql["prune_queue_excess"].encode(),
-                        {"queue": queue, "keep": keep_per_queue, "limit": limit},
-                    )
-                    deleted += cur.rowcount
-            await conn.execute(
-                self.sql["prune_cron_ticks"].encode(),
-                {"max_age": max(max_age, 86400.0), "now": naive_utc(now)},
-            )
-        return deleted
+                queues = [queue for (queue,) in await cur.fetchall()]
+            for batch in prune_batches(retention, queues):
+                if pruned.count >= limit:
+                    return pruned
+                pruned += await self._prune_batch(conn, batch, limit - pruned.count, clock)
+            age = cron_tick_age(retention)
+            if age is not None:
+                await conn.execute(self.sql["prune_cron_ticks"].encode(), {"max_age": age, "now": clock})
+        return pruned
+
+    async def _prune_batch(
+        self, conn: psycopg.AsyncConnection[Any], batch: PruneBatch, limit: int, now: datetime | None
+    ) -> Pruned:
+        name = "prune_by_age" if batch.keep is None else "prune_by_count"
+        statement = self.sql.compose(
+            name, governed="prune_governed", spared="prune_spared", waiting_step="waiting_step"
+        )
+        params = {
+            **batch.flags(),
+            "queue": batch.queue,
+            "worker": batch.worker,
+            "before": batch.before,
+            "max_age": batch.max_age,
+            "keep": batch.keep,
+            "limit": limit,
+            "now": now,
+        }
+        cur = await conn.execute(statement.encode(), params)
+        return Pruned.of(await cur.fetchall())
+
+    async def count_prunable(self, retention: Retention, *, now: datetime | None = None) -> Pruned:
+        """How many final jobs ``prune_jobs`` would delete with this policy, by state."""
+        params = {
+            "rules": orjson.dumps(ranked_rules(retention)).decode(),
+            "max_age": retention.max_age,
+            "keep_per_queue": retention.keep_per_queue,
+            "max_rows": retention.max_rows,
+            "now": naive_utc(now),
+        }
+        statement = self.sql.compose("count_prunable", spared="prune_spared", waiting_step="waiting_step")
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(statement.encode(), params)
+            return Pruned.of(await cur.fetchall())
 
     # -- cron --------------------------------------------------------------------------------
     async def insert_cron_jobs(self, ticks: Sequence[CronTick], *, now: datetime | None = None) -> list[int]:

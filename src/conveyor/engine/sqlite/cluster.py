@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from conveyor.engine._prune_plan import PruneBatch, cron_tick_age, prune_batches, ranked_rules
 from conveyor.engine.sqlite.core import FILES, SqliteCore, ago
 from conveyor.engine.sqlite.database import Tx
 from conveyor.engine.sqlite.rows import (
@@ -29,6 +30,7 @@ from conveyor.fleet import (
     RescueResult,
     with_limits,
 )
+from conveyor.retention import Pruned, Retention
 
 
 class SqliteCluster(SqliteCore):
@@ -37,10 +39,16 @@ class SqliteCluster(SqliteCore):
 
     # -- leadership --------------------------------------------------------------------------
     async def elect_leader(
-        self, name: str, node: str, ttl: float, *, now: datetime | None = None
+        self,
+        name: str,
+        node: str,
+        ttl: float,
+        *,
+        now: datetime | None = None,
+        take_from_foreign: bool = False,
     ) -> LeaderInfo | None:
         check_now(now)
-        statement = FILES["elect_leader"]
+        statement = FILES.compose("elect_leader", own_producer="own_producer")
 
         def run(tx: Tx) -> Any:
             clock = utc_clock(now)
@@ -49,6 +57,7 @@ class SqliteCluster(SqliteCore):
                 "node": node,
                 "now": time_text(clock),
                 "expires_at": later_text(clock, ttl),
+                "take_from_foreign": take_from_foreign,
             }
             return tx.conn.execute(statement, params).fetchone()
 
@@ -115,26 +124,27 @@ class SqliteCluster(SqliteCore):
         backstop: float,
         limit: int = 1000,
         live: Sequence[str] = (),
+        foreign_timeout: float | None = None,
         now: datetime | None = None,
     ) -> RescueResult:
         check_now(now)
-        rescue, forget = FILES["rescue_jobs"], FILES["delete_dead_producers"]
+        rescue = FILES.compose("rescue_jobs", own_producer="own_producer")
+        forget = FILES.compose("delete_dead_producers", own_producer="own_producer")
         live_json = orjson.dumps(list(live)).decode()
 
         def run(tx: Tx) -> list[Any]:
             clock = utc_clock(now)
-            stamp, dead_before = time_text(clock), ago(clock, timeout)
-            params = {
-                "now": stamp,
-                "dead_before": dead_before,
-                "backstop_before": ago(clock, backstop),
-                "limit": limit,
+            stamp = time_text(clock)
+            dead = {
+                "dead_before": ago(clock, timeout),
+                "foreign_dead_before": None if foreign_timeout is None else ago(clock, foreign_timeout),
                 "live": live_json,
             }
+            params = {"now": stamp, "backstop_before": ago(clock, backstop), "limit": limit, **dead}
             rows = sorted(tx.conn.execute(rescue, params).fetchall())
             for queue in sorted({row[1] for row in rows if row[2] == "available"}):
                 tx.notify("insert", {"queue": queue}, stamp)
-            tx.conn.execute(forget, {"dead_before": dead_before, "live": live_json})
+            tx.conn.execute(forget, dead)
             return rows
 
         rows = await self.database.write(run)
@@ -144,32 +154,46 @@ class SqliteCluster(SqliteCore):
         )
 
     # -- pruning -----------------------------------------------------------------------------
-    async def prune_jobs(
-        self,
-        *,
-        max_age: float,
-        limit: int,
-        keep_per_queue: int | None = None,
-        now: datetime | None = None,
-    ) -> int:
-        """Delete one bounded batch of old final jobs (and, with ``keep_per_queue``, one batch per
-        queue beyond that many); return how many rows went."""
+    async def prune_jobs(self, retention: Retention, *, limit: int, now: datetime | None = None) -> Pruned:
+        """Delete at most ``limit`` final jobs the policy lets go, batch by batch, in one write
+        transaction; return how many went, by state."""
         check_now(now)
 
-        def run(tx: Tx) -> int:
+        def run(tx: Tx) -> Pruned:
             clock = utc_clock(now)
             conn = tx.conn
-            deleted = conn.execute(
-                FILES["prune_jobs"], {"cutoff": ago(clock, max_age), "limit": limit}
-            ).rowcount
-            if keep_per_queue is not None:
-                for (queue,) in conn.execute(FILES["final_queues"]).fetchall():
-                    params = {"queue": queue, "keep": keep_per_queue, "limit": limit}
-                    deleted += conn.execute(FILES["prune_queue_excess"], params).rowcount
-            conn.execute(FILES["prune_cron_ticks"], {"cutoff": ago(clock, max(max_age, 86400.0))})
-            return int(deleted)
+            pruned = Pruned()
+            queues: list[str] = []
+            if retention.keep_per_queue is not None:
+                queues = [queue for (queue,) in conn.execute(FILES["final_queues"]).fetchall()]
+            for batch in prune_batches(retention, queues):
+                if pruned.count >= limit:
+                    return pruned
+                pruned += _prune_batch(conn, batch, limit - pruned.count, clock)
+            age = cron_tick_age(retention)
+            if age is not None:
+                conn.execute(FILES["prune_cron_ticks"], {"cutoff": ago(clock, age)})
+            return pruned
 
         return await self.database.write(run)
+
+    async def count_prunable(self, retention: Retention, *, now: datetime | None = None) -> Pruned:
+        """How many final jobs ``prune_jobs`` would delete with this policy, by state."""
+        check_now(now)
+        clock = utc_clock(now)
+        rules = [
+            rule | {"cutoff": None if rule["max_age"] is None else ago(clock, rule["max_age"])}
+            for rule in ranked_rules(retention)
+        ]
+        params = {
+            "rules": orjson.dumps(rules).decode(),
+            "cutoff": None if retention.max_age is None else ago(clock, retention.max_age),
+            "keep_per_queue": retention.keep_per_queue,
+            "max_rows": retention.max_rows,
+        }
+        statement = FILES.compose("count_prunable", spared="prune_spared")
+        rows = await self.database.read(lambda conn: conn.execute(statement, params).fetchall())
+        return Pruned.of(rows)
 
     # -- cron --------------------------------------------------------------------------------
     async def insert_cron_jobs(self, ticks: Sequence[CronTick], *, now: datetime | None = None) -> list[int]:
@@ -278,3 +302,19 @@ class SqliteCluster(SqliteCore):
         }
         rows = await self.database.read(lambda conn: conn.execute(statement, params).fetchall())
         return [(row[0], row[1]) for row in rows]
+
+
+def _prune_batch(conn: sqlite3.Connection, batch: PruneBatch, limit: int, clock: datetime) -> Pruned:
+    """Run one batch of a prune; how many jobs it deleted, by state."""
+    name = "prune_by_age" if batch.keep is None else "prune_by_count"
+    params = {
+        **batch.flags(),
+        "queue": batch.queue,
+        "worker": batch.worker,
+        "before": batch.before,
+        "cutoff": None if batch.max_age is None else ago(clock, batch.max_age),
+        "keep": batch.keep,
+        "limit": limit,
+    }
+    states = conn.execute(FILES.compose(name, governed="prune_governed", spared="prune_spared"), params)
+    return Pruned.of((state, 1) for (state,) in states.fetchall())
