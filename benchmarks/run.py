@@ -33,6 +33,8 @@ from runtime import (
 from stats import stats, stats_write_cost
 from telemetry_cost import telemetry
 
+from dashboard import dashboard
+
 #: Every scenario, by the name the command line uses. Order is the order ``all`` runs them in.
 SCENARIOS: dict[str, Scenario] = {
     "insert-bulk": insert_bulk,
@@ -54,6 +56,7 @@ SCENARIOS: dict[str, Scenario] = {
     "stats": stats,
     "stats-write-cost": stats_write_cost,
     "telemetry": telemetry,
+    "dashboard": dashboard,
 }
 #: Engines the scenarios can run on (``common.fresh_app`` opens them).
 ENGINES = ("postgres", "sqlite")

@@ -590,6 +590,8 @@ def test_filter_build_refuses_unknown_filter_name() -> None:
         ({"ids": -(2**63) - 1}, "ids", -(2**63) - 1),
         ({"before_id": 2**63}, "before_id", 2**63),
         ({"before_id": True}, "before_id", True),
+        ({"after_id": "9"}, "after_id", "9"),
+        ({"after_id": 2**63}, "after_id", 2**63),
         ({"workers": ["a\x00"]}, "workers", ("a\x00",)),
         ({"tags": "t\x00"}, "tags", ("t\x00",)),
     ],

@@ -13,7 +13,7 @@ import contextlib
 import dataclasses
 import importlib
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from contextvars import Token
 from datetime import datetime
@@ -43,7 +43,7 @@ from conveyor.engine.base import Engine
 from conveyor.engines import default_database_url, engine_from_url
 from conveyor.errors import ConveyorError, JobNotFoundError, ValidationError
 from conveyor.filters import JobFilter
-from conveyor.fleet import QueueInfo
+from conveyor.fleet import LeaderInfo, QueueInfo
 from conveyor.inbox import MAX_MESSAGES, encode_message
 from conveyor.job import FINAL_STATES, Job, JobId, JobState, job_ids
 from conveyor.limits import GlobalLimit, RateLimit
@@ -246,6 +246,15 @@ class Conveyor:
             )
             await self.node.start()
 
+    def crontab(self) -> list[CronEntry]:
+        """The cron entries this app's node runs: the configured ``crontab``, then the ``@job(cron=...)``
+        jobs it knows (``jobs=``) or finds in the modules of ``imports``."""
+        modules = [importlib.import_module(module) for module in self.settings.imports]
+        return [
+            *self.settings.crontab,
+            *entries_for([*self.resolver.definitions(), *definitions_in(modules)]),
+        ]
+
     async def stop(self, grace: float | None = None) -> None:
         """Stop the node gracefully (running jobs get ``grace`` seconds), then close connections."""
         if self.node is not None:
@@ -371,12 +380,24 @@ class Conveyor:
         """Every queue on every live node: limit, running count, paused flag."""
         return await self._run(lambda e: list_queues(e, self.settings))
 
+    async def leader(self) -> LeaderInfo | None:
+        """The node that leads this instance (``settings.name``) now, or None when none does."""
+        return await self._run(lambda e: e.get_leader(self.settings.name))
+
+    async def cron_ticks(self, names: Sequence[str]) -> dict[str, datetime]:
+        """The latest tick the fleet ran of each named cron entry (aware UTC); an entry that never
+        ticked is absent."""
+        wanted = [str(name) for name in names]
+        return await self._run(lambda e: e.last_cron_ticks(wanted))
+
     pause_queue_sync = blocking_twin(pause_queue)
     resume_queue_sync = blocking_twin(resume_queue)
     scale_queue_sync = blocking_twin(scale_queue)
     start_queue_sync = blocking_twin(start_queue)
     stop_queue_sync = blocking_twin(stop_queue)
     queues_sync = blocking_twin(queues)
+    leader_sync = blocking_twin(leader)
+    cron_ticks_sync = blocking_twin(cron_ticks)
 
     async def _signal(self, action: str, queue: str, **options: Any) -> None:
         node = self._local_node()

@@ -65,7 +65,8 @@ class JobFilter:
 
     ``tags`` matches jobs carrying all of the given tags, compared as Oban stores them (trimmed and
     lowercased: ``"VIP "`` finds jobs tagged ``vip``). Listing pages newest first: pass the last
-    id you saw as ``before_id`` to get the next page.
+    id you saw as ``before_id`` to get the next page. ``after_id`` keeps ids above it: with
+    ``before_id`` it bounds how many rows a listing may walk (a window of ids), whatever it matches.
 
     ``worker_suffix`` matches a worker whose name is it or ends with ``.`` and it: ``SendEmail``
     matches ``app.mail.SendEmail``, not ``app.mail.ResendEmail``. The time ranges take aware
@@ -90,6 +91,7 @@ class JobFilter:
     attempted_before: datetime | None = None
     completed_after: datetime | None = None
     completed_before: datetime | None = None
+    after_id: int | None = None
 
     def __post_init__(self) -> None:
         ids = tuple(opt.check_job_id(job_id, "ids") for job_id in _tuple_of("ids", self.ids, int))
@@ -118,6 +120,8 @@ class JobFilter:
             raise ValidationError("limit", self.limit, f"must be an integer from 1 to {MAX_PAGE}")
         if self.before_id is not None:
             opt.check_job_id(self.before_id, "before_id")
+        if self.after_id is not None:
+            opt.check_job_id(self.after_id, "after_id")
         _check_suffix(self.worker_suffix)
         for name in TIME_RANGES:
             after, before = f"{name}_after", f"{name}_before"

@@ -210,6 +210,9 @@ async def _seed(engine: Engine) -> dict[str, int]:
         ({"before_id": "report_vip"}, ["bulk_vip", "mail_vip", "mail"]),
         ({"before_id": "report_vip", "limit": 2}, ["bulk_vip", "mail_vip"]),
         ({"before_id": "mail"}, []),
+        ({"after_id": "mail_vip"}, ["report_later", "report_vip", "bulk_vip"]),
+        ({"after_id": "mail", "before_id": "report_vip"}, ["bulk_vip", "mail_vip"]),
+        ({"after_id": "report_later"}, []),
     ],
     ids=lambda v: "-".join(str(k) for k in v) if isinstance(v, dict) else None,
 )
@@ -219,8 +222,9 @@ async def test_list_filters_newest_first(
     ids = await _seed(any_engine)
     if criteria.get("ids") == "pick":
         criteria = {"ids": [ids["mail"], ids["report_vip"], 10**9]}
-    if isinstance(criteria.get("before_id"), str):
-        criteria = criteria | {"before_id": ids[criteria["before_id"]]}
+    for bound in ("before_id", "after_id"):
+        if isinstance(criteria.get(bound), str):
+            criteria = criteria | {bound: ids[criteria[bound]]}
     found = await any_engine.list_jobs(JobFilter.build(**criteria))
     assert [j.id for j in found] == [ids[name] for name in expected]
     assert (await job(any_engine, ids["mail_vip"])).tags == ("email", "vip")  # as Oban stores them
@@ -328,6 +332,7 @@ CRITERIA = {
     "workers": ({"workers": "tests.w.Other"}, ["c"]),
     "tags": ({"tags": ["x", "y"]}, ["b"]),
     "before_id": ("before", ["a", "b"]),
+    "after_id": ("after", ["b", "c"]),
     "combined": ({"queues": "mail", "tags": "x"}, ["a", "b"]),
 }
 
@@ -355,6 +360,8 @@ async def test_bulk_actions_select_with_the_filter(any_engine: Engine, action: s
         selector = {"ids": [ids["b"], 10**9]}
     elif given == "before":
         selector = {"before_id": ids["c"]}
+    elif given == "after":
+        selector = {"after_id": ids["a"]}
     else:
         assert isinstance(given, dict)
         selector = given

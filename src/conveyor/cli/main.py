@@ -13,6 +13,7 @@ import click
 from conveyor.cli.bulk import cancel, delete, retry
 from conveyor.cli.common import SchemaState, describe, inspect_database, run_blocking
 from conveyor.cli.cron import cron
+from conveyor.cli.dashboard import dashboard
 from conveyor.cli.fleet import pause, queues, resume, scale, stop
 from conveyor.cli.jobs import job_detail, jobs, signal_job, wait_job
 from conveyor.cli.prune import prune
@@ -162,5 +163,6 @@ for command in (
     prune,
     stats,
     cron,
+    dashboard,
 ):
     main.add_command(command)

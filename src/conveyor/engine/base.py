@@ -141,7 +141,8 @@ class Engine(Protocol):
         """Matching jobs, newest (highest id) first, at most ``criteria.limit`` (100 when None).
 
         Criteria combine with AND; each list matches any of its values, except ``tags``, which
-        matches jobs carrying all of them; ``before_id`` keeps ids below it (the next page)."""
+        matches jobs carrying all of them; ``before_id`` keeps ids below it (the next page),
+        ``after_id`` ids above it."""
 
     async def cancel_jobs(
         self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None

@@ -21,6 +21,7 @@ def filter_params(criteria: JobFilter) -> dict[str, Any]:
         "workers": list(criteria.workers) or None,
         "tags": list(criteria.tags) or None,
         "before_id": criteria.before_id,
+        "after_id": criteria.after_id,
         "limit": criteria.limit,
         "worker_suffix": criteria.worker_suffix,
         "scheduled_after": naive_utc(criteria.scheduled_after),

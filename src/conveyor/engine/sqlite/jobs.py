@@ -27,6 +27,7 @@ FILTER_PARTS = (
     "workers",
     "tags",
     "before_id",
+    "after_id",
     "worker_suffix",
     "scheduled_after",
     "scheduled_before",
