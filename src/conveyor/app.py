@@ -262,15 +262,6 @@ class Conveyor:
             self.node = None
         await self.close()
 
-    def crontab(self) -> list[CronEntry]:
-        """The cron entries a node of this app schedules: the ``crontab`` setting, then the
-        ``@job(cron=...)`` jobs registered or found in the ``imports`` modules (imported here)."""
-        modules = [importlib.import_module(module) for module in self.settings.imports]
-        return [
-            *self.settings.crontab,
-            *entries_for([*self.resolver.definitions(), *definitions_in(modules)]),
-        ]
-
     async def last_cron_ticks(self, names: Iterable[str]) -> dict[str, datetime]:
         """The latest tick a leader inserted for each named cron entry (entries never run: absent)."""
         wanted = list(names)
