@@ -30,6 +30,8 @@ from runtime import (
     rate_limit_tenants,
     workflow_fanout,
 )
+from stats import stats, stats_write_cost
+from telemetry_cost import telemetry
 
 from dashboard import dashboard
 
@@ -51,6 +53,9 @@ SCENARIOS: dict[str, Scenario] = {
     "workflow-fanout": workflow_fanout,
     "relay": relay,
     "wait-many": wait_many,
+    "stats": stats,
+    "stats-write-cost": stats_write_cost,
+    "telemetry": telemetry,
     "dashboard": dashboard,
 }
 #: Engines the scenarios can run on (``common.fresh_app`` opens them).
@@ -72,7 +77,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="concurrent tasks, or a node's queue limit (default: the scenario's own)",
     )
     parser.add_argument("--job-ms", type=float, default=None, help="cpu: milliseconds of work per job")
-    parser.add_argument("--history", type=int, default=None, help="drain-history: completed jobs beforehand")
+    parser.add_argument(
+        "--history", type=int, default=None, help="drain-history, stats: completed jobs beforehand"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per scenario per line")
     args = parser.parse_args(argv)
     names: list[str] = []

@@ -122,3 +122,36 @@ def test_relay_reports_round_trips_against_the_floor(dsn: str) -> None:
     assert (
         0 < figures["p50_ms"] <= figures["p95_ms"] and 0 < figures["floor_p50_ms"] <= figures["floor_p95_ms"]
     )
+
+
+def test_stats_reports_each_call_and_what_it_returned(dsn: str) -> None:
+    (figures,) = run_benchmarks(dsn, "stats", "--history", "4800", "--jobs", "300")
+    assert figures["scenario"] == "stats" and figures["history"] == 4800 and figures["available"] == 300
+    assert figures["count_all_completed_returned"] == 4800
+    assert figures["count_available_in_queue_returned"] == 100  # a third of the available jobs
+    assert figures["queue_counts_returned"]["jobs"] == 4800 + 300 + 1000 + 15_000
+    # Small, so exact; the oldest jobs (18 s apart) leave the day's window as the rounds go by.
+    assert 4790 <= figures["job_stats_day_by_hour_returned"]["completed"] <= 4800
+    low, high = figures["queue_counts_range_ms"]
+    assert 0 < low <= figures["queue_counts_ms"] <= high
+
+
+def test_stats_write_cost_reports_the_ratio_with_and_without_the_index(dsn: str) -> None:
+    (figures,) = run_benchmarks(dsn, "stats-write-cost", "--jobs", "200")
+    assert figures["scenario"] == "stats-write-cost" and figures["jobs"] == 200 and figures["rounds"] == 5
+    assert figures["with_index_jobs_per_s"] > 0 and figures["without_index_jobs_per_s"] > 0
+    assert figures["ratio"] > 0
+
+
+def test_telemetry_reports_each_variant_against_a_plain_drain(dsn: str) -> None:
+    (figures,) = run_benchmarks(dsn, "telemetry", "--jobs", "30")
+    assert figures["scenario"] == "telemetry" and figures["jobs"] == 30 and figures["rounds"] == 6
+    for variant in ("plain", "handler", "log_text", "log_json"):
+        low, high = figures[f"{variant}_range"]
+        assert 0 < low <= figures[f"{variant}_jobs_per_s"] <= high
+        assert figures[f"{variant}_us_per_job"] > 0
+    for variant in ("handler", "log_text", "log_json"):
+        assert figures[f"{variant}_ratio"] > 0 and figures[f"{variant}_paired_ratio"] > 0
+        assert len(figures[f"{variant}_round_ratios"]) == 6
+        # Attaching a handler or writing a line costs something per job, measurably.
+        assert figures[f"{variant}_us_per_job"] > figures["plain_us_per_job"]

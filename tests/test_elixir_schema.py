@@ -24,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 from psycopg import sql
 
-from conveyor import Cancel, Conveyor, Job, JobState, Snooze, current_job, job, worker
+from conveyor import Cancel, Conveyor, Job, JobState, Snooze, StatsQuery, current_job, job, worker
 from conveyor.acks import Ack
 from conveyor.cli.main import main
 from conveyor.engine.postgres import PostgresEngine, schema
@@ -621,6 +621,47 @@ async def test_an_engine_opened_before_the_table_existed_detects_it_at_the_first
         assert errors_in_sql(dsn, prefix, job_id) == [error]
     finally:
         await early.close()
+
+
+async def test_job_stats_reads_failures_from_jsonb_arrays(
+    elixir_engine: PostgresEngine, dsn: str, prefix: str
+) -> None:
+    """Rows as Elixir Oban writes them (errors a jsonb[], times with a Z): a retrying job's failure
+    is counted, the failure that discarded a job counts as discarded, and a NULL element is skipped."""
+    now = datetime.now(UTC).replace(tzinfo=None)
+
+    def at(seconds_ago: int) -> str:
+        return (now - timedelta(seconds=seconds_ago)).isoformat(timespec="microseconds") + "Z"
+
+    insert_as_elixir(
+        dsn,
+        prefix,
+        ELIXIR_FAILING_WORKER,
+        {},
+        state="retryable",
+        attempt=1,
+        errors=[{"attempt": 1, "at": at(90), "error": "boom"}],
+    )
+    insert_as_elixir(
+        dsn,
+        prefix,
+        ELIXIR_FAILING_WORKER,
+        {},
+        state="discarded",
+        attempt=2,
+        max_attempts=2,
+        discarded_at=now - timedelta(seconds=30),
+        errors=[
+            {"attempt": 1, "at": at(150), "error": "boom"},
+            {"attempt": 2, "at": at(30), "error": "boom"},
+        ],
+    )
+    execute(
+        dsn,
+        f"UPDATE \"{prefix}\".oban_jobs SET errors = array_append(errors, NULL) WHERE state = 'retryable'",
+    )
+    stats = await elixir_engine.job_stats(StatsQuery(window=300, bucket=300))
+    assert (stats.retried, stats.discarded) == (2, 1)
 
 
 async def test_ack_keeps_its_primary_key_plan_on_jsonb_arrays(elixir_engine: PostgresEngine) -> None:

@@ -7,6 +7,7 @@ import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +183,34 @@ async def test_junk_rows_never_strand_a_claim_under_fleet_wide_limits(
         await wait_final(setup.app, list(bad), {JobState.DISCARDED}, timeout=15)
     finally:
         await node.stop(grace=1)
+
+
+#: Per engine: errors columns no client of ours writes, on jobs waiting for a retry.
+JUNK_ERRORS = {
+    "postgres": ["errors = 'null'", "errors = '[1, \"x\", null, [2]]'", 'errors = \'{"at": "2030-01-01"}\''],
+    "sqlite": [
+        "errors = 'null'",
+        "errors = '{not json'",
+        "errors = '[1, \"x\", null, [2]]'",
+        "errors = '{}'",
+    ],
+}
+
+
+async def test_counts_and_stats_read_past_junk_errors(setup: Setup) -> None:
+    """Failed jobs whose errors are not a list of entries are counted as jobs and skipped as failures;
+    the readable failure beside them still counts."""
+    junk = JUNK_ERRORS[setup.engine]
+    ids = await setup.app.enqueue_many(
+        [hj.quick.new(n=i).with_options(schedule_in=3600, queue="junk") for i in range(len(junk) + 1)]
+    )
+    failed_at = (datetime.now(UTC) - timedelta(seconds=60)).isoformat()
+    for job_id, assignments in zip(
+        ids, [*junk, f'errors = \'[{{"attempt": 1, "at": "{failed_at}"}}]\''], strict=True
+    ):
+        setup.corrupt(job_id, f"state = 'retryable', attempt = 1, {assignments}")
+    stats = await setup.app.job_stats(window=300, bucket=60)
+    assert stats.retried == 1
+    (counts,) = await setup.app.queue_counts()
+    assert (counts.queue, counts.retryable) == ("junk", len(ids))
+    assert await setup.app.count_jobs(states="retryable", worker_suffix="quick") == len(ids)

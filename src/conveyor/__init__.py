@@ -32,6 +32,7 @@ from conveyor.queue_settings import QueueSettings
 from conveyor.request import JobRequest
 from conveyor.retention import Pruned, PruneRule, Retention
 from conveyor.settings import Settings
+from conveyor.stats import JobStats, QueueCounts, StatsBucket, StatsQuery
 from conveyor.unique import Unique
 from conveyor.workflow import Workflow, WorkflowStatus
 
@@ -58,10 +59,12 @@ __all__ = [
     "JobNotFoundError",
     "JobRequest",
     "JobState",
+    "JobStats",
     "NoCurrentAppError",
     "NodeNotFoundError",
     "PruneRule",
     "Pruned",
+    "QueueCounts",
     "QueueSettings",
     "Record",
     "Retention",
@@ -69,6 +72,8 @@ __all__ = [
     "Settings",
     "SignalTimeoutError",
     "Snooze",
+    "StatsBucket",
+    "StatsQuery",
     "SystemClock",
     "Unique",
     "UnknownOptionError",

@@ -76,6 +76,7 @@ async def send_queue_signal(
     for ident in idents:
         await engine.notify("signal", payload | {"ident": ident})
     if local is not None and node in (None, local.name):
+        local.signalled(payload, "local")
         if action == "pause":
             local.pause(queue)
         elif action == "resume":

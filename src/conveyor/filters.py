@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from conveyor import _options as opt
@@ -27,6 +28,28 @@ def _tuple_of(field: str, value: Any, item: type) -> tuple[Any, ...]:
     return items
 
 
+#: The time ranges a filter can ask for, by the job column each one matches.
+TIME_RANGES = {
+    "scheduled": "scheduled_at",
+    "attempted": "attempted_at",
+    "completed": "completed_at",
+}
+
+
+def _check_suffix(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError("worker_suffix", value, "must be a string")
+    if not value or value.startswith(".") or value.endswith("."):
+        raise ValidationError(
+            "worker_suffix", value, "must be the end of a worker name, e.g. 'SendEmail' or 'mail.SendEmail'"
+        )
+    if "\x00" in value:
+        raise ValidationError("worker_suffix", value, "holds a NUL character (\\x00)")
+    return value
+
+
 def _normalised_tags(tags: tuple[str, ...]) -> tuple[str, ...]:
     """Filter tags as stored tags are (``_options.check_tags``). A blank one is refused rather than
     dropped: no job carries it, and dropping it would widen a cancel or delete to more jobs."""
@@ -44,6 +67,14 @@ class JobFilter:
     lowercased: ``"VIP "`` finds jobs tagged ``vip``). Listing pages newest first: pass the last
     id you saw as ``before_id`` to get the next page. ``after_id`` keeps ids above it: with
     ``before_id`` it bounds how many rows a listing may walk (a window of ids), whatever it matches.
+
+    ``worker_suffix`` matches a worker whose name is it or ends with ``.`` and it: ``SendEmail``
+    matches ``app.mail.SendEmail``, not ``app.mail.ResendEmail``. The time ranges take aware
+    datetimes: ``*_after`` keeps jobs at or after it, ``*_before`` jobs strictly before it, on
+    ``scheduled_at``, ``attempted_at`` (never attempted: no match) and ``completed_at``.
+    ``completed_after``/``completed_before`` match completed jobs only: no other state has a
+    ``completed_at`` (a retry clears it), and saying so lets the database use its index of
+    completed jobs.
     """
 
     ids: tuple[int, ...] = ()
@@ -53,6 +84,13 @@ class JobFilter:
     tags: tuple[str, ...] = ()
     limit: int | None = None
     before_id: int | None = None
+    worker_suffix: str | None = None
+    scheduled_after: datetime | None = None
+    scheduled_before: datetime | None = None
+    attempted_after: datetime | None = None
+    attempted_before: datetime | None = None
+    completed_after: datetime | None = None
+    completed_before: datetime | None = None
     after_id: int | None = None
 
     def __post_init__(self) -> None:
@@ -84,6 +122,25 @@ class JobFilter:
             opt.check_job_id(self.before_id, "before_id")
         if self.after_id is not None:
             opt.check_job_id(self.after_id, "after_id")
+        _check_suffix(self.worker_suffix)
+        for name in TIME_RANGES:
+            after, before = f"{name}_after", f"{name}_before"
+            start, end = getattr(self, after), getattr(self, before)
+            if start is not None:
+                opt.check_aware(after, start)
+            if end is not None:
+                opt.check_aware(before, end)
+            if start is not None and end is not None and start >= end:
+                raise ValidationError(after, start, f"must be earlier than {before}={end!r}")
+
+    def time_ranges(self) -> dict[str, tuple[datetime | None, datetime | None]]:
+        """The time ranges asked for, by the column they match: (after or None, before or None)."""
+        ranges: dict[str, tuple[datetime | None, datetime | None]] = {}
+        for name, column in TIME_RANGES.items():
+            start, end = getattr(self, f"{name}_after"), getattr(self, f"{name}_before")
+            if start is not None or end is not None:
+                ranges[column] = (start, end)
+        return ranges
 
     @classmethod
     def build(cls, **criteria: Any) -> JobFilter:

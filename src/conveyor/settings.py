@@ -110,10 +110,17 @@ class Settings:
     prune_max_rows: int | None = None
     #: App-level cron entries (besides ``@job(cron=...)``).
     crontab: tuple[CronEntry, ...] = ()
+    #: The logging level ``conveyor start`` sets up (the library itself never configures logging).
+    log_level: str = "INFO"
+    #: How ``conveyor start`` writes log lines: "text", or "json" (one JSON object per line).
+    log_format: str = "text"
 
     def __post_init__(self) -> None:
         for name in FIELD_NAMES:
             check_setting(name, getattr(self, name))
+        # Spelled as given ("debug", "JSON"), kept in one spelling.
+        object.__setattr__(self, "log_level", self.log_level.upper())
+        object.__setattr__(self, "log_format", self.log_format.lower())
         if self.producer_timeout <= self.heartbeat_interval:
             raise ValidationError(
                 "producer_timeout", self.producer_timeout, "must be longer than heartbeat_interval"
@@ -186,6 +193,8 @@ OPTIONAL_COUNTS = frozenset({"threads", "processes", "prune_keep_per_queue", "pr
 UNSET_FROM_TEXT = frozenset({"prune_keep_per_queue", "prune_max_rows", "foreign_producer_timeout"})
 #: Counts end up in SQL integers.
 MAX_COUNT = 2**31 - 1
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")
 #: Names other nodes see (the node's, the instance's): text without control characters.
 MAX_NAME_LENGTH = 255
 
@@ -228,6 +237,12 @@ def check_setting(name: str, value: Any) -> None:
     elif name == "imports":
         if not isinstance(value, tuple) or not all(isinstance(m, str) and m.strip() for m in value):
             raise ValidationError(name, value, "must be a list of module names")
+    elif name == "log_level":
+        if not isinstance(value, str) or value.upper() not in LOG_LEVELS:
+            raise ValidationError(name, value, f"must be one of {', '.join(LOG_LEVELS)}")
+    elif name == "log_format":
+        if not isinstance(value, str) or value.lower() not in LOG_FORMATS:
+            raise ValidationError(name, value, f"must be one of {', '.join(LOG_FORMATS)}")
     elif name == "prune_rules":
         if not isinstance(value, tuple):
             raise ValidationError(name, value, "must be a tuple of PruneRule values")
@@ -325,6 +340,13 @@ def _normalise(source: str, values: Mapping[str, Any]) -> dict[str, Any]:
             raise ValidationError(exc.field, exc.value, f"{exc.problem} (from {source})") from None
         result[name] = value
     return result
+
+
+def with_overrides(settings: Settings, overrides: Mapping[str, Any]) -> Settings:
+    """``settings`` with the given values (None: not given) in place of its own, each checked as an
+    argument to ``Conveyor(...)`` would be (``conveyor start --app`` applies its options so)."""
+    given = _normalise("arguments", {k: v for k, v in overrides.items() if v is not None})
+    return dataclasses.replace(settings, **given)
 
 
 def from_environment(environ: Mapping[str, str]) -> dict[str, Any]:

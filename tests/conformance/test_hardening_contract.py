@@ -161,15 +161,15 @@ async def test_error_text_is_stored_safely(node_app: Conveyor, caplog: pytest.Lo
     assert len(text) <= MAX_ERROR_CHARS + 100
     assert "characters cut]" in text and text.rstrip().endswith("tail")
     # The log lines are safe too: encodable, short, with the exception type and the final verdict.
-    lines = [
-        r.getMessage()
-        for r in caplog.records
-        if r.name == "conveyor.job" and "attempt 1 failed" in r.getMessage()
+    records = [
+        r for r in caplog.records if r.name == "conveyor.job" and "attempt 1/1 failed" in r.getMessage()
     ]
-    assert len(lines) == 3
-    for line in lines:
+    assert len(records) == 3
+    for record in records:
+        line = record.getMessage()
         line.encode("utf-8")
-        assert len(line) < 1000 and "ValueError" in line and "discarding it" in line
+        assert len(line) < 1000 and "ValueError" in line and "discarded (no attempts left)" in line
+        assert record.levelno == logging.ERROR
 
 
 # -- a node: BaseExceptions from job code end that job, never the node ---------------------------

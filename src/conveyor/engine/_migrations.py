@@ -17,7 +17,12 @@ class Migration:
     def sql(self, files: SqlFiles) -> str:
         """The migration's file (``vNNN_name.sql``) followed by the statement that records it."""
         record = files["record_migration"].format(version=self.version, name=quote_literal(self.name))
-        body = files.compose(f"v{self.version:03d}_{self.name}", unique_predicate="unique_predicate")
+        body = files.compose(
+            f"v{self.version:03d}_{self.name}",
+            unique_predicate="unique_predicate",
+            failed_jobs="failed_jobs",
+            failed_key="failed_key",
+        )
         return body + "\n" + record
 
 
@@ -31,6 +36,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "rate_starts"),
     Migration(7, "fleet_limits"),
     Migration(8, "workflows"),
+    Migration(9, "job_stats"),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

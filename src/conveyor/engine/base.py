@@ -52,6 +52,7 @@ from conveyor.job import Job, JobState
 from conveyor.limits import FetchLimits
 from conveyor.request import JobRequest
 from conveyor.retention import Pruned, Retention
+from conveyor.stats import JobStats, QueueCounts, StatsQuery
 
 #: Receives the logical channel name and the decoded payload of each notification.
 NotificationHandler = Callable[[str, dict[str, Any]], None]
@@ -169,6 +170,28 @@ class Engine(Protocol):
     async def delete_jobs(self, criteria: JobFilter, *, conn: Any = None) -> list[int]:
         """Delete every matching job that is not executing (its node still owns it); with
         ``criteria.limit``, the lowest ids first. Return the ids deleted, ascending."""
+
+    # -- counts and statistics -----------------------------------------------------------------
+    async def count_jobs(self, criteria: JobFilter) -> int:
+        """The exact number of jobs matching ``criteria``, as ``list_jobs`` selects them
+        (``before_id`` included). A ``limit`` is refused with a ``ValidationError`` on ``limit``
+        (``conveyor.stats.countable``)."""
+
+    async def queue_counts(self, *, now: datetime | None = None) -> list[QueueCounts]:
+        """One ``QueueCounts`` per queue holding jobs, by queue name: the jobs in each state, and
+        the earliest ``scheduled_at`` of its available jobs; ``measured_at`` is ``now``. A count
+        the engine cannot have exactly in time may be an estimate: its state is then in
+        ``estimated`` (an engine that counts everything exactly never sets it)."""
+
+    async def job_stats(self, query: StatsQuery, *, now: datetime | None = None) -> JobStats:
+        """What happened in each bucket of ``query``'s window, which ends at ``now``
+        (``conveyor.stats.build_stats`` lays the buckets out: boundaries at ``query.bounds(now)``,
+        a start included, an end excluded). In each bucket: the jobs of ``query.queues`` (all when
+        None) whose ``completed_at``, ``discarded_at`` or ``cancelled_at`` falls in it, as completed,
+        discarded and cancelled; and as retried, the ``errors`` entries whose ``at`` falls in it,
+        except the entry of the attempt that ended a discarded or cancelled job (its ``attempt``
+        equals the job's). An entry or an ``at`` that is not a readable time is skipped, never an
+        error. A figure extrapolated from a sample marks its bucket ``estimated``."""
 
     # -- the hot path ------------------------------------------------------------------------
     async def fetch_jobs(

@@ -15,10 +15,11 @@ from conveyor.engine.postgres.hot_path import PostgresHotPath
 from conveyor.engine.postgres.jobs import PostgresJobs
 from conveyor.engine.postgres.listener import PostgresListener
 from conveyor.engine.postgres.relay import PostgresRelay
+from conveyor.engine.postgres.stats import PostgresStats
 from conveyor.request import JobRequest
 
 
-class PostgresEngine(PostgresJobs, PostgresHotPath, PostgresCluster, PostgresRelay):
+class PostgresEngine(PostgresJobs, PostgresHotPath, PostgresCluster, PostgresRelay, PostgresStats):
     """Runs every Conveyor statement on PostgreSQL through an async psycopg pool.
 
     Fetching and acking, the statements a busy node runs hundreds of times a second, have a second

@@ -8,24 +8,33 @@ from typing import Any
 from conveyor.engine.postgres.rows import naive_utc
 from conveyor.engine.postgres.workflows import PostgresWorkflows
 from conveyor.filters import JobFilter
-from conveyor.job import Job
+from conveyor.job import Job, JobState
+
+
+def filter_params(criteria: JobFilter) -> dict[str, Any]:
+    """The parameters of ``job_filter.sql`` (and ``limit``) for ``criteria``; None leaves a criterion out."""
+    return {
+        "ids": list(criteria.ids) or None,
+        "every_state": not criteria.states,
+        **{f"state_{state.value}": state in criteria.states for state in JobState},
+        "queues": list(criteria.queues) or None,
+        "workers": list(criteria.workers) or None,
+        "tags": list(criteria.tags) or None,
+        "before_id": criteria.before_id,
+        "after_id": criteria.after_id,
+        "limit": criteria.limit,
+        "worker_suffix": criteria.worker_suffix,
+        "scheduled_after": naive_utc(criteria.scheduled_after),
+        "scheduled_before": naive_utc(criteria.scheduled_before),
+        "attempted_after": naive_utc(criteria.attempted_after),
+        "attempted_before": naive_utc(criteria.attempted_before),
+        "completed_after": naive_utc(criteria.completed_after),
+        "completed_before": naive_utc(criteria.completed_before),
+    }
 
 
 class PostgresJobs(PostgresWorkflows):
     """``get_job``, ``list_jobs``, ``cancel_jobs``, ``retry_jobs``, ``delete_jobs``."""
-
-    @staticmethod
-    def _filter_params(criteria: JobFilter) -> dict[str, Any]:
-        return {
-            "ids": list(criteria.ids) or None,
-            "states": [s.value for s in criteria.states] or None,
-            "queues": list(criteria.queues) or None,
-            "workers": list(criteria.workers) or None,
-            "tags": list(criteria.tags) or None,
-            "before_id": criteria.before_id,
-            "after_id": criteria.after_id,
-            "limit": criteria.limit,
-        }
 
     async def get_job(self, job_id: int) -> Job | None:
         statement = self.sql.compose("get_job", columns="job_columns")
@@ -34,7 +43,7 @@ class PostgresJobs(PostgresWorkflows):
 
     async def list_jobs(self, criteria: JobFilter) -> list[Job]:
         statement = self.sql.compose("list_jobs", columns="job_columns", filter="job_filter")
-        params = self._filter_params(criteria)
+        params = filter_params(criteria)
         if params["limit"] is None:
             params["limit"] = 100
         return await self._fetch_jobs(statement, params)
@@ -42,7 +51,7 @@ class PostgresJobs(PostgresWorkflows):
     async def cancel_jobs(
         self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
     ) -> list[int]:
-        params = self._filter_params(criteria) | {
+        params = filter_params(criteria) | {
             "now": naive_utc(now),
             "signal_channel": self.signal_channel,
             "ended_channel": self.ended_channel,
@@ -57,7 +66,7 @@ class PostgresJobs(PostgresWorkflows):
     async def retry_jobs(
         self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
     ) -> list[int]:
-        params = self._filter_params(criteria) | {
+        params = filter_params(criteria) | {
             "now": naive_utc(now),
             "insert_channel": self.insert_channel,
         }
@@ -68,6 +77,6 @@ class PostgresJobs(PostgresWorkflows):
         )
 
     async def delete_jobs(self, criteria: JobFilter, *, conn: Any = None) -> list[int]:
-        params = self._filter_params(criteria)
+        params = filter_params(criteria)
         statement = self.sql.compose("delete_jobs", filter="job_filter")
         return sorted(await self._fetch_ids(statement, params, conn))

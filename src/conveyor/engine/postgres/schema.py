@@ -77,6 +77,8 @@ OBJECTS: tuple[tuple[int, str, str], ...] = (
     (7, "table", "conveyor_queue_limits"),
     (8, "index", "conveyor_workflow_steps_index"),
     (8, "index", "conveyor_workflow_waiting_index"),
+    (9, "index", "conveyor_failed_jobs_index"),
+    (9, "function", "conveyor_count_estimate"),
 )
 
 

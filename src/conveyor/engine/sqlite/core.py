@@ -22,7 +22,7 @@ MINIMUM_SQLITE = (3, 38, 0)
 def compose(name: str, condition: str, demand: str = "fetch_demand") -> str:
     """File ``name`` with its fragments filled in the one way every engine renders SQL
     (``SqlFiles.compose``: each ``{part}`` is the text of the file it names) and, for statements that
-    filter, the WHERE ``condition`` built for the request (``{filter}``: ``jobs._filter``)."""
+    filter, the WHERE ``condition`` built for the request (``{filter}``: ``jobs.filter_condition``)."""
     text = FILES.compose(
         name,
         claim_update="claim_update",  # first: it holds columns and claimed_meta

@@ -30,10 +30,11 @@ from conveyor.engine.sqlite.jobs import SqliteJobs
 from conveyor.engine.sqlite.listener import SqliteListener
 from conveyor.engine.sqlite.relay import SqliteRelay
 from conveyor.engine.sqlite.rows import InsertRows, check_now, time_text, utc_clock
+from conveyor.engine.sqlite.stats import SqliteStats
 from conveyor.request import JobRequest
 
 
-class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay):
+class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay, SqliteStats):
     """Runs every Conveyor statement on one SQLite database file (or ``:memory:``)."""
 
     name = "sqlite"

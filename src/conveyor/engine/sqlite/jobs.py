@@ -18,31 +18,54 @@ from conveyor.engine.sqlite.workflows import SqliteWorkflows, settle_beside
 from conveyor.filters import JobFilter
 from conveyor.job import Job
 
-#: The filter fragments, in the order they are combined with AND, by JobFilter field.
-FILTER_PARTS = ("ids", "states", "queues", "workers", "tags", "before_id", "after_id")
-#: Parts bound as plain integers; the others as JSON arrays.
-ID_PARTS = ("before_id", "after_id")
+#: The filter fragments (``filter_<name>.sql``), in the order they are combined with AND: one per
+#: JobFilter field, except ``completed`` for completed_after and completed_before together.
+FILTER_PARTS = (
+    "ids",
+    "states",
+    "queues",
+    "workers",
+    "tags",
+    "before_id",
+    "after_id",
+    "worker_suffix",
+    "scheduled_after",
+    "scheduled_before",
+    "attempted_after",
+    "attempted_before",
+    "completed",
+)
+#: The criteria that hold a list, passed to their fragment as a JSON array.
+LISTS = frozenset({"ids", "states", "queues", "workers", "tags"})
 DEFAULT_LIST_LIMIT = 100
 
 T = TypeVar("T")
 
 
-def _filter(criteria: JobFilter) -> tuple[str, dict[str, Any]]:
+def filter_condition(criteria: JobFilter) -> tuple[str, dict[str, Any]]:
     """The WHERE condition for ``criteria`` (only the parts it uses) and its parameters."""
-    values: dict[str, Any] = {
-        "ids": list(criteria.ids),
-        "states": [s.value for s in criteria.states],
-        "queues": list(criteria.queues),
-        "workers": list(criteria.workers),
-        "tags": list(criteria.tags),
-        "before_id": criteria.before_id,
-        "after_id": criteria.after_id,
-    }
-    used = tuple(name for name in FILTER_PARTS if values[name] not in (None, []))
-    params: dict[str, Any] = {
-        name: values[name] if name in ID_PARTS else orjson.dumps(values[name]).decode() for name in used
-    }
-    return _condition(used), params
+    params: dict[str, Any] = {}
+    used: list[str] = []
+    for name in FILTER_PARTS:
+        if name == "completed":  # one range, both bounds (None: open), one index read
+            if criteria.completed_after is None and criteria.completed_before is None:
+                continue
+            params["completed_after"] = _time(criteria.completed_after)
+            params["completed_before"] = _time(criteria.completed_before)
+        else:
+            value = getattr(criteria, name)
+            if value is None or value == ():
+                continue
+            if name in LISTS:
+                params[name] = orjson.dumps([getattr(v, "value", v) for v in value]).decode()
+            else:
+                params[name] = _time(value) if isinstance(value, datetime) else value
+        used.append(name)
+    return _condition(tuple(used)), params
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else time_text(utc_clock(value))
 
 
 _conditions: dict[tuple[str, ...], str] = {}
@@ -75,7 +98,7 @@ class SqliteJobs(SqliteWorkflows):
         return read_jobs(rows)[0] if rows else None
 
     async def list_jobs(self, criteria: JobFilter) -> list[Job]:
-        condition, params = _filter(criteria)
+        condition, params = filter_condition(criteria)
         params["limit"] = criteria.limit if criteria.limit is not None else DEFAULT_LIST_LIMIT
         statement = compose("list_jobs", condition)
 
@@ -88,7 +111,7 @@ class SqliteJobs(SqliteWorkflows):
         self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
     ) -> list[int]:
         check_now(now)
-        condition, params = _filter(criteria)
+        condition, params = filter_condition(criteria)
         params["limit"] = _limit(criteria)
         targets_sql = compose("cancel_targets", condition)
         cancel_sql = FILES["cancel_jobs"]
@@ -114,7 +137,7 @@ class SqliteJobs(SqliteWorkflows):
         self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
     ) -> list[int]:
         check_now(now)
-        condition, params = _filter(criteria)
+        condition, params = filter_condition(criteria)
         params["limit"] = _limit(criteria)
         statement = compose("retry_jobs", condition)
 
@@ -128,7 +151,7 @@ class SqliteJobs(SqliteWorkflows):
         return await self._write(run, conn)
 
     async def delete_jobs(self, criteria: JobFilter, *, conn: Any = None) -> list[int]:
-        condition, params = _filter(criteria)
+        condition, params = filter_condition(criteria)
         params["limit"] = _limit(criteria)
         statement = compose("delete_jobs", condition)
 

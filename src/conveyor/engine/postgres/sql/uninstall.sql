@@ -8,4 +8,5 @@ DROP TABLE IF EXISTS {prefix}.oban_producers;
 DROP TABLE IF EXISTS {prefix}.oban_leaders;
 DROP TABLE IF EXISTS {prefix}.oban_jobs;
 DROP FUNCTION IF EXISTS {prefix}.oban_count_estimate(text, text);
+DROP FUNCTION IF EXISTS {prefix}.conveyor_count_estimate(text, text);
 DROP TYPE IF EXISTS {prefix}.oban_job_state;

@@ -1,0 +1,1 @@
+unnest(j.errors)

@@ -1,0 +1,2 @@
+-- How many jobs match a filter, exactly.
+SELECT count(*) FROM oban_jobs WHERE {filter};
