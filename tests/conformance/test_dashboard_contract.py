@@ -8,7 +8,7 @@ import asyncio
 import base64
 import html
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from fastapi import FastAPI
@@ -61,6 +61,15 @@ async def test_pages_filters_and_keyset_paging(conveyor: Conveyor) -> None:
         assert len(seen) == len(set(seen)) == 60
         assert sorted(seen, reverse=True) == seen
 
+        suffix = rows((await client.get("/jobs", params={"worker": "bill"})).text)
+        assert len(suffix) == 5  # the end of a worker's name finds it: "bill" in "app.bill"
+        assert rows((await client.get("/jobs", params={"worker": "ill"})).text) == []
+        now = datetime.now(UTC)
+        window = {"time": "scheduled", "since": (now - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M")}
+        assert len(rows((await client.get("/jobs", params={**window, "limit": 100})).text)) == 65
+        later = {"time": "scheduled", "since": (now + timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M")}
+        assert rows((await client.get("/jobs", params=later)).text) == []
+        assert rows((await client.get("/jobs", params={**window, "time": "completed"})).text) == []
         vip = rows((await client.get("/jobs", params={"tag": "vip"})).text)
         assert len(vip) == 5
         assert (

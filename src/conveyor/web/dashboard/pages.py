@@ -18,7 +18,7 @@ from conveyor.web.dashboard import counts
 from conveyor.web.dashboard.charts import bar_chart
 from conveyor.web.dashboard.context import dashboard_of, render, route_path
 from conveyor.web.dashboard.graph import workflow_svg
-from conveyor.web.dashboard.querying import PAGE_SIZES, JobQuery, parse_query
+from conveyor.web.dashboard.querying import PAGE_SIZES, TIME_FIELDS, JobQuery, parse_query
 from conveyor.web.dashboard.schedule import CronRow, next_run
 from conveyor.workflow import WorkflowStatus
 
@@ -111,6 +111,7 @@ async def jobs(request: Request) -> Response:
             "jobs": found,
             "states": STATES,
             "page_sizes": PAGE_SIZES,
+            "time_fields": TIME_FIELDS,
             "older": older,
             "window": window,
             "search_older": search_older,
