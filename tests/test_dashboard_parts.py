@@ -188,3 +188,19 @@ def test_bar_chart_scales_and_escapes() -> None:
     assert "&lt;per&gt;" in svg and "<per>" not in svg
     heights = [float(h) for h in re.findall(r'height="([\d.]+)"><title>', svg)]
     assert heights[0] == 0 and heights[2] == pytest.approx(2 * heights[1])
+
+
+def test_parse_query_reads_times_as_utc_and_names_bad_ones() -> None:
+    query = parse_query(
+        {"time": ["attempted"], "since": ["2026-03-07T10:00"], "until": ["2026-03-07T13:00+02:00"]}
+    )
+    assert query.problems == ()
+    criteria = query.criteria()
+    assert criteria.attempted_after == datetime(2026, 3, 7, 10, tzinfo=UTC)
+    assert criteria.attempted_before == datetime(2026, 3, 7, 11, tzinfo=UTC)  # 13:00 at +02:00
+    assert ("time", "attempted") in query.params() and ("since", "2026-03-07T10:00") in query.params()
+    odd = parse_query({"time": ["born"], "since": ["yesterday"], "worker": [".mail."]})
+    assert odd.time == "scheduled" and odd.since is None and odd.workers == ()
+    assert len(odd.problems) == 3
+    backwards = parse_query({"since": ["2026-03-07T12:00"], "until": ["2026-03-07T10:00"]})
+    assert backwards.since is None and backwards.until is None and backwards.problems

@@ -8,7 +8,7 @@ import asyncio
 import base64
 import html
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from fastapi import FastAPI
@@ -61,6 +61,15 @@ async def test_pages_filters_and_keyset_paging(conveyor: Conveyor) -> None:
         assert len(seen) == len(set(seen)) == 60
         assert sorted(seen, reverse=True) == seen
 
+        suffix = rows((await client.get("/jobs", params={"worker": "bill"})).text)
+        assert len(suffix) == 5  # the end of a worker's name finds it: "bill" in "app.bill"
+        assert rows((await client.get("/jobs", params={"worker": "ill"})).text) == []
+        now = datetime.now(UTC)
+        window = {"time": "scheduled", "since": (now - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M")}
+        assert len(rows((await client.get("/jobs", params={**window, "limit": 100})).text)) == 65
+        later = {"time": "scheduled", "since": (now + timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M")}
+        assert rows((await client.get("/jobs", params=later)).text) == []
+        assert rows((await client.get("/jobs", params={**window, "time": "completed"})).text) == []
         vip = rows((await client.get("/jobs", params={"tag": "vip"})).text)
         assert len(vip) == 5
         assert (
@@ -79,6 +88,26 @@ async def test_pages_filters_and_keyset_paging(conveyor: Conveyor) -> None:
 
         assert (await client.get("/jobs/999999")).status_code == 404
         assert (await client.get("/jobs/abc")).status_code == 400
+
+
+async def test_overview_counts_queues_and_charts_the_last_hour(conveyor: Conveyor) -> None:
+    await conveyor.enqueue_many(
+        [JobRequest(worker="app.mail", args={"n": i}, queue="mail") for i in range(3)]
+    )
+    await conveyor.enqueue_many([dash_jobs.tally.new(i) for i in range(4)])
+    await conveyor.enqueue_many([dash_jobs.explode.new("no") for _ in range(2)])
+    await drain_queue(app=conveyor, with_safety=True)
+    async with browser_like(dashboard_app(conveyor)) as client:
+        page = (await client.get("/")).text
+    mail = page[page.index('<tr data-queue="mail">') :].split("</tr>")[0]
+    assert '<td data-count="available">3</td>' in mail  # a queue no node runs is listed too
+    default = page[page.index('<tr data-queue="default">') :].split("</tr>")[0]
+    assert '<td data-count="completed">4</td>' in default and '<td data-count="discarded">2</td>' in default
+    assert '<b data-total="available">3</b>' in page and '<b data-total="completed">4</b>' in page
+    assert '<span class="value" data-stat="completed">4</span>' in page
+    assert '<span class="value" data-stat="failed">2</span>' in page
+    assert '<span class="value" data-stat="error-rate">33.3%</span>' in page
+    assert page.count('<svg class="chart') == 2 and page.count('<rect class="bar"') == 120
 
 
 async def test_a_filtered_page_looks_through_a_bounded_window_of_ids(

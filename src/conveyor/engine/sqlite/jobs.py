@@ -34,6 +34,7 @@ FILTER_PARTS = (
     "attempted_after",
     "attempted_before",
     "completed",
+    "args_contains",
 )
 #: The criteria that hold a list, passed to their fragment as a JSON array.
 LISTS = frozenset({"ids", "states", "queues", "workers", "tags"})
@@ -56,7 +57,9 @@ def filter_condition(criteria: JobFilter) -> tuple[str, dict[str, Any]]:
             value = getattr(criteria, name)
             if value is None or value == ():
                 continue
-            if name in LISTS:
+            if name == "args_contains":
+                params[name] = orjson.dumps(value).decode()
+            elif name in LISTS:
                 params[name] = orjson.dumps([getattr(v, "value", v) for v in value]).decode()
             else:
                 params[name] = _time(value) if isinstance(value, datetime) else value

@@ -3,12 +3,13 @@ matches. The one place that calls the counts and stats API, so the pages only se
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from conveyor.app import Conveyor
-from conveyor.filters import MAX_PAGE, JobFilter
+from conveyor.filters import JobFilter
 from conveyor.fleet import QueueInfo
 from conveyor.job import JobState
 
@@ -19,9 +20,10 @@ class QueueRow:
 
     queue: str
     producers: tuple[QueueInfo, ...] = ()
-    #: Jobs by state (estimated on large tables); None when they are not known.
-    counts: dict[JobState, int] | None = None
+    #: Jobs by state (some estimated on a large PostgreSQL table: see ``estimated``).
+    counts: dict[JobState, int] = field(default_factory=dict)
     oldest_available_at: datetime | None = None
+    estimated: frozenset[JobState] = frozenset()
 
     @property
     def running(self) -> int:
@@ -51,6 +53,7 @@ class Activity:
     window: int
     bucket: int
     buckets: tuple[Bucket, ...] = field(default=())
+    estimated: bool = False
 
     @property
     def completed(self) -> int:
@@ -62,6 +65,7 @@ class Activity:
 
     @property
     def error_rate(self) -> float:
+        """Failed attempts over ended ones (as ``JobStats.error_rate``)."""
         done = self.completed + self.failed
         return self.failed / done if done else 0.0
 
@@ -75,28 +79,38 @@ class Matching:
 
 
 async def queue_rows(conveyor: Conveyor) -> list[QueueRow]:
+    """Every queue that holds jobs or runs on a live node, by name."""
     producers: dict[str, list[QueueInfo]] = defaultdict(list)
     for info in await conveyor.queues():
         producers[info.queue].append(info)
-    return [QueueRow(queue, tuple(found)) for queue, found in sorted(producers.items())]
+    counted = {found.queue: found for found in await conveyor.queue_counts()}
+    rows = []
+    for queue in sorted(producers.keys() | counted.keys()):
+        found = counted.get(queue)
+        rows.append(
+            QueueRow(
+                queue,
+                tuple(producers.get(queue, ())),
+                found.counts() if found is not None else {},
+                found.oldest_available_at if found is not None else None,
+                found.estimated if found is not None else frozenset(),
+            )
+        )
+    return rows
 
 
-async def activity(conveyor: Conveyor, *, window: int = 3600, bucket: int = 60) -> Activity | None:
-    """Throughput and errors of the last ``window`` seconds; None until the stats API exists."""
-    return None
+async def activity(conveyor: Conveyor, *, window: int = 3600, bucket: int = 60) -> Activity:
+    """Jobs completed and attempts failed per bucket over the last ``window`` seconds."""
+    stats = await conveyor.job_stats(window=window, bucket=bucket)
+    return Activity(
+        window=window,
+        bucket=bucket,
+        buckets=tuple(Bucket(b.start, b.completed, b.failed) for b in stats.buckets),
+        estimated=stats.estimated,
+    )
 
 
 async def count_matching(conveyor: Conveyor, criteria: JobFilter) -> Matching:
     """How many jobs ``criteria`` matches (ignoring its page)."""
-    found = await conveyor.list_jobs(JobFilter.build(**_unpaged(criteria), limit=MAX_PAGE))
-    return Matching(len(found), exact=len(found) < MAX_PAGE)
-
-
-def _unpaged(criteria: JobFilter) -> dict[str, object]:
-    return {
-        "ids": criteria.ids,
-        "states": criteria.states,
-        "queues": criteria.queues,
-        "workers": criteria.workers,
-        "tags": criteria.tags,
-    }
+    unpaged = dataclasses.replace(criteria, limit=None, before_id=None, after_id=None)
+    return Matching(await conveyor.count_jobs(unpaged))

@@ -18,11 +18,13 @@ from conveyor.web.dashboard import counts
 from conveyor.web.dashboard.charts import bar_chart
 from conveyor.web.dashboard.context import dashboard_of, render, route_path
 from conveyor.web.dashboard.graph import workflow_svg
-from conveyor.web.dashboard.querying import PAGE_SIZES, JobQuery, parse_query
+from conveyor.web.dashboard.querying import PAGE_SIZES, TIME_FIELDS, JobQuery, parse_query
 from conveyor.web.dashboard.schedule import CronRow, next_run
 from conveyor.workflow import WorkflowStatus
 
 STATES = [state.value for state in JobState]
+#: The states the overview's queue table shows a column for.
+COUNTED = ["available", "scheduled", "retryable", "executing", "completed", "discarded"]
 #: How many ids a filtered jobs page looks through at most: a filter that matches few jobs must
 #: not walk a table of millions to fill a page (the page offers to search the ids below instead).
 SCAN_WINDOW = 100_000
@@ -32,25 +34,23 @@ async def overview(request: Request) -> Response:
     dash = dashboard_of(request)
     rows = await counts.queue_rows(dash.conveyor)
     activity = await counts.activity(dash.conveyor)
-    charts = None
-    if activity is not None:
-        charts = {
-            "throughput": bar_chart(
-                [(b.start, b.completed) for b in activity.buckets],
-                label="jobs completed per minute",
-                css="throughput",
-            ),
-            "errors": bar_chart(
-                [(b.start, _rate(b.failed, b.completed)) for b in activity.buckets],
-                label="error rate per minute",
-                css="errors",
-                unit="%",
-                ceiling=100.0,
-            ),
-        }
+    charts = {
+        "throughput": bar_chart(
+            [(b.start, b.completed) for b in activity.buckets],
+            label="jobs completed per minute",
+            css="throughput",
+        ),
+        "errors": bar_chart(
+            [(b.start, _rate(b.failed, b.completed)) for b in activity.buckets],
+            label="error rate per minute",
+            css="errors",
+            unit="%",
+            ceiling=100.0,
+        ),
+    }
     totals: dict[str, int] = {}
     for row in rows:
-        for state, n in (row.counts or {}).items():
+        for state, n in row.counts.items():
             totals[state.value] = totals.get(state.value, 0) + n
     nodes = sorted({p.node for row in rows for p in row.producers})
     return render(
@@ -61,9 +61,11 @@ async def overview(request: Request) -> Response:
             "page": "overview",
             "rows": rows,
             "states": STATES,
+            "counted": COUNTED,
             "totals": totals,
             "activity": activity,
             "charts": charts,
+            "activity_estimated": activity.estimated,
             "nodes": nodes,
             "leader": await dash.conveyor.leader(),
         },
@@ -109,6 +111,7 @@ async def jobs(request: Request) -> Response:
             "jobs": found,
             "states": STATES,
             "page_sizes": PAGE_SIZES,
+            "time_fields": TIME_FIELDS,
             "older": older,
             "window": window,
             "search_older": search_older,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -21,6 +22,8 @@ DEFAULT_PAGE = 50
 #: The most values one criterion takes from a request.
 MAX_VALUES = 50
 MAX_TEXT = 255
+#: The times a page may be bounded by (``JobFilter``'s time ranges).
+TIME_FIELDS = ("scheduled", "attempted", "completed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,10 @@ class JobQuery:
     queues: tuple[str, ...] = ()
     workers: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    #: Which time ``since``/``until`` bound: "scheduled", "attempted" or "completed".
+    time: str = "scheduled"
+    since: datetime | None = None
+    until: datetime | None = None
     #: Keyset paging: jobs with a smaller id than this (the last one of the page before).
     before: int | None = None
     limit: int = DEFAULT_PAGE
@@ -39,16 +46,21 @@ class JobQuery:
 
     @property
     def filtered(self) -> bool:
-        return bool(self.states or self.queues or self.workers or self.tags)
+        return bool(self.states or self.queues or self.workers or self.tags or self.since or self.until)
 
     def criteria(self, *, paged: bool = True, after: int | None = None) -> JobFilter:
         """The filter to list a page (``paged``; ids above ``after`` only) or to act on every
         matching job."""
+        # One worker is matched by its name's end ("send_email" finds "app.mail.send_email").
+        suffix = self.workers[0] if len(self.workers) == 1 else None
+        times: dict[str, Any] = {f"{self.time}_after": self.since, f"{self.time}_before": self.until}
         return JobFilter(
             states=tuple(JobState(s) for s in self.states),
             queues=self.queues,
-            workers=self.workers,
+            workers=self.workers if suffix is None else (),
+            worker_suffix=suffix,
             tags=self.tags,
+            **times,
             limit=self.limit if paged else None,
             before_id=self.before if paged else None,
             after_id=after if paged else None,
@@ -58,6 +70,13 @@ class JobQuery:
         """The query as (name, value) pairs: for links and for a form's hidden fields."""
         pairs = [("state", s) for s in self.states] + [("queue", q) for q in self.queues]
         pairs += [("worker", w) for w in self.workers] + [("tag", t) for t in self.tags]
+        if self.since or self.until:
+            pairs.append(("time", self.time))
+            pairs += [
+                (name, _minute(moment))
+                for name, moment in (("since", self.since), ("until", self.until))
+                if moment
+            ]
         if paged:
             if self.before is not None:
                 pairs.append(("before", str(self.before)))
@@ -99,6 +118,21 @@ def parse_query(params: Mapping[str, Sequence[str]]) -> JobQuery:
                 problems.append(f"{name} {value[:80]!r} is not a {name} name")
             else:
                 kept.append(value)
+    time = (_texts(params.get("time", ())) or ["scheduled"])[0]
+    if time not in TIME_FIELDS:
+        problems.append(f"time {time[:30]!r} is not one of {', '.join(TIME_FIELDS)}")
+        time = "scheduled"
+    since = _moment(params.get("since", ()), "since", problems)
+    until = _moment(params.get("until", ()), "until", problems)
+    if since is not None and until is not None and since >= until:
+        problems.append("since must be earlier than until")
+        since = until = None
+    if len(workers) == 1:
+        try:
+            JobFilter(worker_suffix=workers[0])
+        except ValidationError as exc:
+            problems.append(f"worker {workers[0][:80]!r} {exc.problem}")
+            workers = []
     before = _job_id(params.get("before", ()), "before", problems)
     limit = DEFAULT_PAGE
     raw_limit = _texts(params.get("limit", ()))
@@ -112,10 +146,31 @@ def parse_query(params: Mapping[str, Sequence[str]]) -> JobQuery:
         queues=tuple(dict.fromkeys(queues)),
         workers=tuple(dict.fromkeys(workers)),
         tags=tuple(dict.fromkeys(tags)),
+        time=time,
+        since=since,
+        until=until,
         before=before,
         limit=limit,
         problems=tuple(problems),
     )
+
+
+def _moment(values: Sequence[str], name: str, problems: list[str]) -> datetime | None:
+    """A time from a form (``2026-11-25T09:30``, as a datetime-local field sends it): UTC unless it
+    names its offset."""
+    texts = _texts(values)
+    if not texts:
+        return None
+    try:
+        moment = datetime.fromisoformat(texts[0][:40])
+    except ValueError:
+        problems.append(f"{name} {texts[0][:40]!r} is not a time like 2026-11-25T09:30")
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def _minute(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M")
 
 
 def _job_id(values: Sequence[str], name: str, problems: list[str]) -> int | None:
