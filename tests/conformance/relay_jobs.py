@@ -47,7 +47,9 @@ async def discards_itself() -> Discard:
     return Discard("bad input")
 
 
-@job(max_attempts=3, backoff=lambda job: 0)
+# The retry waits 2 s: long enough for a wait without through_retries to see the failed attempt (with
+# no backoff the second attempt could complete first, and that wait returned the completed job).
+@job(max_attempts=3, backoff=lambda job: 2)
 async def fails_once() -> Record:
     if current_job().attempt == 1:
         raise RuntimeError("first attempt fails")
