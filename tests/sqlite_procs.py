@@ -14,14 +14,17 @@ from typing import Any
 from conveyor.engine.sqlite import SqliteEngine
 
 
-def fetch_all(path: str, queue: str, batch: int, go: Any, results: Any) -> None:
-    """Wait for ``go``, then claim jobs of ``queue`` in batches until none are left; report the ids."""
+def fetch_all(path: str, queue: str, batch: int, go: Any, results: Any, ready: Any = None) -> None:
+    """Say ``ready`` once open, wait for ``go``, then claim jobs of ``queue`` in batches until none
+    are left; report the ids."""
 
     async def run() -> list[int]:
         engine = SqliteEngine(path)
         await engine.open()
         try:
             claimed: list[int] = []
+            if ready is not None:
+                ready.put(True)
             go.wait()
             empty = 0
             while empty < 3:  # a few empty fetches in a row: the queue is drained

@@ -541,14 +541,15 @@ async def test_two_processes_never_claim_the_same_job(sqlite_engine: SqliteEngin
     await sqlite_engine.insert(many(total, queue="race"))
     context = multiprocessing.get_context("spawn")
     go = context.Event()
-    results = context.Queue()
+    results, ready = context.Queue(), context.Queue()
     workers = [
-        context.Process(target=fetch_all, args=(db_path, "race", 7, go, results), daemon=True)
+        context.Process(target=fetch_all, args=(db_path, "race", 7, go, results, ready), daemon=True)
         for _ in range(2)
     ]
     for worker in workers:
         worker.start()
-    await asyncio.sleep(0.5)  # let both import and open before the race starts
+    for _ in workers:  # both imported and opened before the race starts (a fixed pause was too short
+        await asyncio.to_thread(ready.get, True, 60)  # for a spawned process on a loaded machine)
     go.set()
     claimed_here = []
     while True:  # this process races too
