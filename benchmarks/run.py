@@ -31,6 +31,9 @@ from runtime import (
     workflow_fanout,
 )
 from stats import stats, stats_write_cost
+from telemetry_cost import telemetry
+
+from dashboard import dashboard
 
 #: Every scenario, by the name the command line uses. Order is the order ``all`` runs them in.
 SCENARIOS: dict[str, Scenario] = {
@@ -52,6 +55,8 @@ SCENARIOS: dict[str, Scenario] = {
     "wait-many": wait_many,
     "stats": stats,
     "stats-write-cost": stats_write_cost,
+    "telemetry": telemetry,
+    "dashboard": dashboard,
 }
 #: Engines the scenarios can run on (``common.fresh_app`` opens them).
 ENGINES = ("postgres", "sqlite")

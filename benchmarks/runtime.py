@@ -23,7 +23,7 @@ import asyncio
 import multiprocessing
 import statistics
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -62,9 +62,17 @@ NOT_DONE = ("available", "scheduled", "executing", "retryable", "discarded", "ca
 
 
 @asynccontextmanager
-async def running_node(base: Conveyor, queues: dict[str, Any], **options: Any) -> AsyncIterator[Conveyor]:
-    """A node on ``base``'s engine (its schema), stopped afterwards without closing the engine."""
+async def running_node(
+    base: Conveyor,
+    queues: dict[str, Any],
+    prepare: Callable[[Conveyor], object] | None = None,
+    **options: Any,
+) -> AsyncIterator[Conveyor]:
+    """A node on ``base``'s engine (its schema), stopped afterwards without closing the engine.
+    ``prepare`` gets the app before its node starts (to attach telemetry handlers, say)."""
     app = Conveyor(engine=await base.engine(), queues=queues, leadership=False, **options)
+    if prepare is not None:
+        prepare(app)
     await app.start()
     try:
         yield app
@@ -97,7 +105,12 @@ async def enqueue_all(app: Conveyor, requests: Iterable[JobRequest]) -> int:
 
 # -- drain ---------------------------------------------------------------------------------------
 async def drain_once(
-    settings: Settings, jobs: int, concurrency: int, history: int = 0, global_limit: int | None = None
+    settings: Settings,
+    jobs: int,
+    concurrency: int,
+    history: int = 0,
+    global_limit: int | None = None,
+    prepare: Callable[[Conveyor], object] | None = None,
 ) -> Figures:
     queue: Any = concurrency if global_limit is None else {"limit": concurrency, "global_limit": global_limit}
     async with fresh_app(settings, pool_size=NODE_POOL) as base:
@@ -105,7 +118,7 @@ async def drain_once(
             await load_history(base, history)
         await enqueue_all(base, (bench_jobs.noop.new(n=n) for n in range(jobs)))
         started = time.perf_counter()
-        async with running_node(base, {"default": queue}) as app:
+        async with running_node(base, {"default": queue}, prepare) as app:
             await written(app, jobs, timeout=max(60.0, jobs / 500))
             seconds = time.perf_counter() - started
         await check_all_completed(base)

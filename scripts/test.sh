@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install everything the tests need (virtualenv, the package with its dev extra, PostgreSQL running)
-# and run the whole suite: ruff, mypy, pytest. Extra arguments go to pytest.
+# Install everything the tests need (virtualenv, the package with its dev extra, PostgreSQL running,
+# chromium for the dashboard's browser tests) and run the whole suite: ruff, mypy, pytest. Extra
+# arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,7 @@ fi
 
 bash scripts/ensure-postgres.sh
 bash scripts/ensure-oban-venv.sh
+bash scripts/ensure-chromium.sh
 
 echo "== ruff"
 .venv/bin/ruff check .

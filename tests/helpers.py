@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
 
 from conveyor import Conveyor
 from conveyor.engine.postgres import inserter
+
+T = TypeVar("T")
 
 #: The most jobs one insert step writes (the statement and COPY paths chunk differently): a batch of
 #: more than this is written in several steps, so tests of atomicity use more than this.
@@ -108,3 +113,49 @@ def insert_channel(prefix: str) -> str:
 
 def signal_channel(prefix: str) -> str:
     return f"{prefix}.oban_signal"
+
+
+async def poll(
+    probe: Callable[[], Awaitable[T]],
+    done: Callable[[T], bool],
+    *,
+    timeout: float,
+    what: str,
+    every: float = 0.02,
+) -> T:
+    """Call ``probe`` until ``done(value)``; fail after ``timeout`` seconds with the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await probe()
+        if done(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {value!r}")
+        await asyncio.sleep(every)
+
+
+@dataclass
+class Events:
+    """Telemetry events an app emitted, in order."""
+
+    seen: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def __call__(self, event: str, data: dict[str, Any]) -> None:
+        self.seen.append((event, data))
+
+    def named(self, event: str) -> list[dict[str, Any]]:
+        return [data for name, data in self.seen if name == event]
+
+    async def wait(
+        self,
+        event: str,
+        done: Callable[[list[dict[str, Any]]], bool] = bool,
+        timeout: float = 10.0,
+    ) -> list[dict[str, Any]]:
+        """The data of every ``event`` seen, once ``done`` holds for that list (at least one, by
+        default)."""
+
+        async def probe() -> list[dict[str, Any]]:
+            return self.named(event)
+
+        return await poll(probe, done, timeout=timeout, what=f"event {event}")

@@ -141,3 +141,17 @@ def test_stats_write_cost_reports_the_ratio_with_and_without_the_index(dsn: str)
     assert figures["scenario"] == "stats-write-cost" and figures["jobs"] == 200 and figures["rounds"] == 5
     assert figures["with_index_jobs_per_s"] > 0 and figures["without_index_jobs_per_s"] > 0
     assert figures["ratio"] > 0
+
+
+def test_telemetry_reports_each_variant_against_a_plain_drain(dsn: str) -> None:
+    (figures,) = run_benchmarks(dsn, "telemetry", "--jobs", "30")
+    assert figures["scenario"] == "telemetry" and figures["jobs"] == 30 and figures["rounds"] == 6
+    for variant in ("plain", "handler", "log_text", "log_json"):
+        low, high = figures[f"{variant}_range"]
+        assert 0 < low <= figures[f"{variant}_jobs_per_s"] <= high
+        assert figures[f"{variant}_us_per_job"] > 0
+    for variant in ("handler", "log_text", "log_json"):
+        assert figures[f"{variant}_ratio"] > 0 and figures[f"{variant}_paired_ratio"] > 0
+        assert len(figures[f"{variant}_round_ratios"]) == 6
+        # Attaching a handler or writing a line costs something per job, measurably.
+        assert figures[f"{variant}_us_per_job"] > figures["plain_us_per_job"]

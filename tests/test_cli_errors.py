@@ -22,8 +22,9 @@ import pytest
 from tests.conftest import DSN
 
 CONVEYOR = str(Path(sys.executable).with_name("conveyor"))
-#: The connection failures must be reported within this many seconds.
-FAST = 5.0
+#: The connection failures must be reported within this many seconds: well under the 30 s hangs this
+#: guards against, with room for a loaded 2-core machine (a CLI start took 5-7 s under load 10+).
+FAST = 10.0
 
 
 @dataclass(frozen=True)

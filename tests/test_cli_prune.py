@@ -71,13 +71,20 @@ class Target:
         return asyncio.run(main())
 
 
+TargetT = TypeVar("TargetT", bound=Target)
+
+
+def make_target(kind: type[TargetT], engine: str, prefix: str, tmp_path: Path) -> TargetT:
+    """A ``kind`` of target on ``engine`` (postgres: in schema ``prefix``; sqlite: a file in ``tmp_path``)."""
+    if engine == "postgres":
+        return kind(lambda: PostgresEngine(DSN, prefix=prefix), ["--dsn", DSN, "--prefix", prefix], tmp_path)
+    path = tmp_path / "cli.db"
+    return kind(lambda: SqliteEngine(path), ["--dsn", f"sqlite:///{path}"], tmp_path)
+
+
 @pytest.fixture(params=["postgres", "sqlite"])
 def target(request: pytest.FixtureRequest, prefix: str, tmp_path: Path) -> Iterator[Target]:
-    if request.param == "postgres":
-        yield Target(lambda: PostgresEngine(DSN, prefix=prefix), ["--dsn", DSN, "--prefix", prefix], tmp_path)
-    else:
-        path = tmp_path / "cli.db"
-        yield Target(lambda: SqliteEngine(path), ["--dsn", f"sqlite:///{path}"], tmp_path)
+    yield make_target(Target, request.param, prefix, tmp_path)
 
 
 def test_dry_run_then_prune_by_the_configured_rules(target: Target) -> None:

@@ -16,7 +16,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,11 +28,11 @@ from conveyor._runtime.duties import CronScheduler, Pruner
 from conveyor._runtime.leadership import Leadership
 from conveyor.cron import CronEntry, CronExpression
 from conveyor.engine.postgres import PostgresEngine
-from conveyor.fleet import CronTick, ProducerBeat
+from conveyor.fleet import OWN_PRODUCER, CronTick, ProducerBeat
 from conveyor.retention import Pruned, Retention
 from conveyor.telemetry import Telemetry
 from tests import cluster_jobs as jobs
-from tests.helpers import make_app
+from tests.helpers import Events, make_app, poll
 from tests.node_processes import NodeProcess, describe, node_env, node_processes
 
 T = TypeVar("T")
@@ -62,25 +61,6 @@ async def query(engine: PostgresEngine, text: str, params: Any = None) -> list[t
         return await cur.fetchall() if cur.description else []
 
 
-async def poll(
-    probe: Callable[[], Awaitable[T]],
-    done: Callable[[T], bool],
-    *,
-    timeout: float,
-    what: str,
-    every: float = 0.02,
-) -> T:
-    """Call ``probe`` until ``done(value)``; fail after ``timeout`` seconds with the last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await probe()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {value!r}")
-        await asyncio.sleep(every)
-
-
 async def holds(
     probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool], *, during: float, what: str
 ) -> None:
@@ -95,25 +75,6 @@ async def holds(
 async def leader_node(engine: PostgresEngine) -> str | None:
     leader = await engine.get_leader(INSTANCE)
     return leader.node if leader else None
-
-
-@dataclass
-class Events:
-    """Telemetry events an app emitted, in order."""
-
-    seen: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-
-    def __call__(self, event: str, data: dict[str, Any]) -> None:
-        self.seen.append((event, data))
-
-    def named(self, event: str) -> list[dict[str, Any]]:
-        return [data for name, data in self.seen if name == event]
-
-    async def wait(self, event: str, timeout: float = 10.0) -> list[dict[str, Any]]:
-        async def probe() -> list[dict[str, Any]]:
-            return self.named(event)
-
-        return await poll(probe, bool, timeout=timeout, what=f"event {event}")
 
 
 def listen(app: Conveyor) -> Events:
@@ -719,7 +680,10 @@ async def test_duties_emit_their_events(dsn: str, prefix: str, engine: PostgresE
     claimed = await engine.fetch_jobs("orphans", 2, node="gone", producer=dead)
     assert sorted(j.id for j in claimed) == orphans
     await engine.record_producers(
-        INSTANCE, "gone", [ProducerBeat(dead, "orphans", {})], now=datetime.now(UTC) - timedelta(minutes=1)
+        INSTANCE,
+        "gone",
+        [ProducerBeat(dead, "orphans", OWN_PRODUCER)],
+        now=datetime.now(UTC) - timedelta(minutes=1),
     )
     await query(
         engine,

@@ -30,7 +30,7 @@ from conveyor.cli.main import main
 from conveyor.engine.postgres import PostgresEngine, schema
 from conveyor.errors import SchemaError
 from conveyor.filters import JobFilter
-from conveyor.fleet import ProducerBeat
+from conveyor.fleet import OWN_PRODUCER, ProducerBeat
 from tests import helpers
 from tests.helpers import count_jobs, execute
 
@@ -545,7 +545,10 @@ async def test_rescue_and_retry(elixir_engine: PostgresEngine, dsn: str, prefix:
         (claimed,) = await engine.fetch_jobs(queue, 1, node="gone", producer=dead)
         assert claimed.attempted_by == ("gone", dead)
     await engine.record_producers(
-        "conveyor", "gone", [ProducerBeat(dead, "q1", {})], now=datetime.now(UTC) - timedelta(minutes=5)
+        "conveyor",
+        "gone",
+        [ProducerBeat(dead, "q1", OWN_PRODUCER)],
+        now=datetime.now(UTC) - timedelta(minutes=5),
     )
     result = await engine.rescue_jobs(timeout=60, backstop=3600)
     assert result.discarded == (ids[0],)

@@ -26,7 +26,7 @@ import pytest
 from click.testing import CliRunner, Result
 from psycopg import sql
 
-from conveyor import Conveyor, ValidationError
+from conveyor import Conveyor, NodeNotFoundError, ValidationError
 from conveyor.cli import main as cli
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.fleet import QueueInfo
@@ -548,6 +548,12 @@ async def test_cli_steers_queues_and_acts_on_jobs(
             in invoke(dsn, prefix, "resume", "default", "--node", "node-a").output
         )
         await wait_states(engine, waiting, "completed")
+        # A node no live producer row names: reported, not "sent".
+        unknown = CliRunner().invoke(
+            cli, ["pause", "--dsn", dsn, "--prefix", prefix, "default", "--node", "node-z"]
+        )
+        assert unknown.exit_code == 1 and "sent" not in unknown.output.replace("nothing was sent", "")
+        assert "no live node named 'node-z' runs a queue (live nodes: node-a)" in unknown.output
 
         invoke(dsn, prefix, "stop", "default", "--node", "node-a")
         await wait_queues(app, lambda qs: ("node-a", "default") not in qs, "the CLI stop")
@@ -582,18 +588,21 @@ async def test_signals_are_obans_and_a_raw_oban_signal_steers_a_node(
             "queue": "default",
             "ident": "any",
         }
-        await app.scale_queue("default", 7, node="x")
-        assert orjson.loads(await listener.first() or "null") == {
-            "action": "scale",
-            "queue": "default",
-            "limit": 7,
-            "ident": "conveyor.x",
-        }
+        with pytest.raises(NodeNotFoundError):  # no live node is called x: nothing is sent
+            await app.scale_queue("default", 7, node="x")
 
     async def notify(payload: str) -> None:
         await query(engine, "SELECT pg_notify(%s, %s)", (signal_channel(prefix), payload))
 
     async with fleet(app, dsn, prefix, tmp_path, ["node-a"], "default:2"):
+        async with listening(dsn, signal_channel(prefix)) as listener:
+            await app.scale_queue("default", 2, node="node-a")
+            assert orjson.loads(await listener.first() or "null") == {
+                "action": "scale",
+                "queue": "default",
+                "limit": 2,
+                "ident": "conveyor.node-a",
+            }
         await notify('{"action":"pause","queue":"default"}')  # exactly what an Oban node sends
         await wait_queues(app, lambda qs: qs[("node-a", "default")].paused, "the raw pause")
         ids = await app.enqueue_many(fleet_jobs.noop.new() for _ in range(2))

@@ -220,8 +220,10 @@ def check_request(request: JobRequest, options: dict[str, Any]) -> None:
     assert 0 <= request.priority <= 9 and type(request.priority) is int
     assert 1 <= request.max_attempts <= 32767 and type(request.max_attempts) is int
     assert all(
-        isinstance(tag, str) and tag and tag == tag.strip() and "\x00" not in tag for tag in request.tags
+        isinstance(tag, str) and tag and tag == tag.strip().lower() and "\x00" not in tag
+        for tag in request.tags
     )
+    assert len(set(request.tags)) == len(request.tags)
     assert_same(orjson.loads(request.args_json), normalised(dict(request.args)))
     assert_same(orjson.loads(request.meta_json), normalised(dict(request.meta)))
     if request.scheduled_at is not None:

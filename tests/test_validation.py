@@ -426,7 +426,7 @@ def test_scheduled_at_and_schedule_in_together_are_refused() -> None:
 
 @pytest.mark.parametrize(
     "value",
-    ["single-string", b"bytes", 7, None, ["ok", ""], ["ok", "   "], ["ok", 3], [None], ["a\x00"], ["\udfff"]],
+    ["single-string", b"bytes", 7, None, ["ok", 3], [None], ["a\x00"], ["\udfff"]],
 )
 def test_bad_tags(value: Any) -> None:
     with pytest.raises(ValidationError) as exc:
@@ -434,8 +434,19 @@ def test_bad_tags(value: Any) -> None:
     assert_invalid(exc, "tags", value)
 
 
-def test_tags_are_stripped_and_deduplicated_in_order() -> None:
-    assert JobRequest("tests.w", tags=[" b ", "a", "b", "a "]).tags == ("b", "a")
+def test_tags_are_normalised_as_oban_does() -> None:
+    # Trimmed, lowercased, blanks dropped, duplicates dropped (the first kept, in order).
+    request = JobRequest("tests.w", tags=[" B ", "a", "b", "", "   ", "A ", "Zoë", "ZOË"])
+    assert request.tags == ("b", "a", "zoë")
+    assert JobRequest("tests.w", tags=["", " "]).tags == ()
+
+
+def test_filter_tags_compare_normalised_and_refuse_blanks() -> None:
+    assert JobFilter(tags=(" VIP", "vip ", "Eu")).tags == ("vip", "eu")
+    assert JobFilter.build(tags="Mail").tags == ("mail",)
+    with pytest.raises(ValidationError) as exc:
+        JobFilter(tags=("vip", "  "))
+    assert exc.value.field == "tags"
 
 
 # -- option names ----------------------------------------------------------------------------
@@ -579,6 +590,8 @@ def test_filter_build_refuses_unknown_filter_name() -> None:
         ({"ids": -(2**63) - 1}, "ids", -(2**63) - 1),
         ({"before_id": 2**63}, "before_id", 2**63),
         ({"before_id": True}, "before_id", True),
+        ({"after_id": "9"}, "after_id", "9"),
+        ({"after_id": 2**63}, "after_id", 2**63),
         ({"workers": ["a\x00"]}, "workers", ("a\x00",)),
         ({"tags": "t\x00"}, "tags", ("t\x00",)),
     ],
@@ -743,3 +756,19 @@ def test_module_with_a_missing_dependency_reports_the_dependency(
         import_definition(name)
     assert exc.value.worker == name
     assert "boom at import" in exc.value.reason
+
+
+# -- outcomes ---------------------------------------------------------------------------------
+def test_snooze_meta_is_checked_and_survives_pickling() -> None:
+    import pickle
+
+    from conveyor import Snooze
+
+    snooze = pickle.loads(pickle.dumps(Snooze(5, meta={"why": "busy"})))
+    assert (snooze.seconds, snooze.meta) == (5.0, {"why": "busy"})
+    assert Snooze(5).meta is None and Snooze(5, meta={}).meta is None
+    with pytest.raises(ValidationError) as exc:
+        Snooze(5, meta={"when": datetime.now(UTC)})
+    assert exc.value.field.startswith("snooze meta")
+    with pytest.raises(ValidationError):
+        Snooze(5, meta=["not", "a", "mapping"])  # type: ignore[arg-type]

@@ -7,14 +7,14 @@ so nodes apply it when they (re)start the queue.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from conveyor import _options as opt
 from conveyor._runtime.node import Node
 from conveyor._runtime.signals import ident_for, queue_signal
 from conveyor.engine.base import Engine
-from conveyor.errors import ValidationError
+from conveyor.errors import NodeNotFoundError, ValidationError
 from conveyor.fleet import QueueInfo
 from conveyor.limits import GlobalLimit, RateLimit
 from conveyor.settings import Settings
@@ -59,7 +59,8 @@ async def send_queue_signal(
     limits: dict[str, Any] | None = None,
 ) -> None:
     """Send one queue action to every node (``node=None``) or one node, and apply it here at once
-    when this process's node is a target (so it works with notifications off too)."""
+    when this process's node is a target (so it works with notifications off too). A node no live
+    producer row names raises ``NodeNotFoundError`` and nothing is sent."""
     if action not in QUEUE_ACTIONS:
         raise ValidationError("action", action, f"must be one of {', '.join(QUEUE_ACTIONS)}")
     check_target(queue, limit, action, limits=bool(limits))
@@ -70,9 +71,12 @@ async def send_queue_signal(
             raise ValidationError("persist", persist, "a persisted change reaches every node; pass no node")
         paused = {"pause": True, "resume": False}.get(action)
         await engine.save_queue_state(settings.name, queue, paused=paused, limit=limit, limits=limits)
-    payload = queue_signal(action, queue, ident_for(settings.name, node), limit) | (limits or {})
-    await engine.notify("signal", payload)
+    idents = ["any"] if node is None else await node_idents(engine, settings, local, node)
+    payload = queue_signal(action, queue, idents[0], limit) | (limits or {})
+    for ident in idents:
+        await engine.notify("signal", payload | {"ident": ident})
     if local is not None and node in (None, local.name):
+        local.signalled(payload, "local")
         if action == "pause":
             local.pause(queue)
         elif action == "resume":
@@ -86,12 +90,31 @@ async def send_queue_signal(
                 await local.stop_queue(name)
 
 
+async def node_idents(engine: Engine, settings: Settings, local: Node | None, node: str) -> list[str]:
+    """How a signal addresses ``node``: ``"<instance name>.<node>"``, with the name its producer
+    rows carry (oban-py's ``Oban``, Conveyor's ``name`` setting), so it reaches a node of either
+    runtime. ``NodeNotFoundError`` when no live producer row names that node."""
+    if local is not None and local.name == node:
+        return [ident_for(settings.name, node)]
+    now = datetime.now(UTC)
+    live = [
+        p
+        for p in await engine.list_producers()
+        if p.alive(now, settings.producer_timeout, settings.foreign_timeout)
+    ]
+    names = sorted({p.name for p in live if p.node == node})
+    if not names:
+        raise NodeNotFoundError(node, sorted({p.node for p in live}))
+    return [ident_for(name, node) for name in names]
+
+
 async def list_queues(engine: Engine, settings: Settings, *, now: datetime | None = None) -> list[QueueInfo]:
-    """Every queue on every live node (fresh heartbeat), from the producer rows."""
-    cutoff = (now or datetime.now(UTC)) - timedelta(seconds=settings.producer_timeout)
+    """Every queue on every live node (fresh heartbeat, by its runtime's timeout), from the
+    producer rows."""
+    now = now or datetime.now(UTC)
     result = []
     for producer in await engine.list_producers():
-        if producer.updated_at < cutoff:
+        if not producer.alive(now, settings.producer_timeout, settings.foreign_timeout):
             continue
         meta = producer.meta
         result.append(

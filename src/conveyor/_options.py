@@ -128,19 +128,27 @@ def is_utf8(text: str) -> bool:
     return True
 
 
+def normalise_tag(tag: str) -> str:
+    """A tag as Oban stores it: surrounding blanks trimmed, lowercased (``str.lower``, as oban-py)."""
+    return tag.strip().lower()
+
+
 def check_tags(value: Any) -> tuple[str, ...]:
-    """Tags are non-empty strings; surrounding blanks are stripped and duplicates dropped."""
+    """Tags normalised as Oban does on insert: each trimmed and lowercased, blank ones dropped,
+    duplicates dropped (the first kept, in order). Anything but text is refused."""
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
         raise ValidationError("tags", value, "must be a list of strings")
     tags: dict[str, None] = {}
     for tag in value:
-        if not isinstance(tag, str) or not tag.strip() or "\x00" in tag or not is_utf8(tag):
+        if not isinstance(tag, str) or "\x00" in tag or not is_utf8(tag):
             raise ValidationError(
                 "tags",
                 value,
-                f"each tag must be a non-empty string without NUL characters or lone surrogates; got {tag!r}",
+                f"each tag must be a string without NUL characters or lone surrogates; got {tag!r}",
             )
-        tags[tag.strip()] = None
+        normal = normalise_tag(tag)
+        if normal:
+            tags[normal] = None
     return tuple(tags)
 
 

@@ -6,6 +6,7 @@ import importlib
 from collections.abc import Iterable
 from typing import Any
 
+from conveyor._oban_py import oban_definition
 from conveyor.definition import JobDefinition, definition_of
 from conveyor.errors import WorkerNotFoundError
 
@@ -24,9 +25,11 @@ class Resolver:
 
     def register(self, target: Any, name: str | None = None) -> JobDefinition:
         """Make a decorated job known under its worker name (or ``name``, e.g. an Elixir name)."""
-        definition = definition_of(target)
+        definition = definition_for(target)
         if definition is None:
-            raise WorkerNotFoundError(name or repr(target), "it is not decorated with @job or @worker")
+            raise WorkerNotFoundError(
+                name or repr(target), "it is not decorated with @job or @worker (Conveyor's or oban-py's)"
+            )
         self._cache[name or definition.name] = definition
         return definition
 
@@ -39,6 +42,12 @@ class Resolver:
         if found is None:
             found = self._cache[name] = import_definition(name)
         return found
+
+
+def definition_for(target: Any) -> JobDefinition | None:
+    """The definition of a Conveyor ``@job``/``@worker``, or of an oban-py worker (run unchanged,
+    see ``_oban_py``); None for anything else."""
+    return definition_of(target) or oban_definition(target)
 
 
 def import_definition(name: str) -> JobDefinition:
@@ -65,8 +74,10 @@ def import_definition(name: str) -> JobDefinition:
             target = getattr(target, attr, None)
             if target is None:
                 raise WorkerNotFoundError(name, f"module {module_name} has no {'.'.join(parts[split:])}")
-        definition = definition_of(target)
+        definition = definition_for(target)
         if definition is None:
-            raise WorkerNotFoundError(name, "it is not decorated with @job or @worker")
+            raise WorkerNotFoundError(
+                name, "it is not decorated with @job or @worker (Conveyor's or oban-py's)"
+            )
         return definition
     raise WorkerNotFoundError(name, f"no module of {name} can be imported")

@@ -4,6 +4,7 @@ app module stays a list of entry points."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -11,6 +12,7 @@ from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 from conveyor.filters import JobFilter
 from conveyor.job import JobState
+from conveyor.request import JobRequest
 from conveyor.workflow import Workflow, WorkflowStatus, step_name
 
 FAILED = (JobState.CANCELLED, JobState.DISCARDED)
@@ -23,11 +25,18 @@ def check_workflow_id(workflow_id: Any) -> str:
 
 
 async def enqueue_workflow(
-    engine: Engine, workflow: Workflow, *, conn: Any = None, now: datetime | None = None
+    engine: Engine,
+    workflow: Workflow,
+    *,
+    conn: Any = None,
+    now: datetime | None = None,
+    transform: Callable[[JobRequest], JobRequest] | None = None,
 ) -> list[int]:
     """Insert every step atomically (those with dependencies suspended); steps added to a stored
-    workflow whose dependencies already ended settle at once."""
+    workflow whose dependencies already ended settle at once. ``transform``: the app's enqueue hooks."""
     requests, hold = workflow.requests()
+    if transform is not None:
+        requests = [transform(request) for request in requests]
     if workflow.existing:
         stored = {step_name(job) for job in await engine.workflow_jobs(workflow.id)}
         clash = sorted(name for name in (s.name for s in workflow.steps) if name in stored)

@@ -13,12 +13,12 @@ import contextlib
 import dataclasses
 import importlib
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from contextvars import Token
 from datetime import datetime
 from types import EllipsisType
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from conveyor._control import list_queues, scale_changes, send_queue_signal
 from conveyor._options import check_aware, check_delay, check_job_id
@@ -37,13 +37,13 @@ from conveyor._workflows import (
 )
 from conveyor.batch import Batch
 from conveyor.context import current_job
-from conveyor.cron import definitions_in, entries_for
+from conveyor.cron import CronEntry, definitions_in, entries_for
 from conveyor.current_app import bind_app, set_default_app, unbind_app, using_app
 from conveyor.engine.base import Engine
 from conveyor.engines import default_database_url, engine_from_url
 from conveyor.errors import ConveyorError, JobNotFoundError, ValidationError
 from conveyor.filters import JobFilter
-from conveyor.fleet import QueueInfo
+from conveyor.fleet import LeaderInfo, QueueInfo
 from conveyor.inbox import MAX_MESSAGES, encode_message
 from conveyor.job import FINAL_STATES, Job, JobId, JobState, job_ids
 from conveyor.limits import GlobalLimit, RateLimit
@@ -52,13 +52,14 @@ from conveyor.request import JobRequest
 from conveyor.retention import Pruned, Retention
 from conveyor.settings import load_settings
 from conveyor.stats import JobStats, QueueCounts, StatsQuery, countable
-from conveyor.telemetry import Telemetry
+from conveyor.telemetry import Handler, Telemetry
 from conveyor.testing.execute import run_inline
 from conveyor.testing.modes import check_mode, effective_mode
 from conveyor.workflow import Workflow, WorkflowStatus
 
 T = TypeVar("T")
 P = ParamSpec("P")
+H = TypeVar("H", bound=Handler)
 Operation = Callable[[Engine], Awaitable[T]]
 
 
@@ -175,6 +176,7 @@ class Conveyor:
         self._portal_engine: Engine | None = None
         self.resolver = Resolver(jobs)
         self.telemetry = Telemetry()
+        self._enqueue_hooks: tuple[EnqueueHook, ...] = ()
         self.node: Node | None = None
         #: Everyone waiting for jobs, per engine and event loop (the app's own, the portal's).
         self._waiters: dict[tuple[int, int], Waiters] = {}
@@ -193,6 +195,30 @@ class Conveyor:
             unbind_app(self._entered.pop())
         await self.stop()
 
+    # -- telemetry ---------------------------------------------------------------------------
+    @overload
+    def on(self, prefix: str, handler: Handler) -> Callable[[], None]: ...
+    @overload
+    def on(self, prefix: str) -> Callable[[H], H]: ...
+    def on(self, prefix: str, handler: Handler | None = None) -> Any:
+        """Call ``handler(event, data)`` for every telemetry event whose name starts with ``prefix``
+        (``"job."``, ``"job.exception"``; ``""`` for all; see ``conveyor.telemetry`` for the events).
+
+        ``app.on("job.", handler)`` returns a function that detaches it; without a handler it is a
+        decorator that attaches the function and returns it unchanged::
+
+            @app.on("job.exception")
+            def report(event: str, data: dict[str, Any]) -> None: ...
+        """
+        if handler is not None:
+            return self.telemetry.attach(handler, prefix)
+
+        def attach(function: H) -> H:
+            self.telemetry.attach(function, prefix)
+            return function
+
+        return attach
+
     def as_current(self) -> AbstractContextManager[Conveyor]:
         """``with app.as_current():`` makes this the app ``send.enqueue(...)`` uses in the block
         (see ``conveyor.current_app``)."""
@@ -209,21 +235,25 @@ class Conveyor:
         engine = await self.engine()
         if self.settings.queues and self.node is None and effective_mode(self.testing) == "disabled":
             await engine.check_schema()
-            modules = [importlib.import_module(module) for module in self.settings.imports]
-            crontab = [
-                *self.settings.crontab,
-                *entries_for([*self.resolver.definitions(), *definitions_in(modules)]),
-            ]
             self.node = Node(
                 self.settings,
                 engine,
                 self.resolver,
                 self.telemetry,
-                crontab=crontab,
+                crontab=self.crontab(),
                 clock=self.clock,
                 app=self,
             )
             await self.node.start()
+
+    def crontab(self) -> list[CronEntry]:
+        """The cron entries this app's node runs: the configured ``crontab``, then the ``@job(cron=...)``
+        jobs it knows (``jobs=``) or finds in the modules of ``imports``."""
+        modules = [importlib.import_module(module) for module in self.settings.imports]
+        return [
+            *self.settings.crontab,
+            *entries_for([*self.resolver.definitions(), *definitions_in(modules)]),
+        ]
 
     async def stop(self, grace: float | None = None) -> None:
         """Stop the node gracefully (running jobs get ``grace`` seconds), then close connections."""
@@ -231,6 +261,13 @@ class Conveyor:
             await self.node.stop(grace)
             self.node = None
         await self.close()
+
+    async def last_cron_ticks(self, names: Iterable[str]) -> dict[str, datetime]:
+        """The latest tick a leader inserted for each named cron entry (entries never run: absent)."""
+        wanted = list(names)
+        return await self._run(lambda e: e.last_cron_ticks(wanted))
+
+    last_cron_ticks_sync = blocking_twin(last_cron_ticks)
 
     async def engine(self) -> Engine:
         """The engine for the running event loop, opened on first use."""
@@ -296,7 +333,9 @@ class Conveyor:
     # -- fleet control -----------------------------------------------------------------------
     async def pause_queue(self, queue: str, *, node: str | None = None, persist: bool = False) -> None:
         """Pause ``queue`` ("*" for all) on every node, or on ``node``: running jobs finish and are
-        acked, nothing new is fetched. ``persist`` keeps the pause across restarts."""
+        acked, nothing new is fetched. ``persist`` keeps the pause across restarts. A ``node`` is
+        reached whichever runtime runs it (Conveyor or oban-py); one that no live producer row
+        names raises ``NodeNotFoundError`` (nothing is sent). The other queue methods alike."""
         await self._signal("pause", queue, node=node, persist=persist)
 
     async def resume_queue(self, queue: str, *, node: str | None = None, persist: bool = False) -> None:
@@ -332,12 +371,24 @@ class Conveyor:
         """Every queue on every live node: limit, running count, paused flag."""
         return await self._run(lambda e: list_queues(e, self.settings))
 
+    async def leader(self) -> LeaderInfo | None:
+        """The node that leads this instance (``settings.name``) now, or None when none does."""
+        return await self._run(lambda e: e.get_leader(self.settings.name))
+
+    async def cron_ticks(self, names: Sequence[str]) -> dict[str, datetime]:
+        """The latest tick the fleet ran of each named cron entry (aware UTC); an entry that never
+        ticked is absent."""
+        wanted = [str(name) for name in names]
+        return await self._run(lambda e: e.last_cron_ticks(wanted))
+
     pause_queue_sync = blocking_twin(pause_queue)
     resume_queue_sync = blocking_twin(resume_queue)
     scale_queue_sync = blocking_twin(scale_queue)
     start_queue_sync = blocking_twin(start_queue)
     stop_queue_sync = blocking_twin(stop_queue)
     queues_sync = blocking_twin(queues)
+    leader_sync = blocking_twin(leader)
+    cron_ticks_sync = blocking_twin(cron_ticks)
 
     async def _signal(self, action: str, queue: str, **options: Any) -> None:
         node = self._local_node()
@@ -423,6 +474,15 @@ class Conveyor:
     ) -> list[JobId]:
         """Insert many jobs atomically, streamed in chunks; return their ids in order. A
         ``Workflow`` inserts its steps, in the order they were added (see ``conveyor.workflow``)."""
+        return await self._enqueue_many(requests, conn, now, self._enqueue_transform())
+
+    async def _enqueue_many(
+        self,
+        requests: Iterable[JobRequest] | Workflow | Batch,
+        conn: Any,
+        now: datetime | None,
+        transform: RequestTransform | None,
+    ) -> list[JobId]:
         if isinstance(requests, Batch):
             requests = requests.workflow()
         if effective_mode(self.testing) == "inline":
@@ -431,11 +491,16 @@ class Conveyor:
                     "inline testing runs single jobs; enqueue workflows and batches in manual mode "
                     "and run them with conveyor.testing.drain_queue"
                 )
-            return await run_inline(self, list(requests))
+            return await run_inline(self, list(transformed(requests, transform)))
         if isinstance(requests, Workflow):
             workflow = requests
-            return job_ids(await self._run(lambda e: enqueue_workflow(e, workflow, conn=conn, now=now), conn))
-        return job_ids(await self._run(lambda e: e.insert(requests, conn=conn, now=now), conn))
+            return job_ids(
+                await self._run(
+                    lambda e: enqueue_workflow(e, workflow, conn=conn, now=now, transform=transform), conn
+                )
+            )
+        inserted = transformed(requests, transform)
+        return job_ids(await self._run(lambda e: e.insert(inserted, conn=conn, now=now), conn))
 
     def enqueue_many_sync(
         self,
@@ -444,6 +509,8 @@ class Conveyor:
         conn: Any = None,
         now: datetime | None = None,
     ) -> list[JobId]:
+        # The hooks read the caller's context here, in its thread (the call may go on elsewhere).
+        transform = self._enqueue_transform()
         inline = effective_mode(self.testing) == "inline"
         # Steps grafted onto a stored workflow need the async path (it reads the stored steps), so
         # they keep the app's own connection rather than the default one.
@@ -461,9 +528,41 @@ class Conveyor:
                         "conn", conn, "steps added to a stored workflow need the async enqueue_many"
                     )
                 steps, hold = requests.requests()
+                steps = list(transformed(steps, transform))
                 return job_ids(engine.insert_sync(steps, conn=conn, now=now, hold=hold))
-            return job_ids(engine.insert_sync(requests, conn=conn, now=now))
-        return self._call_blocking(self.enqueue_many, requests, now=now)
+            return job_ids(engine.insert_sync(transformed(requests, transform), conn=conn, now=now))
+        return self._call_blocking(self._enqueue_many, requests, None, now, transform)
+
+    def before_enqueue(self, hook: EnqueueHook) -> Callable[[], None]:
+        """Let ``hook`` change the requests of every enqueue (single, bulk, workflow, unique, inline):
+        called once per call, in the caller's context, before the insert, it returns a function
+        applied to each request (``JobRequest.with_meta`` is the cheap way to add a meta key), or
+        None to leave them as they are. Hooks apply in the order they were added. Returns a function
+        that removes the hook."""
+        if not callable(hook):
+            raise ValidationError("hook", hook, "must be callable as hook() -> transform or None")
+        self._enqueue_hooks = (*self._enqueue_hooks, hook)
+
+        def remove() -> None:
+            self._enqueue_hooks = tuple(h for h in self._enqueue_hooks if h is not hook)
+
+        return remove
+
+    def _enqueue_transform(self) -> RequestTransform | None:
+        """What the enqueue hooks make of this call's requests (None: nothing, the common case)."""
+        hooks = self._enqueue_hooks
+        if not hooks:
+            return None
+        transforms = [transform for hook in hooks if (transform := hook()) is not None]
+        if len(transforms) <= 1:
+            return transforms[0] if transforms else None
+
+        def chained(request: JobRequest) -> JobRequest:
+            for transform in transforms:
+                request = transform(request)
+            return request
+
+        return chained
 
     # -- workflows ---------------------------------------------------------------------------
     async def extend_workflow(self, workflow_id: str) -> Workflow:
@@ -694,6 +793,22 @@ class Conveyor:
 
     prune_sync = blocking_twin(prune)
     count_prunable_sync = blocking_twin(count_prunable)
+
+
+#: Changes one request before it is inserted (see ``Conveyor.before_enqueue``).
+RequestTransform = Callable[[JobRequest], JobRequest]
+#: Called once per enqueue call, in the caller's context: the transform of its requests, or None.
+EnqueueHook = Callable[[], RequestTransform | None]
+
+
+def transformed(requests: Iterable[JobRequest], transform: RequestTransform | None) -> Iterable[JobRequest]:
+    """The requests as the hooks made them: a list stays a list (the engines' quick path for small
+    batches), any other iterable is transformed as the insert streams it."""
+    if transform is None:
+        return requests
+    if isinstance(requests, list | tuple):
+        return [transform(request) for request in requests]
+    return map(transform, requests)
 
 
 def _close_at_exit(ref: weakref.ref[Conveyor]) -> None:

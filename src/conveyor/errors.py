@@ -48,6 +48,16 @@ class WorkerNotFoundError(ConveyorError, LookupError):
         super().__init__(f"cannot resolve worker {worker!r}: {reason}")
 
 
+class NodeNotFoundError(ConveyorError, LookupError):
+    """A signal was addressed to a node that no live producer row names: nothing was sent."""
+
+    def __init__(self, node: str, live: list[str]) -> None:
+        self.node = node
+        self.live = live
+        known = ", ".join(live) if live else "none"
+        super().__init__(f"no live node named {node!r} runs a queue (live nodes: {known}); nothing was sent")
+
+
 class JobNotFoundError(ConveyorError, LookupError):
     """No job has the requested id."""
 

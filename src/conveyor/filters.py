@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
+
 from conveyor import _options as opt
 from conveyor.errors import ValidationError
 from conveyor.job import JobState
@@ -46,17 +48,70 @@ def _check_suffix(value: Any) -> str | None:
     return value
 
 
+#: Characters a key of ``args_contains`` may not hold: SQLite reaches each one through a JSON path.
+PATH_CHARACTERS = frozenset('."[]$\\*')
+MAX_ARGS_FILTER = 8_000
+
+
+def _check_args_contains(value: Any) -> dict[str, Any] | None:
+    """A JSON object of args to match, checked and copied (None: no such criterion)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValidationError("args_contains", value, "must be a JSON object (a dict)")
+
+    def check(node: Any, where: str) -> None:
+        if isinstance(node, dict):
+            for key, inner in node.items():
+                if not isinstance(key, str) or not key or PATH_CHARACTERS & set(key) or "\x00" in key:
+                    raise ValidationError(
+                        "args_contains",
+                        value,
+                        f'key {key!r} at {where} must be a non-empty string without . " [ ] $ * or NUL',
+                    )
+                check(inner, f"{where}.{key}")
+        elif isinstance(node, list | tuple):
+            raise ValidationError("args_contains", value, f"{where} is a list: lists cannot be matched yet")
+
+    check(value, "args")
+    try:
+        encoded = orjson.dumps(value)
+    except TypeError as exc:
+        raise ValidationError("args_contains", value, f"is not JSON: {exc}") from None
+    if len(encoded) > MAX_ARGS_FILTER:
+        raise ValidationError(
+            "args_contains", value, f"is {len(encoded)} bytes as JSON; at most {MAX_ARGS_FILTER}"
+        )
+    copied: dict[str, Any] = orjson.loads(encoded)
+    return copied
+
+
+def _normalised_tags(tags: tuple[str, ...]) -> tuple[str, ...]:
+    """Filter tags as stored tags are (``_options.check_tags``). A blank one is refused rather than
+    dropped: no job carries it, and dropping it would widen a cancel or delete to more jobs."""
+    normal = tuple(dict.fromkeys(opt.normalise_tag(tag) for tag in tags))
+    if "" in normal:
+        raise ValidationError("tags", tags, "holds a blank tag; no job carries one")
+    return normal
+
+
 @dataclass(frozen=True, slots=True)
 class JobFilter:
     """Which jobs to act on. Empty criteria match everything; criteria combine with AND.
 
-    ``tags`` matches jobs carrying all of the given tags. Listing pages newest first: pass the last
-    id you saw as ``before_id`` to get the next page.
+    ``tags`` matches jobs carrying all of the given tags, compared as Oban stores them (trimmed and
+    lowercased: ``"VIP "`` finds jobs tagged ``vip``). Listing pages newest first: pass the last
+    id you saw as ``before_id`` to get the next page. ``after_id`` keeps ids above it: with
+    ``before_id`` it bounds how many rows a listing may walk (a window of ids), whatever it matches.
 
     ``worker_suffix`` matches a worker whose name is it or ends with ``.`` and it: ``SendEmail``
     matches ``app.mail.SendEmail``, not ``app.mail.ResendEmail``. The time ranges take aware
     datetimes: ``*_after`` keeps jobs at or after it, ``*_before`` jobs strictly before it, on
     ``scheduled_at``, ``attempted_at`` (never attempted: no match) and ``completed_at``.
+    ``args_contains`` (a JSON object) matches jobs whose args hold each of its keys with an equal
+    value, nested objects matched the same way (containment: ``{"user": {"id": 7}}`` matches args
+    ``{"user": {"id": 7, "name": "ada"}, "n": 1}``); numbers compare as numbers. Lists cannot be
+    matched yet, and keys may not hold ``. " [ ] $ *``.
     ``completed_after``/``completed_before`` match completed jobs only: no other state has a
     ``completed_at`` (a retry clears it), and saying so lets the database use its index of
     completed jobs.
@@ -76,6 +131,8 @@ class JobFilter:
     attempted_before: datetime | None = None
     completed_after: datetime | None = None
     completed_before: datetime | None = None
+    after_id: int | None = None
+    args_contains: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         ids = tuple(opt.check_job_id(job_id, "ids") for job_id in _tuple_of("ids", self.ids, int))
@@ -95,6 +152,8 @@ class JobFilter:
             texts = _tuple_of(name, getattr(self, name), str)
             if any("\x00" in text for text in texts):  # no stored worker or tag holds one
                 raise ValidationError(name, texts, "holds a NUL character (\\x00)")
+            if name == "tags":
+                texts = _normalised_tags(texts)
             object.__setattr__(self, name, texts)
         if self.limit is not None and (
             isinstance(self.limit, bool) or not isinstance(self.limit, int) or not 1 <= self.limit <= MAX_PAGE
@@ -102,7 +161,10 @@ class JobFilter:
             raise ValidationError("limit", self.limit, f"must be an integer from 1 to {MAX_PAGE}")
         if self.before_id is not None:
             opt.check_job_id(self.before_id, "before_id")
+        if self.after_id is not None:
+            opt.check_job_id(self.after_id, "after_id")
         _check_suffix(self.worker_suffix)
+        object.__setattr__(self, "args_contains", _check_args_contains(self.args_contains))
         for name in TIME_RANGES:
             after, before = f"{name}_after", f"{name}_before"
             start, end = getattr(self, after), getattr(self, before)

@@ -5,13 +5,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
 
 from conveyor.limits import GlobalLimit, RateLimit
 from conveyor.request import JobRequest
+
+#: What Conveyor's producer rows carry in their meta, so a rescuer tells them from the rows of other
+#: runtimes on the database (oban-py, Elixir Oban), which beat on other schedules.
+OWN_PRODUCER: dict[str, Any] = {"runtime": "conveyor"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +29,17 @@ class ProducerInfo:
     meta: dict[str, Any]
     started_at: datetime
     updated_at: datetime
+
+    @property
+    def is_conveyor(self) -> bool:
+        """Whether a Conveyor node wrote this row (else another runtime did: oban-py, Elixir)."""
+        return isinstance(self.meta, dict) and bool(self.meta.get("runtime") == OWN_PRODUCER["runtime"])
+
+    def alive(self, now: datetime, timeout: float, foreign_timeout: float) -> bool:
+        """Whether the row is fresh: refreshed within ``timeout`` seconds of ``now`` if Conveyor's,
+        within ``foreign_timeout`` if another runtime's."""
+        limit = timeout if self.is_conveyor else foreign_timeout
+        return self.updated_at >= now - timedelta(seconds=limit)
 
 
 @dataclass(frozen=True, slots=True)

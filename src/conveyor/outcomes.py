@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -13,15 +14,19 @@ class Outcome(Exception):
 
 
 class Snooze(Outcome):
-    """Run this job again after ``seconds``, without spending an attempt."""
+    """Run this job again after ``seconds``, without spending an attempt; ``meta`` (a mapping of
+    JSON values, as oban-py's ``Snooze`` takes) is merged into the job's meta."""
 
-    def __init__(self, seconds: float | timedelta) -> None:
+    def __init__(self, seconds: float | timedelta, meta: Mapping[str, Any] | None = None) -> None:
         self.seconds = opt.check_delay("snooze seconds", seconds)
+        if meta is not None:
+            opt.encode_mapping("snooze meta", meta)  # refused here, naming it, not at the ack
+        self.meta: dict[str, Any] | None = dict(meta) if meta else None
         super().__init__(f"snoozed for {self.seconds}s")
 
-    def __reduce__(self) -> tuple[type[Snooze], tuple[float]]:
-        # Pickled back from a worker process by its seconds, not by the message in ``args``.
-        return (Snooze, (self.seconds,))
+    def __reduce__(self) -> tuple[type[Snooze], tuple[float, dict[str, Any] | None]]:
+        # Pickled back from a worker process by its fields, not by the message in ``args``.
+        return (Snooze, (self.seconds, self.meta))
 
 
 class Cancel(Outcome):

@@ -97,14 +97,7 @@ class JobRequest:
         if meta is _EMPTY or (type(meta) is dict and not meta):
             meta, meta_json = {}, b"{}"
         else:
-            meta_json = opt.encode_mapping("meta", meta)
-            for reserved in RESERVED_META:
-                if reserved in meta:
-                    raise ValidationError(
-                        f"meta[{reserved!r}]",
-                        meta[reserved],
-                        "is reserved: Conveyor writes it for unique=, lock= and queueing_lock=",
-                    )
+            meta_json = _encode_meta(meta)
         # The defaults themselves (the very objects) are known to be valid: most requests use them.
         if queue is not opt.DEFAULT_QUEUE:
             opt.check_queue(queue)
@@ -157,12 +150,20 @@ class JobRequest:
     def with_args(self, args: Mapping[str, Any]) -> JobRequest:
         """A copy with other args. Only the args are checked: everything else was validated when
         this request was built, so making many jobs of one kind stays cheap."""
-        args_json = opt.encode_mapping("args", args)
-        state = self.__dict__.copy()
-        state["args"] = args
-        state["args_json"] = args_json
+        return self._copy_with(args=args, args_json=opt.encode_mapping("args", args))
+
+    def with_meta(self, meta: Mapping[str, Any]) -> JobRequest:
+        """A copy with other meta (an ordered lock's key kept). Only the meta is checked, as in
+        ``with_args``: enqueue hooks (``Conveyor.before_enqueue``) add a key to every request."""
+        meta_json = _encode_meta(meta)
+        if self.lock is not None:
+            meta_json = _with_lock(meta_json, self.lock)
+        return self._copy_with(meta=meta, meta_json=meta_json)
+
+    def _copy_with(self, **checked: Any) -> JobRequest:
+        """A copy with fields changed that the caller checked (the others stay as validated)."""
         copy = _new_request(JobRequest)
-        _set_state(copy, "__dict__", state)
+        _set_state(copy, "__dict__", {**self.__dict__, **checked})
         return copy
 
     def with_options(self, **options: Any) -> JobRequest:
@@ -176,6 +177,18 @@ class JobRequest:
         if self.scheduled_at is None:
             return None
         return self.scheduled_at.astimezone(UTC).replace(tzinfo=None)
+
+
+def _encode_meta(meta: Mapping[str, Any]) -> bytes:
+    meta_json = opt.encode_mapping("meta", meta)
+    for reserved in RESERVED_META:
+        if reserved in meta:
+            raise ValidationError(
+                f"meta[{reserved!r}]",
+                meta[reserved],
+                "is reserved: Conveyor writes it for unique=, lock= and queueing_lock=",
+            )
+    return meta_json
 
 
 def _with_lock(meta_json: bytes, lock: str) -> bytes:

@@ -30,6 +30,13 @@ from conveyor.queue_settings import QueueSettings, parse_queues
 from conveyor.retention import PruneRule, Retention, check_distinct, parse_prune_rules
 
 ENV_PREFIX = "CONVEYOR_"
+#: The instance name Conveyor nodes share leadership and signals under unless told otherwise.
+DEFAULT_NAME = "conveyor"
+#: oban-py's default instance name (``Oban(name=...)``), which a mixed fleet uses.
+OBAN_PY_NAME = "Oban"
+#: Heartbeats another runtime's producer may miss before it counts as dead: four, the age at which
+#: oban-py itself forgets a producer row (its refresher's ``max_age``, 60 s, is four 15 s intervals).
+FOREIGN_MISSED_BEATS = 4
 
 
 def default_node_name() -> str:
@@ -66,7 +73,7 @@ class Settings:
     #: ``@job(cron=...)`` jobs join the crontab.
     imports: tuple[str, ...] = ()
     #: The instance name: nodes sharing it share leadership and appear together.
-    name: str = "conveyor"
+    name: str = DEFAULT_NAME
     #: Take part in leader election (leader-only duties: rescue, pruning, cron).
     leadership: bool = True
     #: Seconds a leadership lease lasts; the leader renews at half of it.
@@ -75,6 +82,17 @@ class Settings:
     heartbeat_interval: float = 2.0
     #: A producer silent this long is dead and its executing jobs are rescued.
     producer_timeout: float = 15.0
+    #: How often another runtime's nodes on the database refresh their producer rows: oban-py's
+    #: ``refresher`` interval (15 s by default; Elixir Oban's producers beat about as often).
+    foreign_heartbeat_interval: float = 15.0
+    #: Such a producer silent this long is dead (None: ``FOREIGN_MISSED_BEATS`` of its intervals, 60 s
+    #: by default). Raise it above the longest blocking oban-py job: one stalls that node's loop, and
+    #: with it the heartbeats.
+    foreign_producer_timeout: float | None = None
+    #: Share the database with oban-py nodes as one fleet (see guides/migrating-from-oban-py.md):
+    #: the instance name defaults to oban-py's ``Oban`` (leadership, signals, producer rows), and a
+    #: Conveyor node takes the lease from an oban-py leader, so rescue follows heartbeats, never age.
+    mixed_fleet: bool = False
     rescue_interval: float = 5.0
     #: Executing jobs with no producer row at all are rescued after this long (the backstop).
     rescue_backstop: float = 3600.0
@@ -92,17 +110,41 @@ class Settings:
     prune_max_rows: int | None = None
     #: App-level cron entries (besides ``@job(cron=...)``).
     crontab: tuple[CronEntry, ...] = ()
+    #: The logging level ``conveyor start`` sets up (the library itself never configures logging).
+    log_level: str = "INFO"
+    #: How ``conveyor start`` writes log lines: "text", or "json" (one JSON object per line).
+    log_format: str = "text"
 
     def __post_init__(self) -> None:
         for name in FIELD_NAMES:
             check_setting(name, getattr(self, name))
+        # Spelled as given ("debug", "JSON"), kept in one spelling.
+        object.__setattr__(self, "log_level", self.log_level.upper())
+        object.__setattr__(self, "log_format", self.log_format.lower())
         if self.producer_timeout <= self.heartbeat_interval:
             raise ValidationError(
                 "producer_timeout", self.producer_timeout, "must be longer than heartbeat_interval"
             )
+        if self.foreign_producer_timeout is not None and (
+            self.foreign_producer_timeout <= self.foreign_heartbeat_interval
+        ):
+            raise ValidationError(
+                "foreign_producer_timeout",
+                self.foreign_producer_timeout,
+                "must be longer than foreign_heartbeat_interval",
+            )
+        if self.mixed_fleet and self.name == DEFAULT_NAME:
+            object.__setattr__(self, "name", OBAN_PY_NAME)
         names = [q.name for q in self.queues]
         if len(names) != len(set(names)):
             raise ValidationError("queues", names, "a queue is listed twice")
+
+    @property
+    def foreign_timeout(self) -> float:
+        """Seconds after which another runtime's silent producer is dead (see the two settings)."""
+        if self.foreign_producer_timeout is not None:
+            return self.foreign_producer_timeout
+        return min(MAX_DURATION, FOREIGN_MISSED_BEATS * self.foreign_heartbeat_interval)
 
     @property
     def retention(self) -> Retention:
@@ -131,6 +173,8 @@ POSITIVE_DURATIONS = frozenset(
         "leader_ttl",
         "heartbeat_interval",
         "producer_timeout",
+        "foreign_heartbeat_interval",
+        "foreign_producer_timeout",
         "rescue_interval",
         "rescue_backstop",
         "prune_interval",
@@ -140,11 +184,17 @@ POSITIVE_DURATIONS = frozenset(
 DURATIONS = POSITIVE_DURATIONS | {"shutdown_grace", "ack_delay", "prune_max_age", "progress_interval"}
 #: The longest duration accepted (100 years); longer ones overflow timers and timestamps.
 MAX_DURATION = opt.MAX_DELAY_SECONDS
-BOOLEANS = frozenset({"notifications", "leadership", "prune"})
+BOOLEANS = frozenset({"notifications", "leadership", "prune", "mixed_fleet"})
+#: Durations that may also be None (``foreign_producer_timeout``: derived from the interval).
+OPTIONAL_DURATIONS = frozenset({"foreign_producer_timeout"})
 COUNTS = frozenset({"stage_limit", "ack_batch_size", "pool_size", "prune_limit"})
 OPTIONAL_COUNTS = frozenset({"threads", "processes", "prune_keep_per_queue", "prune_max_rows"})
+#: Optional settings an environment variable can unset with "none" (or an empty text).
+UNSET_FROM_TEXT = frozenset({"prune_keep_per_queue", "prune_max_rows", "foreign_producer_timeout"})
 #: Counts end up in SQL integers.
 MAX_COUNT = 2**31 - 1
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")
 #: Names other nodes see (the node's, the instance's): text without control characters.
 MAX_NAME_LENGTH = 255
 
@@ -157,6 +207,8 @@ def check_setting(name: str, value: Any) -> None:
     """
     if name == "prefix":
         opt.check_prefix(value)
+    elif name in OPTIONAL_DURATIONS and value is None:
+        return
     elif name in DURATIONS:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValidationError(name, value, "must be a number of seconds")
@@ -185,6 +237,12 @@ def check_setting(name: str, value: Any) -> None:
     elif name == "imports":
         if not isinstance(value, tuple) or not all(isinstance(m, str) and m.strip() for m in value):
             raise ValidationError(name, value, "must be a list of module names")
+    elif name == "log_level":
+        if not isinstance(value, str) or value.upper() not in LOG_LEVELS:
+            raise ValidationError(name, value, f"must be one of {', '.join(LOG_LEVELS)}")
+    elif name == "log_format":
+        if not isinstance(value, str) or value.lower() not in LOG_FORMATS:
+            raise ValidationError(name, value, f"must be one of {', '.join(LOG_FORMATS)}")
     elif name == "prune_rules":
         if not isinstance(value, tuple):
             raise ValidationError(name, value, "must be a tuple of PruneRule values")
@@ -229,7 +287,7 @@ def _from_text(name: str, text: str) -> Any:
         return tuple(part.strip() for part in text.split(",") if part.strip())
     if name == "crontab":
         raise ValidationError(ENV_PREFIX + "CRONTAB", text, "set the crontab in code or the config file")
-    if name in ("prune_keep_per_queue", "prune_max_rows") and text.strip().lower() in ("none", ""):
+    if name in UNSET_FROM_TEXT and text.strip().lower() in ("none", ""):
         return None
     if name == "prune_rules":
         variable = ENV_PREFIX + "PRUNE_RULES"
@@ -282,6 +340,13 @@ def _normalise(source: str, values: Mapping[str, Any]) -> dict[str, Any]:
             raise ValidationError(exc.field, exc.value, f"{exc.problem} (from {source})") from None
         result[name] = value
     return result
+
+
+def with_overrides(settings: Settings, overrides: Mapping[str, Any]) -> Settings:
+    """``settings`` with the given values (None: not given) in place of its own, each checked as an
+    argument to ``Conveyor(...)`` would be (``conveyor start --app`` applies its options so)."""
+    given = _normalise("arguments", {k: v for k, v in overrides.items() if v is not None})
+    return dataclasses.replace(settings, **given)
 
 
 def from_environment(environ: Mapping[str, str]) -> dict[str, Any]:

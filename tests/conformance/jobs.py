@@ -38,6 +38,13 @@ async def snoozes_once() -> Snooze | None:
 
 
 @job(queue="default")
+def snoozes_with_meta() -> Snooze | None:
+    """Snoozes once with meta of its own (as oban-py's Snooze can), then records what it saw."""
+    meta = current_job().meta
+    return None if meta.get("snoozed") else Snooze(0, meta={"why": "busy", "seen": [1]})
+
+
+@job(queue="default")
 async def cancels() -> Cancel:
     return Cancel("not needed")
 

@@ -8,11 +8,13 @@ from typing import Any
 import pytest
 
 from conveyor import JobFilter, JobState
+from conveyor._runtime.leadership import Leadership
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
-from conveyor.fleet import CronTick, ProducerBeat
+from conveyor.fleet import OWN_PRODUCER, CronTick, ProducerBeat
 from conveyor.retention import Retention
-from tests.conformance.contract import FINAL, STATES, T0, fetch, job, put, req, uid
+from conveyor.telemetry import Telemetry
+from tests.conformance.contract import FINAL, STATES, T0, fetch, job, listening, put, req, uid
 
 APP = "conveyor"
 
@@ -72,6 +74,63 @@ async def test_only_the_holder_can_resign(any_engine: Engine) -> None:
     assert await any_engine.elect_leader(APP, "b", 10, now=at(1)) is not None  # at once
 
 
+OBAN_ROW = {"local_limit": 5, "paused": False}  # what oban-py writes in its producer rows
+
+
+@pytest.mark.parametrize(
+    ("holder_rows", "taken"),
+    [
+        ([OBAN_ROW], True),  # an oban-py node
+        ([OBAN_ROW, OBAN_ROW], True),
+        ([OWN_PRODUCER], False),  # a Conveyor node
+        ([OWN_PRODUCER, OBAN_ROW], False),
+        ([], False),  # no producer rows: nothing says whose it is
+    ],
+    ids=["oban-py", "oban-py-two-queues", "conveyor", "mixed-rows", "no-rows"],
+)
+async def test_a_mixed_fleet_takes_the_lease_from_another_runtimes_node_only(
+    any_engine: Engine, holder_rows: list[dict[str, Any]], taken: bool
+) -> None:
+    name = "Oban"
+    beats = [ProducerBeat(uid(n + 1), f"q{n}", meta) for n, meta in enumerate(holder_rows)]
+    await any_engine.record_producers(name, "holder", beats, now=T0)
+    assert await any_engine.elect_leader(name, "holder", 30, now=T0) is not None
+    assert await any_engine.elect_leader(name, "c", 30, now=at(1)) is None  # not without the flag
+    result = await any_engine.elect_leader(name, "c", 30, now=at(2), take_from_foreign=True)
+    assert (result is not None) is taken
+    leader = await any_engine.get_leader(name, now=at(3))
+    assert leader is not None and leader.node == ("c" if taken else "holder")
+    if taken:
+        assert result is not None and result.elected_at == at(2)
+        # The old holder cannot renew it; the new one can, without taking it again.
+        assert await any_engine.elect_leader(name, "holder", 30, now=at(4)) is None
+        renewed = await any_engine.elect_leader(name, "c", 30, now=at(5), take_from_foreign=True)
+        assert renewed is not None and renewed.elected_at == at(2)
+
+
+async def test_a_conveyor_leader_of_a_mixed_fleet_announces_itself(any_engine: Engine) -> None:
+    """oban-py elects again on any notification on the leader channel: the announcement makes an
+    oban-py node that led until now find at once that it no longer does."""
+    await any_engine.record_producers("Oban", "oban-node", [ProducerBeat(uid(1), "q", OBAN_ROW)])
+    assert await any_engine.elect_leader("Oban", "oban-node", 30) is not None
+    mixed = Leadership(any_engine, Telemetry(), name="Oban", node="c", ttl=30, take_from_foreign=True)
+    async with listening(any_engine, ["leader"]) as heard:
+        await mixed.tick()
+        assert mixed.is_leader
+        await heard.wait_for("leader", {"action": "elected", "node": "c", "name": "Oban"})
+        await mixed.tick()  # renewing is no news
+        await settle_channel(any_engine, heard, "leader")
+    assert heard.on("leader") == [{"action": "elected", "node": "c", "name": "Oban"}, {"marker": 1}]
+    leader = await any_engine.get_leader("Oban")
+    assert leader is not None and leader.node == "c"
+    await mixed.stop()  # resigns
+
+
+async def settle_channel(engine: Engine, heard: Any, channel: str) -> None:
+    await engine.notify(channel, {"marker": 1})
+    await heard.wait_for(channel, {"marker": 1})
+
+
 # -- producers ---------------------------------------------------------------------------------------
 async def test_producers_are_recorded_refreshed_listed_and_deleted(any_engine: Engine) -> None:
     await any_engine.record_producers(APP, "gone", [ProducerBeat(uid(1), "q1", {"local_limit": 1})], now=T0)
@@ -95,9 +154,12 @@ async def test_producers_are_recorded_refreshed_listed_and_deleted(any_engine: E
 
 
 # -- rescue ------------------------------------------------------------------------------------------
-async def _orphan(engine: Engine, producer: str, claimed: float = 0, **options: Any) -> int:
-    """A job claimed at ``at(claimed)`` by ``producer`` (whose heartbeat is then at that moment)."""
-    await engine.record_producers(APP, "n", [ProducerBeat(producer, "default", {})], now=at(claimed))
+async def _orphan(
+    engine: Engine, producer: str, claimed: float = 0, mark: dict[str, Any] = OWN_PRODUCER, **options: Any
+) -> int:
+    """A job claimed at ``at(claimed)`` by ``producer`` (whose heartbeat is then at that moment);
+    ``mark`` is the meta that says who wrote the row (another runtime's rows lack Conveyor's)."""
+    await engine.record_producers(APP, "n", [ProducerBeat(producer, "default", mark)], now=at(claimed))
     return await put(engine, JobState.EXECUTING, producer=producer, now=at(claimed), **options)
 
 
@@ -106,7 +168,7 @@ async def test_rescue_follows_heartbeats(any_engine: Engine) -> None:
     orphan = await _orphan(any_engine, dead)
     kept = await _orphan(any_engine, alive)
     exhausted = await _orphan(any_engine, dead, max_attempts=1)
-    await any_engine.record_producers(APP, "n2", [ProducerBeat(alive, "default", {})], now=at(30))
+    await any_engine.record_producers(APP, "n2", [ProducerBeat(alive, "default", OWN_PRODUCER)], now=at(30))
     result = await any_engine.rescue_jobs(timeout=15, backstop=3600, now=at(30))
     assert result.available == (orphan,) and result.discarded == (exhausted,)
     rescued, discarded = await job(any_engine, orphan), await job(any_engine, exhausted)
@@ -131,9 +193,40 @@ async def test_a_producer_is_dead_once_silent_longer_than_the_timeout(
     assert result.available == ((job_id,) if rescued else ())
 
 
+@pytest.mark.parametrize(
+    ("mark", "silent", "rescued"),
+    [
+        ({"local_limit": 5, "paused": False}, 59.999999, False),  # as oban-py writes its rows
+        ({"local_limit": 5, "paused": False}, 60, False),
+        ({"local_limit": 5, "paused": False}, 60.000001, True),
+        ({"runtime": "oban"}, 60.000001, True),
+        ([1, 2], 60.000001, True),  # meta that is not an object: not Conveyor's
+    ],
+)
+async def test_another_runtimes_producer_is_dead_once_silent_longer_than_the_foreign_timeout(
+    any_engine: Engine, mark: Any, silent: float, rescued: bool
+) -> None:
+    theirs = await _orphan(any_engine, uid(0xF), mark=mark)
+    ours = await _orphan(any_engine, uid(0xC))
+    result = await any_engine.rescue_jobs(timeout=15, foreign_timeout=60, backstop=3600, now=at(silent))
+    assert result.available == ((theirs, ours) if rescued else (ours,))
+    assert [p.uuid for p in await any_engine.list_producers()] == ([] if rescued else [uid(0xF)])
+
+
+async def test_without_a_foreign_timeout_another_runtimes_producer_is_never_dead(any_engine: Engine) -> None:
+    theirs = await _orphan(any_engine, uid(0xF), mark={})
+    ours = await _orphan(any_engine, uid(0xC))
+    result = await any_engine.rescue_jobs(timeout=15, backstop=3600, now=at(86400))
+    assert result.available == (ours,)
+    assert (await job(any_engine, theirs)).state is JobState.EXECUTING
+    assert [p.uuid for p in await any_engine.list_producers()] == [uid(0xF)]
+
+
 async def test_a_live_producer_keeps_its_jobs_however_long_they_run(any_engine: Engine) -> None:
     job_id = await _orphan(any_engine, uid(1))
-    await any_engine.record_producers(APP, "n", [ProducerBeat(uid(1), "default", {})], now=at(86400))
+    await any_engine.record_producers(
+        APP, "n", [ProducerBeat(uid(1), "default", OWN_PRODUCER)], now=at(86400)
+    )
     result = await any_engine.rescue_jobs(timeout=15, backstop=3600, now=at(86401))
     assert result.available == () and (await job(any_engine, job_id)).state is JobState.EXECUTING
 
@@ -161,7 +254,7 @@ async def test_backstop_rescues_old_jobs_of_unknown_producers_only(
         any_engine, JobState.EXECUTING, producer=uid(7), now=now - timedelta(seconds=claimed_ago)
     )
     if producer_row:
-        await any_engine.record_producers(APP, "n", [ProducerBeat(uid(7), "default", {})], now=now)
+        await any_engine.record_producers(APP, "n", [ProducerBeat(uid(7), "default", OWN_PRODUCER)], now=now)
     result = await any_engine.rescue_jobs(timeout=15, backstop=3600, now=now)
     assert result.available == ((job_id,) if rescued else ())
 
@@ -174,7 +267,9 @@ async def test_each_rescue_counts_in_meta(any_engine: Engine, times: int) -> Non
         result = await any_engine.rescue_jobs(timeout=15, backstop=3600, now=now)
         assert result.available == (job_id,)
         if n + 1 < times:
-            await any_engine.record_producers(APP, "n", [ProducerBeat(uid(1), "default", {})], now=now)
+            await any_engine.record_producers(
+                APP, "n", [ProducerBeat(uid(1), "default", OWN_PRODUCER)], now=now
+            )
             assert await fetch(any_engine, now=now, producer=uid(1)) == [job_id]
     found = await job(any_engine, job_id)
     assert found.meta == {"keep": "me", "rescued": times} and found.attempt == times

@@ -15,7 +15,7 @@ import pytest
 from conveyor import Conveyor, JobFilter, JobState
 from conveyor._runtime.clock import FakeClock
 from conveyor._runtime.service import Service
-from conveyor.fleet import ProducerBeat
+from conveyor.fleet import OWN_PRODUCER, ProducerBeat
 from tests.conformance import hardening_jobs as hj
 from tests.conformance.conftest import ENGINES, release_schema
 
@@ -69,7 +69,9 @@ async def test_a_dead_producers_job_is_rescued_and_a_live_long_job_is_not(make: 
     await app.install()
     engine = await app.engine()
     dead = str(uuid.uuid4())
-    await engine.record_producers("conveyor", "gone", [ProducerBeat(dead, "default", {})], now=clock.now())
+    await engine.record_producers(
+        "conveyor", "gone", [ProducerBeat(dead, "default", OWN_PRODUCER)], now=clock.now()
+    )
     (orphan,) = await engine.insert([hj.quick.new(n=7)], now=clock.now())
     await engine.fetch_jobs("default", 1, node="gone", producer=dead, now=clock.now())
     await app.start()

@@ -21,7 +21,7 @@ from conveyor._runtime.runner import MAX_BACKOFF_SECONDS
 from conveyor.acks import MAX_ERROR_CHARS, Ack
 from conveyor.engine.base import Engine
 from conveyor.errors import EngineClosedError
-from conveyor.fleet import ProducerBeat
+from conveyor.fleet import OWN_PRODUCER, ProducerBeat
 from conveyor.telemetry import Telemetry
 from tests.conformance import hardening_jobs as hj
 from tests.conformance.test_runtime_contract import wait_final
@@ -161,15 +161,15 @@ async def test_error_text_is_stored_safely(node_app: Conveyor, caplog: pytest.Lo
     assert len(text) <= MAX_ERROR_CHARS + 100
     assert "characters cut]" in text and text.rstrip().endswith("tail")
     # The log lines are safe too: encodable, short, with the exception type and the final verdict.
-    lines = [
-        r.getMessage()
-        for r in caplog.records
-        if r.name == "conveyor.job" and "attempt 1 failed" in r.getMessage()
+    records = [
+        r for r in caplog.records if r.name == "conveyor.job" and "attempt 1/1 failed" in r.getMessage()
     ]
-    assert len(lines) == 3
-    for line in lines:
+    assert len(records) == 3
+    for record in records:
+        line = record.getMessage()
         line.encode("utf-8")
-        assert len(line) < 1000 and "ValueError" in line and "discarding it" in line
+        assert len(line) < 1000 and "ValueError" in line and "discarded (no attempts left)" in line
+        assert record.levelno == logging.ERROR
 
 
 # -- a node: BaseExceptions from job code end that job, never the node ---------------------------
@@ -197,10 +197,12 @@ async def test_a_module_that_exits_on_import_fails_its_jobs_only(node_app: Conve
 
 
 # -- rescue: robust against junk, never of a producer that may be alive --------------------------
-async def orphan_of_a_dead_producer(engine: Engine, meta: dict[str, Any]) -> int:
+async def orphan_of_a_dead_producer(
+    engine: Engine, meta: dict[str, Any], mark: dict[str, Any] = OWN_PRODUCER
+) -> int:
     dead = str(uuid.uuid4())
     long_ago = datetime.now(UTC) - timedelta(seconds=120)
-    await engine.record_producers("app", "gone", [ProducerBeat(dead, "acks", {})], now=long_ago)
+    await engine.record_producers("app", "gone", [ProducerBeat(dead, "acks", mark)], now=long_ago)
     (job_id,) = await engine.insert([JobRequest("tests.nowhere.Job", queue="acks", meta=meta)])
     await engine.fetch_jobs("acks", 1, node="gone", producer=dead)
     return job_id
@@ -228,8 +230,10 @@ async def test_the_lifeline_rescues_only_after_unbroken_contact(any_engine: Engi
         producer_timeout=0.5,
         backstop=3600,
         heartbeat=heartbeat,
+        foreign_timeout=1.0,
     )
     orphan = await orphan_of_a_dead_producer(any_engine, {})
+    foreign = await orphan_of_a_dead_producer(any_engine, {}, mark={})  # another runtime's row
     await lifeline.lead()  # no heartbeat has reached the database yet: no contact at all
     await heartbeat.tick()
     await lifeline.lead()  # in contact for less than producer_timeout
@@ -237,6 +241,12 @@ async def test_the_lifeline_rescues_only_after_unbroken_contact(any_engine: Engi
     await asyncio.sleep(0.6)
     await lifeline.lead()
     assert (await any_engine.get_job(orphan)).state is JobState.AVAILABLE  # type: ignore[union-attr]
+    # Another runtime's producer waits for contact as long as its own, longer, timeout.
+    assert (await any_engine.get_job(foreign)).state is JobState.EXECUTING  # type: ignore[union-attr]
+    await asyncio.sleep(0.5)
+    await heartbeat.tick()
+    await lifeline.lead()
+    assert (await any_engine.get_job(foreign)).state is JobState.AVAILABLE  # type: ignore[union-attr]
 
 
 async def test_a_claim_whose_reply_was_lost_is_given_back(node_app: Conveyor) -> None:

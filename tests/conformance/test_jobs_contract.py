@@ -179,7 +179,7 @@ async def _seed(engine: Engine) -> dict[str, int]:
     return {
         "mail": await put(engine, JobState.COMPLETED, queue="mail", worker="mail.Send", tags=["email"]),
         "mail_vip": await put(
-            engine, JobState.AVAILABLE, queue="mail", worker="mail.Send", tags=["email", "vip"]
+            engine, JobState.AVAILABLE, queue="mail", worker="mail.Send", tags=[" Email", "VIP", "vip "]
         ),
         "bulk_vip": await put(
             engine, JobState.EXECUTING, queue="bulk-mail", worker="mail.Send", tags=["email", "vip", "eu"]
@@ -202,6 +202,7 @@ async def _seed(engine: Engine) -> dict[str, int]:
         ({"workers": "reports.Build"}, ["report_later", "report_vip"]),
         ({"tags": "vip"}, ["report_vip", "bulk_vip", "mail_vip"]),
         ({"tags": ["email", "vip"]}, ["bulk_vip", "mail_vip"]),
+        ({"tags": [" VIP", "Email"]}, ["bulk_vip", "mail_vip"]),  # compared as stored: normalised
         ({"tags": ["missing"]}, []),
         ({"workers": "mail.Send", "tags": "vip", "queues": "mail"}, ["mail_vip"]),
         ({"ids": "pick"}, ["report_vip", "mail"]),
@@ -209,6 +210,9 @@ async def _seed(engine: Engine) -> dict[str, int]:
         ({"before_id": "report_vip"}, ["bulk_vip", "mail_vip", "mail"]),
         ({"before_id": "report_vip", "limit": 2}, ["bulk_vip", "mail_vip"]),
         ({"before_id": "mail"}, []),
+        ({"after_id": "mail_vip"}, ["report_later", "report_vip", "bulk_vip"]),
+        ({"after_id": "mail", "before_id": "report_vip"}, ["bulk_vip", "mail_vip"]),
+        ({"after_id": "report_later"}, []),
     ],
     ids=lambda v: "-".join(str(k) for k in v) if isinstance(v, dict) else None,
 )
@@ -218,10 +222,12 @@ async def test_list_filters_newest_first(
     ids = await _seed(any_engine)
     if criteria.get("ids") == "pick":
         criteria = {"ids": [ids["mail"], ids["report_vip"], 10**9]}
-    if isinstance(criteria.get("before_id"), str):
-        criteria = criteria | {"before_id": ids[criteria["before_id"]]}
+    for bound in ("before_id", "after_id"):
+        if isinstance(criteria.get(bound), str):
+            criteria = criteria | {bound: ids[criteria[bound]]}
     found = await any_engine.list_jobs(JobFilter.build(**criteria))
     assert [j.id for j in found] == [ids[name] for name in expected]
+    assert (await job(any_engine, ids["mail_vip"])).tags == ("email", "vip")  # as Oban stores them
 
 
 async def test_list_returns_100_unless_told(any_engine: Engine) -> None:
@@ -326,6 +332,7 @@ CRITERIA = {
     "workers": ({"workers": "tests.w.Other"}, ["c"]),
     "tags": ({"tags": ["x", "y"]}, ["b"]),
     "before_id": ("before", ["a", "b"]),
+    "after_id": ("after", ["b", "c"]),
     "combined": ({"queues": "mail", "tags": "x"}, ["a", "b"]),
 }
 
@@ -353,6 +360,8 @@ async def test_bulk_actions_select_with_the_filter(any_engine: Engine, action: s
         selector = {"ids": [ids["b"], 10**9]}
     elif given == "before":
         selector = {"before_id": ids["c"]}
+    elif given == "after":
+        selector = {"after_id": ids["a"]}
     else:
         assert isinstance(given, dict)
         selector = given

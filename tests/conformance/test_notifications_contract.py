@@ -12,7 +12,7 @@ import pytest
 from conveyor import JobFilter, JobState
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
-from conveyor.fleet import CronTick, ProducerBeat
+from conveyor.fleet import OWN_PRODUCER, CronTick, ProducerBeat
 from tests.conformance.contract import T0, Heard, fetch, listening, put, req, settle, uid
 
 CHANNELS = ["insert", "signal", "leader"]
@@ -109,7 +109,7 @@ async def _release(engine: Engine, heard: Heard) -> list[int]:
 
 
 async def _rescue(engine: Engine, heard: Heard) -> list[int]:
-    await engine.record_producers("app", "n", [ProducerBeat(uid(1), "q", {})], now=T0)
+    await engine.record_producers("app", "n", [ProducerBeat(uid(1), "q", OWN_PRODUCER)], now=T0)
     await put(engine, JobState.EXECUTING, queue="q", producer=uid(1))
     await forget(engine, heard)
     return list(
@@ -144,7 +144,7 @@ async def test_operations_that_make_jobs_available_wake_their_queue(
 
 
 async def _rescue_discarding(engine: Engine, heard: Heard) -> None:
-    await engine.record_producers("app", "n", [ProducerBeat(uid(1), "q", {})], now=T0)
+    await engine.record_producers("app", "n", [ProducerBeat(uid(1), "q", OWN_PRODUCER)], now=T0)
     await put(engine, JobState.EXECUTING, queue="q", producer=uid(1), max_attempts=1)
     await forget(engine, heard)
     result = await engine.rescue_jobs(timeout=15, backstop=3600, now=T0 + timedelta(minutes=1))

@@ -47,6 +47,14 @@ async def test_outcomes(node_app: Conveyor) -> None:
     assert "not needed" in cancelled.errors[-1]["error"]
 
 
+async def test_a_snooze_merges_its_meta(node_app: Conveyor) -> None:
+    (job_id,) = await node_app.enqueue_many([jobs.snoozes_with_meta.new().with_options(meta={"keep": 1})])
+    await wait_final(node_app, [job_id], {JobState.COMPLETED})
+    found = await node_app.get_job(job_id)
+    assert found is not None and found.attempt == 1  # the snooze gave its attempt back
+    assert found.meta == {"keep": 1, "snoozed": 1, "why": "busy", "seen": [1]}
+
+
 async def test_scheduled_jobs_run_when_due(node_app: Conveyor) -> None:
     job_id = await node_app.enqueue(jobs.async_ok.new(value=1).with_options(schedule_in=0.5))
     job = await node_app.get_job(job_id)

@@ -214,6 +214,119 @@ async def test_finished_steps_are_not_pruned_while_their_workflow_waits(any_engi
     assert (await any_engine.get_job(int(plain[0]))) is None
 
 
+# -- many steps at once ----------------------------------------------------------------------------
+def counts(completed: int = 0, cancelled: int = 0, discarded: int = 0, deleted: int = 0) -> dict[str, int]:
+    """``meta["deps_ended"]`` as the settle writes it."""
+    return {"completed": completed, "cancelled": cancelled, "discarded": discarded, "deleted": deleted}
+
+
+async def claim_all(engine: Engine) -> list[int]:
+    """Every available step, claimed in one fetch (attempt 1)."""
+    return [j.id for j in await engine.fetch_jobs("default", 5000, node="n", producer=uid(1), now=T0)]
+
+
+async def ack_all(engine: Engine, ids: list[int], outcome: JobState = JobState.COMPLETED) -> None:
+    await engine.ack_jobs([Ack(i, 1, outcome) for i in ids], now=T0)
+
+
+def fan_out_and_in(width: int) -> tuple[Workflow, list[str]]:
+    names = [f"s{n}" for n in range(width)]
+    workflow = Workflow().add("root", step())
+    for name in names:
+        workflow.add(name, step(), deps=["root"])
+    return workflow.add("join", step(), deps=names), names
+
+
+async def test_a_wide_fan_out_goes_on_whole_and_its_fan_in_once_after_the_last(any_engine: Engine) -> None:
+    """1,200 steps after one (more than one settle statement takes on PostgreSQL), then one after
+    them all: the fan-in waits while any is unfinished, whichever ended first, and goes on once."""
+    workflow, names = fan_out_and_in(1200)
+    ids = await enqueue(any_engine, workflow)
+    await run(any_engine, ids, "root")
+    found = await states(any_engine, ids)
+    assert {found[name] for name in names} == {JobState.AVAILABLE} and found["join"] is JobState.SUSPENDED
+    assert (await job(any_engine, ids["s1199"])).meta["deps_ended"] == counts(completed=1)
+    claimed = await claim_all(any_engine)
+    assert sorted(claimed) == sorted(ids[name] for name in names)  # each once, the fan-in not
+    # The last added ends first, then all but one: the fan-in still waits.
+    await ack_all(any_engine, [ids["s1199"]])
+    await ack_all(any_engine, [ids[name] for name in names[1:-1]])
+    assert (await job(any_engine, ids["join"])).state is JobState.SUSPENDED
+    await ack_all(any_engine, [ids["s0"]])
+    joined = await job(any_engine, ids["join"])
+    assert joined.state is JobState.AVAILABLE and joined.meta["deps_ended"] == counts(completed=1200)
+    assert await claim_all(any_engine) == [ids["join"]]
+    assert await any_engine.sweep_steps(now=T0) == {}
+
+
+async def test_a_failed_step_before_a_wide_fan_out_cancels_every_step_after_it(any_engine: Engine) -> None:
+    workflow = Workflow().add("root", step())
+    for n in range(700):
+        workflow.add(f"s{n}", step(), deps=["root"]).add(f"t{n}", step(), deps=[f"s{n}"])
+    ids = await enqueue(any_engine, workflow)
+    await run(any_engine, ids, "root", outcome=JobState.DISCARDED)
+    found = await states(any_engine, ids)
+    assert found.pop("root") is JobState.DISCARDED
+    assert set(found.values()) == {JobState.CANCELLED}  # the 700 after it, and the 700 after those
+
+
+async def test_one_ack_of_many_steps_settles_each_dependent_by_its_own_dependencies(
+    any_engine: Engine,
+) -> None:
+    """Steps of one workflow ending in one ack, some alike (ended the same way, listing the same
+    dependents), some not: each dependent is settled as its own dependencies ended."""
+    workflow = (
+        Workflow()
+        .add("a1", step())
+        .add("a2", step())
+        .add("a3", step())
+        .add("x", step(), deps=["a1", "a2", "a3"])  # a1, a2 and a3 list [x]
+        .add("b1", step())
+        .add("b2", step())
+        .add("y", step(), deps=["b1", "b2"])  # b1 lists [y], b2 lists [y, z]
+        .add("z", step(), deps=["b2"])
+        .add("c1", step())
+        .add("c2", step())
+        .add("c3", step())
+        # c1, c2 and c3 list [u, v]; c1 and c2 end differently, c3 not yet: u is cancelled at once
+        .add("u", step(), deps=["c1", "c2", "c3"])
+        .add("v", step(), deps=["c1", "c2", "c3"], ignore=["discarded"])
+        .add("d1", step())
+        .add("d2", step())
+        .add("e", step(), deps=["d1", "d2"])  # d1 and d2 list [e]; d2 has not ended
+    )
+    ids = await enqueue(any_engine, workflow)
+    claimed = set(await claim_all(any_engine))
+    assert claimed == {ids[n] for n in ("a1", "a2", "a3", "b1", "b2", "c1", "c2", "c3", "d1", "d2")}
+    acks = [Ack(ids[n], 1, JobState.COMPLETED) for n in ("a1", "a2", "a3", "b1", "b2", "c1", "d1")]
+    await any_engine.ack_jobs([*acks, Ack(ids["c2"], 1, JobState.DISCARDED)], now=T0)
+    found = {name: await job(any_engine, ids[name]) for name in ("x", "y", "z", "u", "v", "e")}
+    assert {name: j.state for name, j in found.items()} == {
+        "x": JobState.AVAILABLE,
+        "y": JobState.AVAILABLE,
+        "z": JobState.AVAILABLE,
+        "u": JobState.CANCELLED,
+        "v": JobState.SUSPENDED,
+        "e": JobState.SUSPENDED,
+    }
+    assert found["x"].meta["deps_ended"] == counts(completed=3)
+    await ack_all(any_engine, [ids["c3"], ids["d2"]])
+    assert (await job(any_engine, ids["e"])).state is JobState.AVAILABLE
+    lenient = await job(any_engine, ids["v"])
+    assert lenient.state is JobState.AVAILABLE
+    assert lenient.meta["deps_ended"] == counts(completed=2, discarded=1)
+
+
+async def test_one_ack_settles_alike_steps_of_different_workflows(any_engine: Engine) -> None:
+    """Two workflows with the same names end their first steps in one ack: each goes on."""
+    first = await enqueue(any_engine, Workflow().add("a", step()).add("b", step(), deps=["a"]))
+    second = await enqueue(any_engine, Workflow().add("a", step()).add("b", step(), deps=["a"]))
+    assert sorted(await claim_all(any_engine)) == sorted([first["a"], second["a"]])
+    await ack_all(any_engine, [first["a"], second["a"]])
+    assert (await job(any_engine, first["b"])).state is JobState.AVAILABLE
+    assert (await job(any_engine, second["b"])).state is JobState.AVAILABLE
+
+
 # -- building --------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("build", "named"),

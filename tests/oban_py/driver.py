@@ -15,6 +15,11 @@ Commands:
            jobs ``ids`` (given, inserted, or read as a JSON list from stdin when ``ids_from_stdin``) are
            final or ``timeout`` passes, stop; result: those jobs plus the producer and leader rows seen
            while running and the insert notifications oban-py's notifier decoded.
+  serve    run an oban-py node (``node``, ``queues`` as {name: limit}, ``lifeline``, ``refresher`` and
+           ``stager`` options, ``leader_interval``) until a line "stop" arrives on stdin (or it is
+           killed); emit "ready" (with its pid), then "leader" whenever its leadership changes, and a
+           result once stopped.
+  signal   send ``action`` ("pause" or "resume") for ``queue`` to ``node`` through oban-py's API.
 """
 
 from __future__ import annotations
@@ -22,8 +27,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +80,8 @@ def job_dict(job: Job | None) -> dict[str, Any] | None:
     return {name: getattr(job, name) for name in JOB_FIELDS}
 
 
-async def open_pool(dsn: str, **kwargs: Any) -> AsyncConnectionPool:
-    pool = AsyncConnectionPool(dsn, min_size=1, max_size=6, open=False, kwargs=kwargs)
+async def open_pool(dsn: str, max_size: int = 6, **kwargs: Any) -> AsyncConnectionPool:
+    pool = AsyncConnectionPool(dsn, min_size=1, max_size=max_size, open=False, kwargs=kwargs)
     await pool.open(wait=True, timeout=10)
     return pool
 
@@ -100,23 +108,25 @@ async def cmd_install(opts: dict[str, Any]) -> dict[str, Any]:
     return {"installed": prefix}
 
 
-async def cmd_enqueue(opts: dict[str, Any]) -> dict[str, Any]:
+@asynccontextmanager
+async def client(opts: dict[str, Any]) -> AsyncIterator[Oban]:
+    """A client-mode Oban (no queues) on the ``dsn`` and ``prefix`` of ``opts``."""
     pool = await open_pool(opts["dsn"])
     try:
-        oban = Oban(pool=pool, prefix=opts["prefix"])
-        jobs = await oban.enqueue_many([Job(**spec) for spec in opts["jobs"]])
-        return {"jobs": [job_dict(job) for job in jobs]}
+        yield Oban(pool=pool, prefix=opts["prefix"])
     finally:
         await pool.close()
+
+
+async def cmd_enqueue(opts: dict[str, Any]) -> dict[str, Any]:
+    async with client(opts) as oban:
+        jobs = await oban.enqueue_many([Job(**spec) for spec in opts["jobs"]])
+        return {"jobs": [job_dict(job) for job in jobs]}
 
 
 async def cmd_get(opts: dict[str, Any]) -> dict[str, Any]:
-    pool = await open_pool(opts["dsn"])
-    try:
-        oban = Oban(pool=pool, prefix=opts["prefix"])
+    async with client(opts) as oban:
         return {"jobs": [job_dict(await oban.get_job(job_id)) for job_id in opts["ids"]]}
-    finally:
-        await pool.close()
 
 
 async def cmd_encode(opts: dict[str, Any]) -> dict[str, Any]:
@@ -188,6 +198,49 @@ async def cmd_run(opts: dict[str, Any]) -> dict[str, Any]:
         await pool.close()
 
 
+async def cmd_serve(opts: dict[str, Any]) -> dict[str, Any]:
+    # oban-py takes no leader interval in its options (30 s, its lease as long): a test shortens it
+    # through oban-py's extension point for building the leader (not public API).
+    from oban._extensions import put_ext
+    from oban._leader import Leader
+
+    interval = float(opts.get("leader_interval", 30.0))
+    put_ext("leader.build", lambda config, **kwargs: Leader(interval=interval, **config, **kwargs))
+    import tests.oban_py.mixed_workers  # noqa: F401 - register the workers, as an oban-py app would
+
+    pool = await open_pool(opts["dsn"], max_size=10)  # a server node: queues, leader, refresher
+    try:
+        oban = Oban(
+            pool=pool,
+            prefix=opts["prefix"],
+            node=opts["node"],
+            queues=opts["queues"],
+            lifeline=opts.get("lifeline"),
+            refresher=opts.get("refresher"),
+            stager=opts.get("stager"),
+            shutdown_grace_period=1.0,
+        )
+        async with oban:
+            emit("ready", pid=os.getpid(), node=opts["node"])
+            leading = None
+            stop = asyncio.ensure_future(asyncio.to_thread(sys.stdin.readline))
+            while not stop.done():
+                if oban.is_leader != leading:
+                    leading = oban.is_leader
+                    emit("leader", is_leader=leading)
+                await asyncio.wait([stop], timeout=0.02)
+        return {"stopped": opts["node"]}
+    finally:
+        await pool.close()
+
+
+async def cmd_signal(opts: dict[str, Any]) -> dict[str, Any]:
+    async with client(opts) as oban:
+        method = {"pause": oban.pause_queue, "resume": oban.resume_queue}[opts["action"]]
+        await method(opts["queue"], node=opts["node"])
+        return {"sent": opts["action"]}
+
+
 COMMANDS = {
     "install": cmd_install,
     "enqueue": cmd_enqueue,
@@ -195,6 +248,8 @@ COMMANDS = {
     "encode": cmd_encode,
     "decode": cmd_decode,
     "run": cmd_run,
+    "serve": cmd_serve,
+    "signal": cmd_signal,
 }
 
 

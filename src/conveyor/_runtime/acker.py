@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
@@ -21,6 +23,7 @@ from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor.acks import Ack, error_entry
 from conveyor.engine.base import Engine
 from conveyor.job import JobState
+from conveyor.telemetry import Telemetry
 
 log = logging.getLogger("conveyor.acker")
 
@@ -58,9 +61,17 @@ class Acker:
     """Collects acks from every producer of a node and flushes them in batches."""
 
     def __init__(
-        self, engine: Engine, *, batch_size: int = 1000, delay: float = 0.002, clock: Clock = SYSTEM_CLOCK
+        self,
+        engine: Engine,
+        *,
+        batch_size: int = 1000,
+        delay: float = 0.002,
+        clock: Clock = SYSTEM_CLOCK,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.engine = engine
+        #: Where each written batch is told (``acker.acked``).
+        self.telemetry = telemetry or Telemetry()
         self.clock = clock
         self.batch_size = batch_size
         self.delay = delay
@@ -170,6 +181,7 @@ class Acker:
         """Write ``batch``, retrying while failures are transient; return a refusal, else None."""
         failures = 0
         while True:
+            began = time.perf_counter()
             try:
                 applied = await self.engine.ack_jobs(batch, now=self.clock.database_now())
             except Exception as exc:
@@ -181,6 +193,14 @@ class Acker:
                 await asyncio.sleep(delay)
             else:
                 self.written += len(batch)
+                if self.telemetry.listens("acker.acked"):
+                    self.telemetry.emit(
+                        "acker.acked",
+                        count=len(batch),
+                        applied=len(applied),
+                        duration=time.perf_counter() - began,
+                        states=dict(Counter(ack.state.value for ack in batch)),
+                    )
                 if self.hooks and applied:
                     await self._run_hooks(batch, applied)
                 return None

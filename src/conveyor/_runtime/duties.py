@@ -51,6 +51,10 @@ class Lifeline(LeaderDuty):
     without a break for ``producer_timeout`` (every live node, beating more often than that, has
     then refreshed its rows), and never the jobs of this node's own running producers, whatever
     their rows say (the event loop may have been too busy to beat).
+
+    Rows another runtime wrote (oban-py, Elixir Oban: no ``OWN_PRODUCER`` mark) are judged by
+    ``foreign_timeout``, a margin over how often that runtime beats, and only once this node's
+    contact has lasted that long too (the other runtime's live nodes have beaten again by then).
     """
 
     name = "lifeline"
@@ -65,9 +69,11 @@ class Lifeline(LeaderDuty):
         producer_timeout: float,
         backstop: float,
         heartbeat: Heartbeat,
+        foreign_timeout: float,
     ) -> None:
         super().__init__(engine, telemetry, leadership, interval)
         self.producer_timeout = producer_timeout
+        self.foreign_timeout = foreign_timeout
         self.backstop = backstop
         self.heartbeat = heartbeat
 
@@ -78,6 +84,7 @@ class Lifeline(LeaderDuty):
             return
         result = await self.engine.rescue_jobs(
             timeout=self.producer_timeout,
+            foreign_timeout=self.foreign_timeout if contact >= self.foreign_timeout else None,
             backstop=self.backstop,
             live=self.heartbeat.live_producers,
             now=self.clock.database_now(),

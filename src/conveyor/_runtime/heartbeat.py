@@ -12,15 +12,17 @@ from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor._runtime.producer import Producer
 from conveyor._runtime.service import Service
 from conveyor.engine.base import Engine
-from conveyor.fleet import ProducerBeat
+from conveyor.fleet import OWN_PRODUCER, ProducerBeat
 
 log = logging.getLogger("conveyor.heartbeat")
 
 
 def producer_meta(producer: Producer) -> dict[str, Any]:
-    """What a producer's row says about it (``conveyor queues`` shows it): its local limit, pause and
+    """What a producer's row says about it (``conveyor queues`` shows it): that a Conveyor node wrote
+    it (``OWN_PRODUCER``: rescue judges it by Conveyor's heartbeats), its local limit, pause and
     running count, and the fleet-wide limits it claims under, named as Oban Pro's producers do."""
     meta: dict[str, Any] = {
+        **OWN_PRODUCER,
         "local_limit": producer.limit,
         "paused": producer.paused,
         "running": len(producer.running),

@@ -3,6 +3,10 @@
 The leader renews at half the TTL; followers look every tenth of it. The lease is written a tenth
 short of the TTL, so a leader that dies is replaced within one TTL. A clean stop resigns and
 announces it on the leader channel, and the other nodes elect at once.
+
+In a mixed fleet (``Settings.mixed_fleet``) a Conveyor node takes the lease from an oban-py leader
+and announces it on the leader channel: oban-py elects again on any leader notification, finds the
+lease gone and stops leading, so its age-based lifeline never rescues a live job.
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ class Leadership(Service):
         node: str,
         ttl: float,
         clock: Clock = SYSTEM_CLOCK,
+        take_from_foreign: bool = False,
     ) -> None:
         self.check_interval = ttl / 10
+        self.take_from_foreign = take_from_foreign
         super().__init__(self.check_interval, clock)
         self.engine = engine
         self.telemetry = telemetry
@@ -41,16 +47,31 @@ class Leadership(Service):
 
     async def tick(self) -> None:
         elected = await self.engine.elect_leader(
-            self.instance, self.node, self.ttl - self.check_interval, now=self.clock.database_now()
+            self.instance,
+            self.node,
+            self.ttl - self.check_interval,
+            now=self.clock.database_now(),
+            take_from_foreign=self.take_from_foreign,
         )
         was_leader, self.is_leader = self.is_leader, elected is not None
         self.interval = self.ttl / 2 if self.is_leader else self.check_interval
         if self.is_leader and not was_leader:
             log.info("node %s is now the leader of %r", self.node, self.instance)
             self.telemetry.emit("leader.elected", node=self.node, name=self.instance)
+            if self.take_from_foreign:
+                await self._announce()
         elif was_leader and not self.is_leader:
             log.warning("node %s lost the leadership of %r", self.node, self.instance)
             self.telemetry.emit("leader.lost", node=self.node, name=self.instance)
+
+    async def _announce(self) -> None:
+        """Tell the fleet a new leader holds the lease: an oban-py node that led until now elects
+        again on hearing it (any leader notification does that) and learns it no longer leads."""
+        payload = {"action": "elected", "node": self.node, "name": self.instance}
+        try:
+            await self.engine.notify("leader", payload)
+        except Exception:
+            log.exception("announcing the leadership failed; oban-py nodes notice at their next election")
 
     async def stop(self) -> None:
         await super().stop()

@@ -64,7 +64,13 @@ class Node:
         self.runner = JobRunner(
             resolver, telemetry, threads=self.threads, processes=self.processes, clock=clock, app=app
         )
-        self.acker = Acker(engine, batch_size=settings.ack_batch_size, delay=settings.ack_delay, clock=clock)
+        self.acker = Acker(
+            engine,
+            batch_size=settings.ack_batch_size,
+            delay=settings.ack_delay,
+            clock=clock,
+            telemetry=telemetry,
+        )
         self.link = JobLink(
             engine,
             telemetry,
@@ -97,7 +103,13 @@ class Node:
             clock=clock,
         )
         self.leadership = Leadership(
-            engine, telemetry, name=settings.name, node=self.name, ttl=settings.leader_ttl, clock=clock
+            engine,
+            telemetry,
+            name=settings.name,
+            node=self.name,
+            ttl=settings.leader_ttl,
+            clock=clock,
+            take_from_foreign=settings.mixed_fleet,
         )
         self.duties: list[LeaderDuty] = []
         if settings.leadership:
@@ -110,6 +122,7 @@ class Node:
                     producer_timeout=settings.producer_timeout,
                     backstop=settings.rescue_backstop,
                     heartbeat=self.heartbeat,
+                    foreign_timeout=settings.foreign_timeout,
                 )
             )
             self.duties.append(Sweeper(engine, telemetry, self.leadership, settings.stage_interval))
@@ -158,7 +171,9 @@ class Node:
             for duty in self.duties:
                 await duty.start()
         self.started = True
-        self.telemetry.emit("node.start", node=self.name, queues=list(self.producers))
+        self.telemetry.emit(
+            "node.start", node=self.name, name=self.settings.name, queues=list(self.producers)
+        )
         log.info("node %s started with queues %s", self.name, ", ".join(self.producers) or "(none)")
 
     def abandon(self) -> None:
@@ -199,7 +214,7 @@ class Node:
             self._listener = None
         self.threads.shutdown(wait=False, cancel_futures=True)
         await self.processes.stop()
-        self.telemetry.emit("node.stop", node=self.name, released=len(leftovers))
+        self.telemetry.emit("node.stop", node=self.name, name=self.settings.name, released=len(leftovers))
         log.info("node %s stopped", self.name)
 
     def _producer(self, queue: QueueSettings) -> Producer:
@@ -236,17 +251,23 @@ class Node:
     # -- queue control (local; signals from anywhere arrive in _on_signal) ----------------------
     def pause(self, queue: str) -> None:
         for producer in self._targets(queue):
-            producer.paused = True
+            if not producer.paused:
+                producer.paused = True
+                self.telemetry.emit("queue.paused", node=self.name, queue=producer.queue)
 
     def resume(self, queue: str) -> None:
         for producer in self._targets(queue):
-            producer.paused = False
+            if producer.paused:
+                producer.paused = False
+                self.telemetry.emit("queue.resumed", node=self.name, queue=producer.queue)
             producer.wake()
 
     def scale(self, queue: str, limit: int) -> None:
         for producer in self._targets(queue):
-            producer.limit = limit
+            previous, producer.limit = producer.limit, limit
             producer.wake()
+            if previous != limit:
+                self._scaled(producer, previous)
         self._fit_threads()
 
     def apply_scale(self, queue: str, payload: dict[str, Any]) -> None:
@@ -257,8 +278,20 @@ class Node:
         for producer in self._targets(queue):
             limits = limits_from_signal(payload, producer.limits)
             if limits is not None:
-                producer.limits = limits
+                changed, producer.limits = limits != producer.limits, limits
                 producer.wake()
+                if changed:
+                    self._scaled(producer, producer.limit)
+
+    def _scaled(self, producer: Producer, previous: int) -> None:
+        self.telemetry.emit(
+            "queue.scaled",
+            node=self.name,
+            queue=producer.queue,
+            limit=producer.limit,
+            previous=previous,
+            limits=producer.limits,
+        )
 
     def _fit_threads(self) -> None:
         """A blocking job needs a thread per slot: grow a default-sized pool when the limits grow."""
@@ -281,6 +314,7 @@ class Node:
         self.heartbeat.producers.append(producer)
         await self.heartbeat.tick()
         await producer.start()
+        self.telemetry.emit("queue.started", node=self.name, queue=queue, limit=producer.limit)
 
     async def stop_queue(self, queue: str) -> None:
         """Stop one queue: no more fetching, running jobs finish (within the grace period)."""
@@ -293,6 +327,7 @@ class Node:
             await self.engine.release_jobs(leftovers)
         self.heartbeat.producers.remove(producer)
         await self.engine.delete_producers([producer.uuid])
+        self.telemetry.emit("queue.stopped", node=self.name, queue=queue)
 
     def targets(self, queue: str) -> list[Producer]:
         """The producers a queue name addresses ("*" for all)."""
@@ -304,9 +339,27 @@ class Node:
         producer = self.producers.get(queue)
         return [producer] if producer is not None else []
 
+    def signalled(self, payload: dict[str, Any], source: str) -> None:
+        """Tell ``node.signal`` handlers about a signal addressed to this node: from a notification,
+        or from this app's own call (``source`` "local"), which applies it at once."""
+        if self.telemetry.listens("node.signal"):
+            queue = payload.get("queue")
+            job_id = payload.get("job_id")
+            self.telemetry.emit(
+                "node.signal",
+                node=self.name,
+                action=payload.get("action"),
+                queue=queue if isinstance(queue, str) else None,
+                job_id=job_id if isinstance(job_id, int) else None,
+                ident=payload.get("ident", "any"),
+                payload=payload,
+                **{"from": source},
+            )
+
     def _on_signal(self, payload: dict[str, Any]) -> None:
         if not addressed_to(payload, self.settings.name, self.name):
             return
+        self.signalled(payload, "notification")
         action, queue, limit = payload.get("action"), payload.get("queue"), payload.get("limit")
         if action == "pkill":
             job_id = payload.get("job_id")

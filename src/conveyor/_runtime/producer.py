@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -85,6 +86,7 @@ class Producer(Service):
             self._backlog = True
             return
         self.fetching = True
+        began = time.perf_counter()
         try:
             jobs = await self.engine.fetch_jobs(
                 self.queue,
@@ -101,6 +103,17 @@ class Producer(Service):
         self._backlog = len(jobs) == demand
         #: A fleet-wide limit stopped the last claim: written acks of this node may free it.
         self.capped = bool(getattr(jobs, "capped", False))
+        telemetry = self.runner.telemetry
+        if telemetry.listens("producer.fetch"):
+            telemetry.emit(
+                "producer.fetch",
+                node=self.node,
+                queue=self.queue,
+                demand=demand,
+                count=len(jobs),
+                duration=time.perf_counter() - began,
+                capped=self.capped,
+            )
         if self.capped:
             # A fleet-wide limit stopped the claim, not an empty queue: try again once a start may
             # have left the rate window or a slot may have freed on another node (no node is told).

@@ -14,11 +14,13 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from conveyor._oban_py import translate_result
 from conveyor._resolver import Resolver
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor._runtime.invoke import call_async, call_blocking
+from conveyor._runtime.job_report import JobReport
 from conveyor._runtime.process_pool import ProcessPool, RemoteError
-from conveyor.acks import Ack, error_entry, safe_error_text
+from conveyor.acks import Ack, error_entry
 from conveyor.backoff import default_backoff
 from conveyor.context import JobContext
 from conveyor.current_app import bind_app, unbind_app
@@ -31,10 +33,6 @@ from conveyor.recorded import encode_result
 from conveyor.telemetry import Telemetry
 
 log = logging.getLogger("conveyor.job")
-
-#: The most of a job's exception message one log line carries (the stored error keeps up to 16,000).
-LOG_SUMMARY_CHARS = 500
-
 
 #: The longest pause a custom backoff may ask for (longer ones are cut to it): 365 days.
 MAX_BACKOFF_SECONDS = 365 * 86400.0
@@ -70,6 +68,8 @@ class JobRunner:
         #: ``drain_queue(with_safety=False)``).
         self.reraise = reraise
         self.telemetry = telemetry
+        #: The job.* events and the log line of each run.
+        self.report = JobReport(telemetry)
         self.threads = threads
         self.processes = processes
         self.clock = clock
@@ -93,8 +93,25 @@ class JobRunner:
 
     async def _run(self, context: JobContext, queue_default: ExecutorKind) -> Ack:
         job = context.job
-        self.telemetry.emit("job.start", job=job)
+        self.report.started(job)
         started = self.clock.monotonic()
+        try:
+            ack, error, reraise = await self._attempt(context, queue_default)
+        except BaseException as exc:  # shutdown cancelled the run (the job is given back), or a bug
+            self.report.ended(job, None, exc, self.clock.monotonic() - started)
+            raise
+        self.report.ended(job, ack, error, self.clock.monotonic() - started)
+        if reraise and error is not None:
+            raise error
+        return ack
+
+    async def _attempt(
+        self, context: JobContext, queue_default: ExecutorKind
+    ) -> tuple[Ack, BaseException | None, bool]:
+        """Run the job once: its ack, the exception that ended the run (None when the code returned
+        or gave an outcome), and whether to let that exception out (``reraise``)."""
+        job = context.job
+        error: BaseException | None = None
         try:
             if job.unreadable is not None:
                 raise UnreadableRow(job.unreadable)
@@ -104,31 +121,32 @@ class JobRunner:
             value = await self._execute(definition, kind, context)
             ack = self._completed(job, definition, value)
         except asyncio.CancelledError as exc:
-            if context.cancel_requested:
-                ack = self._cancelled(job, context)
-            elif _cancelled_from_outside():
+            if not context.cancel_requested and _cancelled_from_outside():
                 raise  # shutdown: the node gives the job back instead
-            else:  # the job's code raised CancelledError of its own accord: an error like any other
-                ack = self._failed(job, exc)
+            # Cancelled on request, or the job's code raised CancelledError of its own accord (an
+            # error like any other).
+            ack = self._cancelled(job, context) if context.cancel_requested else self._failed(job, exc)
+            error = exc
         except Outcome as outcome:
             ack = self._outcome(job, outcome)
         except UnreadableRow as exc:  # reading it again will not help: no more attempts
-            log.error("job %s cannot run: its row could not be read (%s)", job.id, exc)
             ack = self._ended(job, JobState.DISCARDED, f"its row could not be read ({exc})")
+            error = exc
         except BaseException as exc:
             # Job code may raise anything, SystemExit and KeyboardInterrupt included: it ends this
             # job, never the node (conveyor start stops on signals through the loop, not these).
             # A timeout only flags the context so the code can stop; it stays a failure.
-            if self.reraise and not context.cancel_requested:
-                raise
             ack = self._cancelled(job, context) if context.cancel_requested else self._failed(job, exc)
+            return self._settled(job, ack), exc, self.reraise and not context.cancel_requested
         else:
             if context.cancel_requested:  # a thread job told to stop has returned
                 ack = self._cancelled(job, context)
+        return self._settled(job, ack), error, False
+
+    @staticmethod
+    def _settled(job: Job, ack: Ack) -> Ack:
         if isinstance(job.meta.get(AWAITING), dict) and not (ack.meta and AWAITING in ack.meta):
-            ack = with_meta(ack, {AWAITING: None})  # it waits for a signal no more
-        duration = self.clock.monotonic() - started
-        self.telemetry.emit("job.stop", job=job, state=ack.state, duration=duration, ack=ack)
+            return with_meta(ack, {AWAITING: None})  # it waits for a signal no more
         return ack
 
     async def _execute(self, definition: JobDefinition, kind: ExecutorKind, context: JobContext) -> Any:
@@ -164,6 +182,7 @@ class JobRunner:
 
     # -- turning results into acks --------------------------------------------------------------
     def _completed(self, job: Job, definition: JobDefinition, value: Any) -> Ack:
+        value = translate_result(value)  # oban-py's Snooze, Cancel, Record
         if isinstance(value, Outcome):
             return self._outcome(job, value)
         if isinstance(value, Record):
@@ -185,7 +204,14 @@ class JobRunner:
                 meta={AWAITING: outcome.marker()},
             )
         if isinstance(outcome, Snooze):
-            return Ack(job.id, job.attempt, JobState.SCHEDULED, schedule_in=outcome.seconds, snoozed=True)
+            return Ack(
+                job.id,
+                job.attempt,
+                JobState.SCHEDULED,
+                schedule_in=outcome.seconds,
+                snoozed=True,
+                meta=outcome.meta,
+            )
         if isinstance(outcome, Cancel):
             return self._ended(job, JobState.CANCELLED, outcome.reason)
         if isinstance(outcome, Discard):
@@ -206,21 +232,7 @@ class JobRunner:
         else:
             text = "".join(traceback.format_exception(exc))
         error = self._error(job, text)
-        # The job's own text, made safe as stored (a lone surrogate would break the log handler;
-        # a megabyte of message would flood it) and with its exception type.
-        summary = safe_error_text(f"{type(exc).__name__}: {exc}")
-        if len(summary) > LOG_SUMMARY_CHARS:
-            summary = f"{summary[:LOG_SUMMARY_CHARS]}... [{len(summary) - LOG_SUMMARY_CHARS} characters more]"
-        final = job.attempt >= job.max_attempts
-        log.warning(
-            "job %s (%s) attempt %s failed%s: %s",
-            job.id,
-            job.worker,
-            job.attempt,
-            ", discarding it (no attempts left)" if final else "",
-            summary,
-        )
-        if final:
+        if job.attempt >= job.max_attempts:
             return Ack(job.id, job.attempt, JobState.DISCARDED, error=error)
         return Ack(job.id, job.attempt, JobState.RETRYABLE, schedule_in=self._backoff(job), error=error)
 

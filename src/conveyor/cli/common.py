@@ -7,8 +7,9 @@ import asyncio
 import dataclasses
 import enum
 import sqlite3
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,6 +19,16 @@ import orjson
 import psycopg
 from psycopg_pool import PoolTimeout
 from rich.console import Console
+from rich.measure import Measurement
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from conveyor.app import Conveyor
@@ -205,4 +216,28 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
         table.add_column(column)
     for row in rows:
         table.add_row(*(_cell(cell) for cell in row))
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:  # piped or captured: whole cells, for grep and scripts
+        natural = Measurement.get(console, console.options.update_width(100_000), table).maximum
+        console.width = max(console.width, natural)
+    console.print(table)
+
+
+@contextmanager
+def batch_progress(label: str, total: int | None, batch: int) -> Iterator[tuple[Progress, TaskID]]:
+    """A progress bar on standard error for work of more than one batch, and its task (in a terminal
+    only: piped or captured output stays clean). ``total`` None: not known in advance."""
+    console = Console(stderr=True)
+    large = total is None or total > batch
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not (large and console.is_interactive),
+    )
+    with progress:
+        yield progress, progress.add_task(label, total=total)

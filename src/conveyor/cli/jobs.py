@@ -1,4 +1,4 @@
-"""``conveyor jobs | job | cancel | retry | delete | signal | wait``: inspect and act on jobs."""
+"""``conveyor jobs | job | signal | wait``: list and inspect jobs, signal one, wait for one."""
 
 from __future__ import annotations
 
@@ -6,62 +6,62 @@ from typing import Any
 
 import click
 import orjson
+from click.core import ParameterSource
 
-from conveyor.cli.common import (
-    MAX_JOB_ID,
-    build_app,
-    database_options,
-    json_option,
-    print_json,
-    print_table,
-)
-from conveyor.errors import ConveyorError, JobNotFoundError, ValidationError
-from conveyor.filters import JobFilter
-from conveyor.job import Job, JobState
+from conveyor.cli.common import MAX_JOB_ID, build_app, database_options, json_option, print_json, print_table
+from conveyor.cli.filters import build_filter, filter_options
+from conveyor.cli.job_view import job_json, show_job
+from conveyor.errors import JobNotFoundError
+from conveyor.filters import MAX_PAGE
 
 
 @click.command()
 @database_options
 @json_option
-@click.option("--state", "states", multiple=True, type=click.Choice([s.value for s in JobState]))
-@click.option("--queue", "queues", multiple=True)
-@click.option("--worker", "workers", multiple=True)
-@click.option("--tag", "tags", multiple=True, help="Jobs carrying all of these tags.")
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@filter_options
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, MAX_PAGE))
 @click.option(
     "--before-id",
     type=click.IntRange(1, MAX_JOB_ID),
     default=None,
     help="Page: only jobs with a smaller id.",
 )
+@click.option("--wide", is_flag=True, help="More columns: priority, errors, attempted and completed.")
+@click.option("--count", "count_only", is_flag=True, help="Print only how many jobs match (no --limit).")
 def jobs(
     dsn: str | None,
     prefix: str | None,
     as_json: bool,
-    states: tuple[str, ...],
-    queues: tuple[str, ...],
-    workers: tuple[str, ...],
-    tags: tuple[str, ...],
+    filters: dict[str, Any],
     limit: int,
     before_id: int | None,
+    wide: bool,
+    count_only: bool,
 ) -> None:
     """List jobs, newest first."""
-    try:  # checked before connecting: a bad filter is a usage error
-        criteria = JobFilter.build(
-            states=states, queues=queues, workers=workers, tags=tags, limit=limit, before_id=before_id
-        )
-    except ValidationError as exc:
-        raise click.UsageError(str(exc)) from None
+    # checked before connecting: a bad filter is a usage error
+    limit_source = click.get_current_context().get_parameter_source("limit")
+    if count_only and limit_source is ParameterSource.COMMANDLINE:
+        raise click.UsageError("--count counts every match: leave out --limit")
+    criteria = build_filter(filters, limit=None if count_only else limit, before_id=before_id)
     app = build_app(dsn, prefix)
     try:
+        if count_only:
+            total = app.count_jobs_sync(criteria)
+            print_json({"count": total}) if as_json else click.echo(str(total))
+            return
         found = app.list_jobs_sync(criteria)
     finally:
         app.close_sync()
     if as_json:
-        print_json(found)
+        print_json([job_json(j) for j in found])
         return
-    rows = [
-        (
+    columns = ["id", "state", "queue", "worker", "attempt", "scheduled_at", "tags"]
+    if wide:
+        columns += ["priority", "errors", "attempted_at", "attempted_by", "completed_at"]
+    rows = []
+    for j in found:
+        row: list[Any] = [
             j.id,
             j.state.value if j.unreadable is None else f"{j.state.value} (unreadable)",
             j.queue,
@@ -69,41 +69,14 @@ def jobs(
             f"{j.attempt}/{j.max_attempts}",
             j.scheduled_at,
             ",".join(j.tags),
-        )
-        for j in found
-    ]
-    print_table("Jobs", ("id", "state", "queue", "worker", "attempt", "scheduled_at", "tags"), rows)
+        ]
+        if wide:
+            row += [j.priority, len(j.errors), j.attempted_at, ",".join(j.attempted_by), j.completed_at]
+        rows.append(row)
+    print_table("Jobs", columns, rows)
     for j in found:
         if j.unreadable is not None:  # rows another client broke: say what is wrong with each
             click.echo(f"job {j.id}: its row could not be read: {j.unreadable}")
-
-
-def _action(verb: str, help_text: str) -> click.Command:
-    @click.command(name=verb, help=help_text)
-    @database_options
-    @json_option
-    @click.argument("job_ids", nargs=-1, required=True, type=click.IntRange(1, MAX_JOB_ID))
-    def run(dsn: str | None, prefix: str | None, as_json: bool, job_ids: tuple[int, ...]) -> None:
-        app = build_app(dsn, prefix)
-        try:
-            done = getattr(app, f"{verb}_jobs_sync")(ids=list(job_ids))
-        finally:
-            app.close_sync()
-        skipped = sorted(set(job_ids) - set(done))
-        if as_json:
-            print_json({verb: done, "skipped": skipped})
-            return
-        past = {"cancel": "cancelled", "retry": "retried", "delete": "deleted"}[verb]
-        click.echo(f"{past}: {', '.join(map(str, done)) or 'none'}")
-        if skipped:
-            click.echo(f"skipped (missing or not in a state that allows it): {', '.join(map(str, skipped))}")
-
-    return run
-
-
-cancel = _action("cancel", "Cancel jobs by id; executing ones are stopped on their node.")
-retry = _action("retry", "Make jobs available again now.")
-delete = _action("delete", "Delete jobs by id (executing jobs are left alone).")
 
 
 @click.command(name="job")
@@ -111,7 +84,8 @@ delete = _action("delete", "Delete jobs by id (executing jobs are left alone).")
 @json_option
 @click.argument("job_id", type=click.IntRange(1, MAX_JOB_ID))
 def job_detail(dsn: str | None, prefix: str | None, as_json: bool, job_id: int) -> None:
-    """Show one job: its fields, progress, signals, recorded result and last error."""
+    """Show one job: every field, args and meta, its errors with their tracebacks, its recorded
+    result (decoded), progress and workflow step."""
     app = build_app(dsn, prefix)
     try:
         found = app.get_job_sync(job_id)
@@ -119,37 +93,11 @@ def job_detail(dsn: str | None, prefix: str | None, as_json: bool, job_id: int) 
         app.close_sync()
     if found is None:
         raise JobNotFoundError(job_id)
-    try:
-        result: Any = found.result
-    except ConveyorError as exc:  # another client's value that cannot be decoded: say so
-        result = f"(unreadable: {exc})"
+    shown = job_json(found)
     if as_json:
-        print_json(
-            {**_plain_job(found), "progress": found.progress, "signals": found.signals, "result": result}
-        )
+        print_json(shown)
         return
-    rows: list[tuple[str, Any]] = [
-        ("id", found.id),
-        ("state", found.state.value),
-        ("queue", found.queue),
-        ("worker", found.worker),
-        ("attempt", f"{found.attempt}/{found.max_attempts}"),
-        ("args", orjson.dumps(found.args).decode()),
-        ("tags", ",".join(found.tags)),
-        ("scheduled_at", found.scheduled_at),
-        ("attempted_at", found.attempted_at),
-        ("progress", orjson.dumps(found.progress).decode() if found.progress else ""),
-        ("signals", len(found.signals)),
-        ("result", repr(result) if result is not None else ""),
-        ("last error", str(found.errors[-1].get("error", ""))[-500:] if found.errors else ""),
-    ]
-    print_table(f"Job {found.id}", ("field", "value"), rows)
-    if found.unreadable is not None:
-        click.echo(f"its row could not be read: {found.unreadable}")
-
-
-def _plain_job(job: Job) -> dict[str, Any]:
-    return {field: getattr(job, field) for field in job.__dataclass_fields__}
+    show_job(found, shown)
 
 
 @click.command(name="signal")

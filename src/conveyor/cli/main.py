@@ -10,11 +10,15 @@ from typing import Any
 
 import click
 
+from conveyor.cli.bulk import cancel, delete, retry
 from conveyor.cli.common import SchemaState, describe, inspect_database, run_blocking
+from conveyor.cli.cron import cron
+from conveyor.cli.dashboard import dashboard
 from conveyor.cli.fleet import pause, queues, resume, scale, stop
-from conveyor.cli.jobs import cancel, delete, job_detail, jobs, retry, signal_job, wait_job
+from conveyor.cli.jobs import job_detail, jobs, signal_job, wait_job
 from conveyor.cli.prune import prune
 from conveyor.cli.start import start
+from conveyor.cli.stats import stats
 from conveyor.engines import engine_from_url, install_sql
 from conveyor.errors import ConveyorError
 from conveyor.settings import load_settings
@@ -157,5 +161,8 @@ for command in (
     signal_job,
     wait_job,
     prune,
+    stats,
+    cron,
+    dashboard,
 ):
     main.add_command(command)

@@ -2,21 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import click
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
-from conveyor.cli.common import build_app, database_options, json_option, print_json
+from conveyor.cli.common import batch_progress, build_app, database_options, json_option, print_json
 from conveyor.errors import ValidationError
 from conveyor.job import JobState
 from conveyor.retention import MAX_ROWS, PRUNABLE_STATES, Pruned, PruneRule, Retention, parse_duration
@@ -51,26 +39,6 @@ def _selected(
 
 def _counts(pruned: Pruned) -> str:
     return ", ".join(f"{state} {n}" for state, n in pruned.by_state().items() if n) or "none"
-
-
-@contextmanager
-def _progress(total: int | None, batch: int) -> Iterator[Progress]:
-    """A progress display on standard error for deletions of more than one batch (in a terminal
-    only: piped or captured output stays clean)."""
-    console = Console(stderr=True)
-    large = total is None or total > batch
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("pruning"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not (large and console.is_interactive),
-    )
-    with progress:
-        yield progress
 
 
 @click.command()
@@ -140,8 +108,8 @@ def prune(
                 click.echo("nothing to prune")
                 return
             click.confirm(f"Delete {total.count} finished jobs ({_counts(total)})?", abort=True)
-        with _progress(None if total is None else total.count, app.settings.prune_limit) as progress:
-            task = progress.add_task("pruning", total=None if total is None else total.count)
+        count = None if total is None else total.count
+        with batch_progress("pruning", count, app.settings.prune_limit) as (progress, task):
             pruned = app.prune_sync(
                 retention, on_batch=lambda done: progress.update(task, completed=done.count)
             )

@@ -1,23 +1,30 @@
-"""``conveyor start``: run a node from the command line until SIGTERM or SIGINT."""
+"""``conveyor start``: run a node from the command line until SIGTERM or SIGINT.
+
+The node is built from the options and the configuration (``Conveyor.from_config``), or is the
+user's own app (``--app module:attr``: its jobs, telemetry handlers, crontab and settings), to which
+only the options about running this process's node apply (see ``APP_CHOSEN`` for the refused ones).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import importlib
-import logging
 import signal
 import sys
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from conveyor.app import Conveyor
+from conveyor.cli.app_ref import load_app
 from conveyor.cli.common import require_schema
+from conveyor.cli.logs import configure_logging
 from conveyor.engine.postgres.connect import one_line
 from conveyor.errors import ConveyorError
-
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+from conveyor.settings import LOG_FORMATS, LOG_LEVELS, with_overrides
+from conveyor.testing.modes import effective_mode
 
 
 async def run_node(app: Conveyor) -> None:
@@ -38,7 +45,18 @@ async def run_node(app: Conveyor) -> None:
     await app.stop()
 
 
+#: Options that choose the database and the configuration: with ``--app`` the app chose them.
+APP_CHOSEN = {"dsn": "--dsn", "prefix": "--prefix", "config_file": "--config"}
+
+
 @click.command()
+@click.option(
+    "--app",
+    "app_ref",
+    default=None,
+    metavar="MODULE:ATTR",
+    help="Run your own Conveyor (or a function returning one), e.g. myapp.worker:app.",
+)
 @click.option("--dsn", envvar="CONVEYOR_DATABASE_URL", help="Database URL (or $CONVEYOR_DATABASE_URL).")
 @click.option("--prefix", default=None, help="PostgreSQL schema holding the tables.")
 @click.option("--queues", "-q", default=None, help="Queues and limits, e.g. default:10,mail:5.")
@@ -49,9 +67,28 @@ async def run_node(app: Conveyor) -> None:
 @click.option("--shutdown-grace", type=float, default=None, help="Seconds for running jobs at shutdown.")
 @click.option("--config", "config_file", default=None, help="Config file (TOML).")
 @click.option(
-    "--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="INFO", show_default=True
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default=None,
+    help="Logging level (or $CONVEYOR_LOG_LEVEL; default: INFO).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS, case_sensitive=False),
+    default=None,
+    help="text, or json: one JSON object per line (or $CONVEYOR_LOG_FORMAT; default: text).",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics (needs conveyor[prometheus]).",
+)
+@click.option(
+    "--metrics-host", default="127.0.0.1", show_default=True, help="Address the metrics endpoint listens on."
 )
 def start(
+    app_ref: str | None,
     dsn: str | None,
     prefix: str | None,
     queues: str | None,
@@ -61,33 +98,93 @@ def start(
     no_notifications: bool,
     shutdown_grace: float | None,
     config_file: str | None,
-    log_level: str,
+    log_level: str | None,
+    log_format: str | None,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run a node: fetch and execute jobs of the given queues until stopped."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if "" not in sys.path:
-        sys.path.insert(0, "")  # let --import find modules in the working directory
+        sys.path.insert(0, "")  # let --import and --app find modules in the working directory
     settings: dict[str, Any] = {
-        "prefix": prefix,
         "queues": queues,
-        "imports": imports or None,
         "node": node,
         "poll_interval": poll_interval,
         "notifications": False if no_notifications else None,
         "shutdown_grace": shutdown_grace,
+        "log_level": log_level,
+        "log_format": log_format,
     }
-    try:
-        app = Conveyor.from_config(dsn, config_file=config_file, **settings)
-    except ConveyorError as exc:
-        raise click.UsageError(str(exc)) from None
+    if app_ref is not None:
+        chosen = {"dsn": dsn, "prefix": prefix, "config_file": config_file}
+        app = _user_app(app_ref, settings, imports, chosen)
+    else:
+        try:
+            app = Conveyor.from_config(
+                dsn, config_file=config_file, prefix=prefix, imports=imports or None, **settings
+            )
+        except ConveyorError as exc:
+            raise click.UsageError(str(exc)) from None
+    if not configure_logging(app.settings.log_level, app.settings.log_format) and (log_level or log_format):
+        click.echo("logging was set up by --app's module: --log-level and --log-format ignored", err=True)
     if not app.settings.queues:
-        raise click.UsageError("no queues to run: pass --queues default:10 (or set CONVEYOR_QUEUES)")
-    # The database answers and holds the schema: checked on one quick connection, before the pools.
-    require_schema(app.settings.database_url, app.settings.prefix)
+        where = "--queues default:10, or give your app queues" if app_ref else "--queues default:10"
+        raise click.UsageError(f"no queues to run: pass {where} (or set CONVEYOR_QUEUES)")
+    if app_ref is None or app._owns_engine:
+        # The database answers and holds the schema: checked on one quick connection, before the
+        # pools. (An app built on an engine object of its own is checked when it starts.)
+        require_schema(app.settings.database_url, app.settings.prefix)
     for module in app.settings.imports:  # the node imports them again (from the module cache)
         try:
             importlib.import_module(module)
         except (Exception, SystemExit) as exc:
             detail = f": {one_line(str(exc))}" if str(exc) else ""
             raise click.ClickException(f"cannot import {module!r}: {type(exc).__name__}{detail}") from None
-    asyncio.run(run_node(app))
+    server = None if metrics_port is None else serve_metrics(app, metrics_host, metrics_port)
+    try:
+        asyncio.run(run_node(app))
+    finally:
+        if server is not None:
+            server.shutdown()
+
+
+def serve_metrics(app: Conveyor, host: str, port: int) -> Any:
+    """Start the app's Prometheus endpoint; a missing extra or a taken port is one clear line."""
+    try:
+        from conveyor.contrib.prometheus import metrics
+    except ImportError as exc:
+        raise click.ClickException(
+            f"--metrics-port needs prometheus_client ({exc}): pip install 'conveyor[prometheus]'"
+        ) from None
+    try:
+        server = metrics(app).serve(port, host)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise click.ClickException(f"--metrics-port: cannot listen on {host}:{port}: {reason}") from None
+    click.echo(f"metrics at http://{host}:{server.server_port}/metrics", err=True)
+    return server
+
+
+def _user_app(
+    reference: str, settings: dict[str, Any], imports: tuple[str, ...], refused: dict[str, str | None]
+) -> Conveyor:
+    """The app ``--app`` names, with this command's node options applied to its settings."""
+    context = click.get_current_context()
+    for name, option in APP_CHOSEN.items():
+        # $CONVEYOR_DATABASE_URL fills --dsn too, but the app read it already: only a typed option clashes.
+        if refused[name] is not None and context.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+            raise click.UsageError(
+                f"{option} cannot be used with --app: the app {reference} chose its database and "
+                "configuration where it is built"
+            )
+    app = load_app(reference)
+    if effective_mode(app.testing) != "disabled":
+        raise click.ClickException(
+            f"--app {reference}: the app is in testing mode {app.testing!r}, which runs no node"
+        )
+    changes = {**settings, "imports": (*app.settings.imports, *imports) if imports else None}
+    try:
+        app.settings = with_overrides(app.settings, changes)
+    except ConveyorError as exc:
+        raise click.UsageError(str(exc)) from None
+    return app

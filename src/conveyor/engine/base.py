@@ -141,7 +141,8 @@ class Engine(Protocol):
         """Matching jobs, newest (highest id) first, at most ``criteria.limit`` (100 when None).
 
         Criteria combine with AND; each list matches any of its values, except ``tags``, which
-        matches jobs carrying all of them; ``before_id`` keeps ids below it (the next page)."""
+        matches jobs carrying all of them; ``before_id`` keeps ids below it (the next page),
+        ``after_id`` ids above it."""
 
     async def cancel_jobs(
         self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
@@ -334,13 +335,21 @@ class Engine(Protocol):
 
     # -- leadership --------------------------------------------------------------------------
     async def elect_leader(
-        self, name: str, node: str, ttl: float, *, now: datetime | None = None
+        self,
+        name: str,
+        node: str,
+        ttl: float,
+        *,
+        now: datetime | None = None,
+        take_from_foreign: bool = False,
     ) -> LeaderInfo | None:
         """Take or renew the lease ``name`` for ``ttl`` seconds; None when another node holds it.
 
         A lease held by ``node`` is renewed (``expires_at`` = now + ttl, ``elected_at`` kept); one
         held by another node is taken only once strictly past its ``expires_at`` (``elected_at`` =
-        now). Leases of different names are independent."""
+        now). Leases of different names are independent. With ``take_from_foreign`` (a mixed
+        fleet), a live lease is taken at once from a node of another runtime: one that has producer
+        rows and none with ``fleet.OWN_PRODUCER`` (an oban-py node)."""
 
     async def resign_leader(self, name: str, node: str) -> bool:
         """Drop the lease ``name`` if ``node`` holds it, and announce it on "leader"
@@ -371,15 +380,20 @@ class Engine(Protocol):
         backstop: float,
         limit: int = 1000,
         live: Sequence[str] = (),
+        foreign_timeout: float | None = None,
         now: datetime | None = None,
     ) -> RescueResult:
         """Rescue up to ``limit`` orphaned executing jobs (lowest ids first) and return them.
 
-        Orphans are the executing jobs of dead producers (``updated_at`` more than ``timeout``
-        seconds before now) and, as a backstop, executing jobs with no producer row at all claimed
-        more than ``backstop`` seconds ago. A job whose producer row is fresh is never touched,
-        however long it runs; producers whose uuid is in ``live`` (the caller's own, known to be
-        running) are never dead, however old their rows.
+        Orphans are the executing jobs of dead producers and, as a backstop, executing jobs with no
+        producer row at all claimed more than ``backstop`` seconds ago. A producer row whose meta
+        holds ``"runtime": "conveyor"`` (``fleet.OWN_PRODUCER``) is dead when its ``updated_at`` is
+        more than ``timeout`` seconds before now; any other row (another runtime's: oban-py,
+        Elixir Oban) when it is more than ``foreign_timeout`` seconds old, and never while
+        ``foreign_timeout`` is None (meta that is not an object counts as another runtime's). A
+        job whose producer row is fresh is never touched, however long it runs; producers whose
+        uuid is in ``live`` (the caller's own, known to be running) are never dead, however old
+        their rows.
 
         A rescued job becomes ``available`` (its attempt stays spent) or, when ``attempt`` >=
         ``max_attempts``, ``discarded`` with ``discarded_at`` = now; either way ``meta["rescued"]``

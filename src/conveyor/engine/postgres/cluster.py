@@ -31,9 +31,21 @@ class PostgresCluster(PostgresCore):
 
     # -- leadership --------------------------------------------------------------------------
     async def elect_leader(
-        self, name: str, node: str, ttl: float, *, now: datetime | None = None
+        self,
+        name: str,
+        node: str,
+        ttl: float,
+        *,
+        now: datetime | None = None,
+        take_from_foreign: bool = False,
     ) -> LeaderInfo | None:
-        params = {"name": name, "node": node, "ttl": ttl, "now": naive_utc(now)}
+        params = {
+            "name": name,
+            "node": node,
+            "ttl": ttl,
+            "now": naive_utc(now),
+            "take_from_foreign": take_from_foreign,
+        }
         async with self.pool.connection() as conn:
             cur = await conn.execute(self.sql["elect_leader"].encode(), params)
             row = await cur.fetchone()
@@ -85,10 +97,12 @@ class PostgresCluster(PostgresCore):
         backstop: float,
         limit: int = 1000,
         live: Sequence[str] = (),
+        foreign_timeout: float | None = None,
         now: datetime | None = None,
     ) -> RescueResult:
         params = {
             "timeout": timeout,
+            "foreign_timeout": foreign_timeout,
             "backstop": backstop,
             "limit": limit,
             "live": list(live),
@@ -98,7 +112,12 @@ class PostgresCluster(PostgresCore):
         async with self.pool.connection() as conn:
             cur = await conn.execute(self.sql["rescue_jobs"].encode(), params)
             rows = await cur.fetchall()
-            forget = {"timeout": timeout, "live": list(live), "now": naive_utc(now)}
+            forget = {
+                "timeout": timeout,
+                "foreign_timeout": foreign_timeout,
+                "live": list(live),
+                "now": naive_utc(now),
+            }
             await conn.execute(self.sql["delete_dead_producers"].encode(), forget)
         return RescueResult(
             available=tuple(r[0] for r in rows if r[1] == "available"),

@@ -64,11 +64,12 @@ async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
 
 async def _configure_hot(conn: psycopg.AsyncConnection[Any]) -> None:
     await _configure(conn)
-    # Only fetch_jobs.sql and ack_jobs.sql run here, and both are written so that one generic plan
-    # fits every call: a custom plan per call costs 0.1 to 0.2 ms of planning, more than a tenth of
-    # the statement. Sequential and bitmap scans are ruled out because a generic plan is kept until
-    # the statistics change: one made while the table was tiny (a seq scan, or a bitmap scan and a
-    # sort) would otherwise read the whole queue on every fetch once it has grown.
+    # Only fetch_jobs.sql and ack_jobs.sql run here (and settle_steps.sql after an ack that ended
+    # workflow steps), and each is written so that one generic plan fits every call: a custom plan
+    # per call costs 0.1 to 0.2 ms of planning, more than a tenth of the statement. Sequential and
+    # bitmap scans are ruled out because a generic plan is kept until the statistics change: one
+    # made while the table was tiny (a seq scan, or a bitmap scan and a sort) would otherwise read
+    # the whole queue on every fetch once it has grown.
     await conn.execute(
         "SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off; SET enable_bitmapscan = off",
         prepare=False,
@@ -141,6 +142,8 @@ class PostgresCore:
         ).encode()
         #: Claims under partitioned limits, by the shapes of their partitions (hot_path).
         self._partitioned: dict[Any, tuple[bytes, bytes]] = {}
+        #: The settle and sweep statements, composed at first use (workflows).
+        self._settle_statements: dict[str, bytes] = {}
         self._lock_queue_statement = self.sql["lock_queue"].encode()
         # Composed once the type of the errors column is known (see _detect_errors_type).
         self._ack_statement: bytes | None = None

@@ -119,9 +119,11 @@ class PostgresHotPath(PostgresWorkflows):
         async with self.hot_pool.connection() as conn:
             cur = await conn.execute(statement, params)
             rows = await cur.fetchall()
-        steps = [row[0] for row in rows if row[1]]
-        if steps:
-            await self.settle_after(steps, now)
+            steps = [row[0] for row in rows if row[1]]  # ended steps whose dependents may go on
+            if steps:
+                # On the same connection, after the ack's commit: no second checkout, and the
+                # statement is prepared with one generic plan like the ack's.
+                await self.settle_after(steps, now, own=conn)
         return [row[0] for row in rows]
 
     async def release_jobs(self, attempts: Sequence[tuple[int, int]]) -> list[int]:

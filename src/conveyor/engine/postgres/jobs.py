@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import orjson
+
 from conveyor.engine.postgres.rows import naive_utc
 from conveyor.engine.postgres.workflows import PostgresWorkflows
 from conveyor.filters import JobFilter
@@ -21,6 +23,10 @@ def filter_params(criteria: JobFilter) -> dict[str, Any]:
         "workers": list(criteria.workers) or None,
         "tags": list(criteria.tags) or None,
         "before_id": criteria.before_id,
+        "after_id": criteria.after_id,
+        "args_contains": None
+        if criteria.args_contains is None
+        else orjson.dumps(criteria.args_contains).decode(),
         "limit": criteria.limit,
         "worker_suffix": criteria.worker_suffix,
         "scheduled_after": naive_utc(criteria.scheduled_after),

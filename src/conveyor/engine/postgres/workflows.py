@@ -3,12 +3,14 @@ reading a workflow's steps (``conveyor/workflow.py``)."""
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import orjson
+import psycopg
 
 from conveyor.engine.postgres import foreign
 from conveyor.engine.postgres.core import PostgresCore
@@ -22,8 +24,17 @@ log = logging.getLogger("conveyor.workflows")
 STEP_LOOKUPS = {
     "step_state_pending": ("c.workflow", "(c.deps ->> i)"),
     "step_state_ended": ("r.workflow", "dn.name"),
-    "step_state_sweep": ("(d.meta ->> 'workflow_id')", "dn.name"),
+    "step_state_sweep": ("(c.meta ->> 'workflow_id')", "dn.name"),
 }
+
+#: Runs one statement and returns its rows (on our connection or a caller's).
+Fetch = Callable[[bytes, dict[str, Any]], Awaitable[Sequence[tuple[Any, ...]]]]
+
+#: Dependents of each given step settled by the first statement of a settle, and at most by each
+#: later one (the slice doubles): a fan-out's first steps are committed, and start, while the rest
+#: are settled.
+FIRST_SLICE = 500
+LAST_SLICE = 4000
 
 #: Steps settled per sweep statement.
 SWEEP_BATCH = 500
@@ -33,32 +44,67 @@ class PostgresWorkflows(PostgresCore):
     """``settle_steps``, ``sweep_steps``, ``workflow_jobs``."""
 
     def _settle_statement(self, name: str) -> bytes:
-        text = self.sql.compose(name, settle="settle", waiting_step="waiting_step")
-        lookup = self.sql["step_state"].strip()
-        for placeholder, (workflow, step) in STEP_LOOKUPS.items():
-            filled = lookup.replace("{workflow}", workflow).replace("{step}", step)
-            text = text.replace("{" + placeholder + "}", filled)
-        return text.encode()
+        found = self._settle_statements.get(name)
+        if found is None:
+            parts = {"settle": "settle", "waiting_step": "waiting_step"}
+            text = self.sql.compose(name, **parts, step_meta="step_meta", step_policy="step_policy")
+            lookup = self.sql["step_state"].strip()
+            for placeholder, (workflow, step) in STEP_LOOKUPS.items():
+                filled = lookup.replace("{workflow}", workflow).replace("{step}", step)
+                text = text.replace("{" + placeholder + "}", filled)
+            found = self._settle_statements[name] = text.encode()
+        return found
 
     async def settle_steps(
         self, ids: Sequence[int], *, now: datetime | None = None, conn: Any = None
     ) -> dict[int, JobState]:
+        if conn is not None:
+            driver = await foreign.async_driver_connection(conn)
+            return await self._settle(ids, now, functools.partial(foreign.fetch_rows, driver))
+        async with self.pool.connection() as own:
+            return await self._settle(ids, now, functools.partial(_fetch_all, own))
+
+    async def _settle(self, ids: Sequence[int], now: datetime | None, fetch: Fetch) -> dict[int, JobState]:
         settled: dict[int, JobState] = {}
         statement = self._settle_statement("settle_steps")
         given = list(ids)
         while given:
-            params = {"ids": given, "now": naive_utc(now), "channel": self.insert_channel}
-            rows = await self._rows(statement, params, conn)
-            settled |= {row[0]: JobState(row[1]) for row in rows}
+            cancelled: list[int] = []
+            skip, take, more = 0, FIRST_SLICE, True
+            while more:
+                params = {
+                    "ids": given,
+                    "skip": skip,
+                    "take": take,
+                    "now": naive_utc(now),
+                    "channel": self.insert_channel,
+                }
+                rows = await fetch(statement, params)
+                more = bool(rows and rows[0][2])
+                found = {row[0]: JobState(row[1]) for row in rows if row[0] is not None}
+                settled |= found
+                cancelled += [job_id for job_id, state in found.items() if state is JobState.CANCELLED]
+                skip, take = skip + take, min(take * 2, LAST_SLICE)
             # A step cancelled because of its dependency ends too: the steps after it settle next.
-            given = [row[0] for row in rows if row[1] == JobState.CANCELLED.value]
+            given = cancelled
         return settled
 
-    async def settle_after(self, ids: Sequence[int], now: datetime | None, conn: Any = None) -> None:
-        """``settle_steps`` after a change to ``ids`` was written. A failure is logged, not raised:
-        the change stands, and the leader's sweep settles what this did not."""
+    async def settle_after(
+        self,
+        ids: Sequence[int],
+        now: datetime | None,
+        conn: Any = None,
+        *,
+        own: psycopg.AsyncConnection[Any] | None = None,
+    ) -> None:
+        """``settle_steps`` after a change to ``ids`` was written (on the caller's ``conn``, or on
+        ``own``, the engine's connection that wrote it). A failure is logged, not raised: the change
+        stands, and the leader's sweep settles what this did not."""
         try:
-            await self.settle_steps(ids, now=now, conn=conn)
+            if own is not None:
+                await self._settle(ids, now, functools.partial(_fetch_all, own))
+            else:
+                await self.settle_steps(ids, now=now, conn=conn)
         except Exception as exc:
             if conn is not None:  # the caller's transaction failed with it: theirs to see
                 raise
@@ -116,3 +162,10 @@ class PostgresWorkflows(PostgresCore):
         async with self.pool.connection() as own:
             cur = await own.execute(statement, params)
             return list(await cur.fetchall())
+
+
+async def _fetch_all(
+    conn: psycopg.AsyncConnection[Any], statement: bytes, params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    cur = await conn.execute(statement, params)
+    return list(await cur.fetchall())

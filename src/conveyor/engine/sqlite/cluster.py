@@ -39,10 +39,16 @@ class SqliteCluster(SqliteCore):
 
     # -- leadership --------------------------------------------------------------------------
     async def elect_leader(
-        self, name: str, node: str, ttl: float, *, now: datetime | None = None
+        self,
+        name: str,
+        node: str,
+        ttl: float,
+        *,
+        now: datetime | None = None,
+        take_from_foreign: bool = False,
     ) -> LeaderInfo | None:
         check_now(now)
-        statement = FILES["elect_leader"]
+        statement = FILES.compose("elect_leader", own_producer="own_producer")
 
         def run(tx: Tx) -> Any:
             clock = utc_clock(now)
@@ -51,6 +57,7 @@ class SqliteCluster(SqliteCore):
                 "node": node,
                 "now": time_text(clock),
                 "expires_at": later_text(clock, ttl),
+                "take_from_foreign": take_from_foreign,
             }
             return tx.conn.execute(statement, params).fetchone()
 
@@ -117,26 +124,27 @@ class SqliteCluster(SqliteCore):
         backstop: float,
         limit: int = 1000,
         live: Sequence[str] = (),
+        foreign_timeout: float | None = None,
         now: datetime | None = None,
     ) -> RescueResult:
         check_now(now)
-        rescue, forget = FILES["rescue_jobs"], FILES["delete_dead_producers"]
+        rescue = FILES.compose("rescue_jobs", own_producer="own_producer")
+        forget = FILES.compose("delete_dead_producers", own_producer="own_producer")
         live_json = orjson.dumps(list(live)).decode()
 
         def run(tx: Tx) -> list[Any]:
             clock = utc_clock(now)
-            stamp, dead_before = time_text(clock), ago(clock, timeout)
-            params = {
-                "now": stamp,
-                "dead_before": dead_before,
-                "backstop_before": ago(clock, backstop),
-                "limit": limit,
+            stamp = time_text(clock)
+            dead = {
+                "dead_before": ago(clock, timeout),
+                "foreign_dead_before": None if foreign_timeout is None else ago(clock, foreign_timeout),
                 "live": live_json,
             }
+            params = {"now": stamp, "backstop_before": ago(clock, backstop), "limit": limit, **dead}
             rows = sorted(tx.conn.execute(rescue, params).fetchall())
             for queue in sorted({row[1] for row in rows if row[2] == "available"}):
                 tx.notify("insert", {"queue": queue}, stamp)
-            tx.conn.execute(forget, {"dead_before": dead_before, "live": live_json})
+            tx.conn.execute(forget, dead)
             return rows
 
         rows = await self.database.write(run)

@@ -27,12 +27,14 @@ FILTER_PARTS = (
     "workers",
     "tags",
     "before_id",
+    "after_id",
     "worker_suffix",
     "scheduled_after",
     "scheduled_before",
     "attempted_after",
     "attempted_before",
     "completed",
+    "args_contains",
 )
 #: The criteria that hold a list, passed to their fragment as a JSON array.
 LISTS = frozenset({"ids", "states", "queues", "workers", "tags"})
@@ -55,7 +57,9 @@ def filter_condition(criteria: JobFilter) -> tuple[str, dict[str, Any]]:
             value = getattr(criteria, name)
             if value is None or value == ():
                 continue
-            if name in LISTS:
+            if name == "args_contains":
+                params[name] = orjson.dumps(value).decode()
+            elif name in LISTS:
                 params[name] = orjson.dumps([getattr(v, "value", v) for v in value]).decode()
             else:
                 params[name] = _time(value) if isinstance(value, datetime) else value

@@ -62,14 +62,27 @@ WHERE j.id = ANY(ARRAY(SELECT id FROM acks))
   AND j.id = a.id
   AND j.state::text = 'executing'
   AND j.attempt = a.attempt
--- The second column says whether a workflow step finished: its dependents may go on now.
-RETURNING j.id, a.state IN ('completed', 'cancelled', 'discarded')
-    AND jsonb_typeof(j.meta) = 'object' AND j.meta ? 'workflow_id' AS step
+-- A workflow step that ended and lists dependents: they may go on now (settle_steps.sql).
+RETURNING j.id, a.state AS state, CASE
+        WHEN a.state IN ('completed', 'cancelled', 'discarded') AND jsonb_typeof(j.meta) = 'object'
+            AND j.meta ? 'workflow_id' AND jsonb_typeof(j.meta -> 'dependents') = 'array'
+            AND jsonb_array_length(j.meta -> 'dependents') > 0
+        THEN j.meta -> 'dependents'
+    END AS dependents,
+    j.meta ->> 'workflow_id' AS workflow
 ),
 ended AS (
     SELECT pg_notify(%(ended_channel)s, jsonb_build_object('ids', jsonb_agg(id))::text)
     FROM (SELECT id, (row_number() OVER () - 1) / 500 AS chunk FROM acked) AS numbered
     GROUP BY chunk
 )
+-- The second column says which ended steps to settle: of the steps of one workflow that ended
+-- alike and list the same dependents (a fan-in's leaves), one is enough, as the settle reads every
+-- dependency's state itself (the one given tells it only how a dependency ended). The lists are
+-- compared by digest: sorting long lists of names would compare them whole, again and again.
 -- The sub-select runs (once) as the first row is returned, so the notifications always go out.
-SELECT id, step FROM acked WHERE (SELECT count(*) FROM ended) >= 0;
+SELECT id, id IN (
+        SELECT min(id) FROM acked WHERE dependents IS NOT NULL GROUP BY workflow, state, md5(dependents::text)
+    ) AS settle
+FROM acked
+WHERE (SELECT count(*) FROM ended) >= 0;

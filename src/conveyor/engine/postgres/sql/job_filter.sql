@@ -32,3 +32,5 @@ AND (%(attempted_after)s::timestamp IS NULL OR attempted_at >= %(attempted_after
 AND (%(attempted_before)s::timestamp IS NULL OR attempted_at < %(attempted_before)s::timestamp)
 AND (%(completed_after)s::timestamp IS NULL OR (state = 'completed' AND completed_at >= %(completed_after)s::timestamp))
 AND (%(completed_before)s::timestamp IS NULL OR (state = 'completed' AND completed_at < %(completed_before)s::timestamp))
+AND (%(after_id)s::bigint IS NULL OR id > %(after_id)s::bigint)
+AND (%(args_contains)s::jsonb IS NULL OR args @> %(args_contains)s::jsonb)

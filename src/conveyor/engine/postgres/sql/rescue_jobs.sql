@@ -3,13 +3,18 @@
 -- A job whose producer row is fresh is never touched, however long it runs, nor one of a producer
 -- in %(live)s (the rescuer's own, running as it asks). Rescued jobs become available again
 -- (discarded when their attempts are used up) and count the rescue in meta.
+-- Conveyor's rows (meta.runtime = 'conveyor') are dead after %(timeout)s; other runtimes' rows
+-- (oban-py refreshes every 15 s) after %(foreign_timeout)s, and never while it is NULL.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
 dead AS (
     SELECT p.uuid::text AS uuid
     FROM {prefix}.oban_producers AS p, clock
-    WHERE p.updated_at < clock.now - make_interval(secs => %(timeout)s)
+    WHERE p.updated_at < clock.now - make_interval(secs => CASE
+            WHEN p.meta ->> 'runtime' = 'conveyor' THEN %(timeout)s::float8
+            ELSE %(foreign_timeout)s::float8
+        END)
       AND p.uuid::text <> ALL(%(live)s::text[])
 ),
 orphans AS (

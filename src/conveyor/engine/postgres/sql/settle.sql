@@ -1,23 +1,25 @@
 ,
 ready AS (
-    -- The step's policy, read out of its meta once (see below).
+    -- The step's policy (step_policy.sql, read out of its meta in candidates), and its "blocker":
+    -- the first of its dependencies, from the last back, that did not complete (its state,
+    -- 'deleted' when it is gone; NULL when every one completed). Steps run roughly in the order
+    -- they were added, so an unfinished one is usually met at once and a fan-in over thousands is
+    -- not read whole; when every dependency completed (the usual end of a fan-in) that one walk is
+    -- the only one.
     SELECT c.id, c.deps, c.workflow, c.early, c.single, c.cancelled, c.discarded,
-        c.meta -> 'ignore_cancelled' = 'true'::jsonb AS ignore_cancelled,
-        c.meta -> 'ignore_discarded' = 'true'::jsonb AS ignore_discarded,
-        c.meta -> 'ignore_deleted' = 'true'::jsonb AS ignore_deleted,
-        c.meta ->> 'run_if' AS run_if
+        c.ignore_cancelled, c.ignore_discarded, c.ignore_deleted, c.run_if,
+        CASE WHEN NOT (c.early OR c.single) THEN (
+            -- Each dependency is looked up by workflow and name together (a join lets the planner
+            -- scan the whole workflow per dependency), in c.deps, read out of meta once
+            -- (candidates is MATERIALIZED). OFFSET 0 keeps the lookup one subplan (pulled up, it
+            -- would run once for the test and again for the result).
+            SELECT coalesce(x.state, 'deleted')
+            FROM generate_series(jsonb_array_length(c.deps) - 1, 0, -1) AS i
+            CROSS JOIN LATERAL (SELECT {step_state_pending} AS state OFFSET 0) AS x
+            WHERE x.state IS DISTINCT FROM 'completed'
+            LIMIT 1
+        ) END AS blocker
     FROM candidates AS c
-    WHERE c.early OR c.single OR NOT EXISTS (
-        -- From the last dependency back: steps run roughly in the order they were added, so an
-        -- unfinished one is usually met at once and a fan-in over thousands is not read whole.
-        -- Each dependency is looked up by workflow and name together (a join lets the planner scan
-        -- the whole workflow per dependency).
-        SELECT 1
-        -- c.deps and c.workflow are read out of meta once (candidates is MATERIALIZED): each
-        -- c.meta -> ... would decompress the whole meta again (a fan-in's lists thousands of names).
-        FROM generate_series(jsonb_array_length(c.deps) - 1, 0, -1) AS i
-        WHERE {step_state_pending} NOT IN ('completed', 'cancelled', 'discarded')
-    )
 ),
 verdicts AS (
     SELECT r.id, true AS failed, NULL::jsonb AS counts FROM ready AS r WHERE r.early
@@ -34,6 +36,14 @@ verdicts AS (
         )
     FROM ready AS r WHERE r.single AND NOT r.early
     UNION ALL
+    -- Every dependency completed: the walk saw them all.
+    SELECT r.id, coalesce(r.run_if IN ('any_failed', 'any_discarded', 'any_cancelled'), false),
+        jsonb_build_object(
+            'completed', jsonb_array_length(r.deps), 'cancelled', 0, 'discarded', 0, 'deleted', 0
+        )
+    FROM ready AS r WHERE NOT (r.early OR r.single) AND r.blocker IS NULL
+    UNION ALL
+    -- Some dependency ended otherwise: counted, one lookup each, and settled when none is unfinished.
     SELECT v.id,
         (v.deleted > 0 AND v.ignore_deleted IS NOT TRUE)
         OR (v.cancelled > 0 AND v.ignore_cancelled IS NOT TRUE)
@@ -50,17 +60,18 @@ verdicts AS (
         -- Grouped by the id and small flags, never by meta: hashing a fan-in's meta once per
         -- dependency would cost seconds.
         SELECT r.id, r.ignore_cancelled, r.ignore_discarded, r.ignore_deleted, r.run_if,
-            count(dn.name) FILTER (WHERE x.state = 'completed') AS completed,
-            count(dn.name) FILTER (WHERE x.state = 'cancelled') AS cancelled,
-            count(dn.name) FILTER (WHERE x.state = 'discarded') AS discarded,
-            count(dn.name) FILTER (WHERE x.gone) AS deleted
+            count(*) FILTER (WHERE x.state = 'completed') AS completed,
+            count(*) FILTER (WHERE x.state = 'cancelled') AS cancelled,
+            count(*) FILTER (WHERE x.state = 'discarded') AS discarded,
+            count(*) FILTER (WHERE x.state IS NULL) AS deleted,
+            count(*) FILTER (WHERE x.state NOT IN ('completed', 'cancelled', 'discarded')) AS unfinished
         FROM ready AS r
-        LEFT JOIN LATERAL jsonb_array_elements_text(r.deps) AS dn(name) ON true
-        LEFT JOIN LATERAL (SELECT {step_state_ended} AS state) AS found ON true
-        LEFT JOIN LATERAL (SELECT found.state AS state, found.state IS NULL AS gone) AS x ON true
-        WHERE NOT r.early AND NOT r.single
+        CROSS JOIN LATERAL jsonb_array_elements_text(r.deps) AS dn(name)
+        CROSS JOIN LATERAL (SELECT {step_state_ended} AS state OFFSET 0) AS x
+        WHERE NOT (r.early OR r.single) AND r.blocker IN ('cancelled', 'discarded', 'deleted')
         GROUP BY r.id, r.ignore_cancelled, r.ignore_discarded, r.ignore_deleted, r.run_if
     ) AS v
+    WHERE v.unfinished = 0
 ),
 settled AS (
     UPDATE {prefix}.oban_jobs AS d
@@ -80,4 +91,3 @@ notified AS (
     SELECT pg_notify(%(channel)s, jsonb_build_object('queue', queue)::text)
     FROM (SELECT DISTINCT queue FROM settled WHERE state = 'available') AS queues
 )
-SELECT id, state, (SELECT count(*) FROM notified) FROM settled ORDER BY id;

@@ -4,6 +4,8 @@
 -- one of a producer in :live (a JSON array of the rescuer's own producers, running as it asks).
 -- Rescued jobs become available again (discarded when their attempts are used up) and count the
 -- rescue in meta. attempted_by ->> 1 is the producer uuid (PostgreSQL's attempted_by[2]).
+-- Conveyor's rows (meta.runtime = 'conveyor') are dead before :dead_before; other runtimes' rows
+-- before :foreign_dead_before, and never while it is NULL.
 UPDATE oban_jobs
 SET state = CASE WHEN attempt >= max_attempts THEN 'discarded' ELSE 'available' END,
     discarded_at = CASE WHEN attempt >= max_attempts THEN :now ELSE discarded_at END,
@@ -25,7 +27,8 @@ WHERE id IN (
       AND (
         j.attempted_by ->> 1 IN (
             SELECT uuid FROM oban_producers
-            WHERE updated_at < :dead_before AND uuid NOT IN (SELECT value FROM json_each(:live))
+            WHERE updated_at < CASE WHEN {own_producer} THEN :dead_before ELSE :foreign_dead_before END
+              AND uuid NOT IN (SELECT value FROM json_each(:live))
         )
         OR (
             j.attempted_at < :backstop_before

@@ -6,16 +6,17 @@ with its thread's Django connections checked before and after, as a request woul
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from conveyor.cli.common import require_schema
-from conveyor.cli.start import LOG_LEVELS, run_node
+from conveyor.cli.logs import configure_logging
+from conveyor.cli.start import run_node
 from conveyor.contrib.django.config import build_app, jobs_modules
 from conveyor.errors import ConveyorError
+from conveyor.settings import LOG_FORMATS, LOG_LEVELS
 
 
 class Command(BaseCommand):
@@ -27,11 +28,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--node", help="Node name (default: host-pid-random).")
         parser.add_argument("--log-level", choices=LOG_LEVELS, default="INFO", type=str.upper)
+        parser.add_argument(
+            "--log-format", choices=LOG_FORMATS, default="text", type=str.lower, help="text or json lines."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        logging.basicConfig(
-            level=options["log_level"], format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-        )
+        configure_logging(options["log_level"], options["log_format"])
         try:
             app = build_app(
                 "the command's options or settings.CONVEYOR",

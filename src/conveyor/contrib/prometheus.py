@@ -1,0 +1,157 @@
+"""Prometheus metrics of one app's jobs and queues (extra ``prometheus``: ``prometheus_client``).
+
+``metrics(app)`` attaches telemetry handlers to the app and returns its ``PrometheusMetrics``, whose
+``registry`` is the app's own ``CollectorRegistry`` (never the process-wide default one, so two apps in
+one process keep their figures apart). Serve it with ``serve(port)`` (what ``conveyor start
+--metrics-port`` does), mount ``asgi()`` in a Starlette or FastAPI app, or read ``exposition()``.
+
+- ``conveyor_jobs_total{queue,worker,outcome}``: runs ended, by outcome (``completed``, ``snoozed``,
+  ``retryable``, ``discarded``, ``cancelled``, ``released``, or ``failed`` when Conveyor itself failed)
+- ``conveyor_job_duration_seconds{queue,worker}``: histogram of the runs' durations
+- ``conveyor_job_queue_time_seconds{queue,worker}``: histogram of the time jobs waited, from their
+  scheduled time to the start of the attempt
+- ``conveyor_queue_jobs{queue,state}``: jobs per queue and state in the database (``queue_counts``,
+  cached: see ``conveyor.contrib._job_gauges``)
+- ``conveyor_queue_executing{queue}``: jobs of the queue running on this node
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, make_asgi_app
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import start_http_server
+from prometheus_client.registry import Collector
+
+from conveyor.contrib._job_gauges import DEFAULT_MAX_AGE, Executing, QueueDepth
+from conveyor.job import JobState
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from conveyor.app import Conveyor
+
+#: Histogram buckets (seconds) of the durations and queue times: a millisecond to ten minutes.
+BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0)
+
+_BY_APP: weakref.WeakKeyDictionary[Conveyor, PrometheusMetrics] = weakref.WeakKeyDictionary()
+
+
+def metrics(app: Conveyor, *, max_age: float = DEFAULT_MAX_AGE) -> PrometheusMetrics:
+    """The app's Prometheus metrics, attached on the first call (later calls return the same ones)."""
+    found = _BY_APP.get(app)
+    if found is None:
+        found = _BY_APP[app] = PrometheusMetrics(app, max_age=max_age)
+    return found
+
+
+class PrometheusMetrics:
+    """One app's metrics in a registry of their own."""
+
+    def __init__(self, app: Conveyor, *, max_age: float = DEFAULT_MAX_AGE) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.jobs = Counter(
+            "conveyor_jobs",
+            "Runs of jobs ended, by queue, worker and outcome",
+            ("queue", "worker", "outcome"),
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "conveyor_job_duration_seconds",
+            "How long runs of jobs took",
+            ("queue", "worker"),
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self.queue_time = Histogram(
+            "conveyor_job_queue_time_seconds",
+            "How long jobs waited from their scheduled time to the start of the attempt",
+            ("queue", "worker"),
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self.executing = Executing()
+        self.depth = QueueDepth(app, max_age)
+        self.registry.register(_QueueCollector(self.depth, self.executing))
+        # The labelled children, found by one dict lookup per event (labels() costs more).
+        self._ended_series: dict[tuple[str, str, str], Any] = {}
+        self._timed_series: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._detach: list[Callable[[], None]] = [
+            app.on("job.start", self._started),
+            app.on("job.stop", self._ended),
+            app.on("job.exception", self._ended),
+            self.depth.attach(),
+        ]
+        self._servers: list[WSGIServer] = []
+
+    def _timed(self, queue: str, worker: str) -> tuple[Any, Any]:
+        key = (queue, worker)
+        series = self._timed_series.get(key)
+        if series is None:
+            series = (self.duration.labels(queue, worker), self.queue_time.labels(queue, worker))
+            self._timed_series[key] = series
+        return series
+
+    def _started(self, event: str, data: dict[str, Any]) -> None:
+        queue = data["queue"]
+        self.executing.started(queue)
+        self._timed(queue, data["worker"])[1].observe(data["queue_time"])
+
+    def _ended(self, event: str, data: dict[str, Any]) -> None:
+        queue, worker, outcome = data["queue"], data["worker"], data["outcome"]
+        self.executing.ended(queue)
+        key = (queue, worker, outcome)
+        counter = self._ended_series.get(key)
+        if counter is None:
+            counter = self._ended_series[key] = self.jobs.labels(queue, worker, outcome)
+        counter.inc()
+        self._timed(queue, worker)[0].observe(data["duration"])
+
+    def exposition(self) -> bytes:
+        """The metrics in Prometheus' text format."""
+        return generate_latest(self.registry)
+
+    def asgi(self) -> Any:
+        """An ASGI app serving the metrics (mount it at ``/metrics``)."""
+        return make_asgi_app(self.registry)
+
+    def serve(self, port: int, host: str = "127.0.0.1") -> WSGIServer:
+        """Serve ``/metrics`` over HTTP on a daemon thread; raises ``OSError`` if the port is taken."""
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._servers.append(server)
+        return server
+
+    def close(self) -> None:
+        """Detach from the app and stop the servers ``serve`` started."""
+        for detach in self._detach:
+            detach()
+        self._detach.clear()
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
+        self._servers.clear()
+
+
+class _QueueCollector(Collector):
+    """The gauges read at each scrape: jobs per queue and state, and executing on this node."""
+
+    def __init__(self, depth: QueueDepth, executing: Executing) -> None:
+        self.depth = depth
+        self.executing = executing
+
+    def collect(self) -> Iterable[Metric]:
+        jobs = GaugeMetricFamily(
+            "conveyor_queue_jobs", "Jobs per queue and state in the database", labels=("queue", "state")
+        )
+        for counts in self.depth.read():
+            for state in JobState:
+                jobs.add_metric((counts.queue, state.value), counts.count(state))
+        executing = GaugeMetricFamily(
+            "conveyor_queue_executing", "Jobs of the queue running on this node", labels=("queue",)
+        )
+        for queue, count in sorted(self.executing.snapshot().items()):
+            executing.add_metric((queue,), count)
+        return (jobs, executing)

@@ -1,0 +1,1 @@
+d.meta || '{}'::jsonb

@@ -1,0 +1,1 @@
+c.meta -> 'ignore_cancelled' = 'true'::jsonb AS ignore_cancelled, c.meta -> 'ignore_discarded' = 'true'::jsonb AS ignore_discarded, c.meta -> 'ignore_deleted' = 'true'::jsonb AS ignore_deleted, c.meta ->> 'run_if' AS run_if

@@ -1,0 +1,221 @@
+"""The pages: overview, jobs, one job, nodes, cron. Each reads through the ``Conveyor`` API only."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from conveyor import _options as opt
+from conveyor.errors import ValidationError
+from conveyor.filters import JobFilter
+from conveyor.fleet import QueueInfo
+from conveyor.job import CANCELLABLE_STATES, RETRYABLE_STATES, Job, JobState
+from conveyor.recorded import UnreadableResultError, decode_result
+from conveyor.web.dashboard import counts
+from conveyor.web.dashboard.charts import bar_chart
+from conveyor.web.dashboard.context import dashboard_of, render, route_path
+from conveyor.web.dashboard.graph import workflow_svg
+from conveyor.web.dashboard.querying import PAGE_SIZES, TIME_FIELDS, JobQuery, parse_query
+from conveyor.web.dashboard.schedule import CronRow, next_run
+from conveyor.workflow import WorkflowStatus
+
+STATES = [state.value for state in JobState]
+#: The states the overview's queue table shows a column for.
+COUNTED = ["available", "scheduled", "retryable", "executing", "completed", "discarded"]
+#: How many ids a filtered jobs page looks through at most: a filter that matches few jobs must
+#: not walk a table of millions to fill a page (the page offers to search the ids below instead).
+SCAN_WINDOW = 100_000
+
+
+async def overview(request: Request) -> Response:
+    dash = dashboard_of(request)
+    rows = await counts.queue_rows(dash.conveyor)
+    activity = await counts.activity(dash.conveyor)
+    charts = {
+        "throughput": bar_chart(
+            [(b.start, b.completed) for b in activity.buckets],
+            label="jobs completed per minute",
+            css="throughput",
+        ),
+        "errors": bar_chart(
+            [(b.start, _rate(b.failed, b.completed)) for b in activity.buckets],
+            label="error rate per minute",
+            css="errors",
+            unit="%",
+            ceiling=100.0,
+        ),
+    }
+    totals: dict[str, int] = {}
+    for row in rows:
+        for state, n in row.counts.items():
+            totals[state.value] = totals.get(state.value, 0) + n
+    nodes = sorted({p.node for row in rows for p in row.producers})
+    return render(
+        dash,
+        request,
+        "overview.html",
+        {
+            "page": "overview",
+            "rows": rows,
+            "states": STATES,
+            "counted": COUNTED,
+            "totals": totals,
+            "activity": activity,
+            "charts": charts,
+            "activity_estimated": activity.estimated,
+            "nodes": nodes,
+            "leader": await dash.conveyor.leader(),
+        },
+    )
+
+
+async def _window(conveyor: Any, query: JobQuery) -> tuple[int, int] | None:
+    """The ids (above the first, below the second) a filtered page looks through, or None when it
+    may look through them all (no filter, or fewer ids than the window below the page)."""
+    if not query.filtered:
+        return None
+    top = query.before
+    if top is None:
+        newest = await conveyor.list_jobs(JobFilter(limit=1))
+        if not newest:
+            return None
+        top = newest[0].id + 1
+    floor = top - SCAN_WINDOW - 1
+    return (floor, top) if floor > 0 else None
+
+
+def _rate(failed: int, completed: int) -> float:
+    done = failed + completed
+    return 100.0 * failed / done if done else 0.0
+
+
+async def jobs(request: Request) -> Response:
+    dash = dashboard_of(request)
+    query = parse_query({k: request.query_params.getlist(k) for k in request.query_params})
+    window = await _window(dash.conveyor, query)
+    found = await dash.conveyor.list_jobs(query.criteria(after=window[0] if window else None))
+    older = query.link(before=found[-1].id) if len(found) == query.limit else None
+    search_older = None
+    if window is not None and older is None:
+        search_older = query.link(before=window[0] + 1)
+    return render(
+        dash,
+        request,
+        "jobs.html",
+        {
+            "page": "jobs",
+            "query": query,
+            "jobs": found,
+            "states": STATES,
+            "page_sizes": PAGE_SIZES,
+            "time_fields": TIME_FIELDS,
+            "older": older,
+            "window": window,
+            "search_older": search_older,
+            "newest": query.link(before=None) if query.before is not None else None,
+            "queues": sorted({q.queue for q in await dash.conveyor.queues()} | set(query.queues)),
+            "filter_params": query.params(paged=False),
+            "next_path": request.url.path + (f"?{request.url.query}" if request.url.query else ""),
+        },
+    )
+
+
+async def job(request: Request) -> Response:
+    dash = dashboard_of(request)
+    raw = request.path_params["job_id"]
+    try:
+        job_id = opt.check_job_id(int(raw), "job_id")
+    except ValueError:
+        return _missing(request, f"{raw[:40]!r} is no job id", 400)
+    found = await dash.conveyor.get_job(job_id)
+    if found is None:
+        return _missing(request, f"no job has id {job_id}", 404)
+    workflow, graph = await _workflow(dash.conveyor, found, request)
+    return render(
+        dash,
+        request,
+        "job.html",
+        {
+            "page": "jobs",
+            "job": found,
+            "result": _result(found),
+            "progress_bar": _progress_bar(found.progress),
+            "workflow": workflow,
+            "graph": graph,
+            "can_cancel": found.state in CANCELLABLE_STATES,
+            "can_retry": found.state in RETRYABLE_STATES,
+            "can_delete": found.state is not JobState.EXECUTING,
+            "errors": [_error_entry(e) for e in found.errors],
+            "next_path": request.url.path,
+        },
+    )
+
+
+def _missing(request: Request, what: str, status: int) -> Response:
+    context = {"page": "jobs", "what": what}
+    return render(dashboard_of(request), request, "missing.html", context, status=status)
+
+
+def _result(found: Job) -> dict[str, Any] | None:
+    """The recorded result to show: decoded, or why it cannot be; None when there is none."""
+    try:
+        return {"value": decode_result(found.meta)}
+    except UnreadableResultError as exc:
+        return {"problem": str(exc)}
+    except LookupError:
+        return None
+
+
+def _progress_bar(progress: dict[str, Any]) -> tuple[float, float] | None:
+    done, total = progress.get("done"), progress.get("total")
+    numbers = (int, float)
+    if isinstance(done, numbers) and isinstance(total, numbers) and not isinstance(total, bool) and total > 0:
+        return float(min(max(done, 0), total)), float(total)
+    percent = progress.get("percent")
+    if isinstance(percent, numbers) and not isinstance(percent, bool):
+        return float(min(max(percent, 0), 100)), 100.0
+    return None
+
+
+def _error_entry(entry: Any) -> dict[str, Any]:
+    """One entry of ``errors``; another client may have stored anything there."""
+    if isinstance(entry, dict):
+        return {"attempt": entry.get("attempt"), "at": entry.get("at"), "error": entry.get("error", entry)}
+    return {"attempt": None, "at": None, "error": entry}
+
+
+async def _workflow(conveyor: Any, found: Job, request: Request) -> tuple[WorkflowStatus | None, Any]:
+    workflow_id = found.meta.get("workflow_id") if isinstance(found.meta, dict) else None
+    if not isinstance(workflow_id, str):
+        return None, None
+    try:
+        status: WorkflowStatus = await conveyor.workflow_status(workflow_id)
+    except ValidationError:
+        return None, None
+    graph = workflow_svg(status.steps, lambda job_id: route_path(request, "job", job_id=job_id))
+    return status, graph
+
+
+async def nodes(request: Request) -> Response:
+    dash = dashboard_of(request)
+    by_node: dict[str, list[QueueInfo]] = {}
+    for info in await dash.conveyor.queues():
+        by_node.setdefault(info.node, []).append(info)
+    return render(
+        dash,
+        request,
+        "nodes.html",
+        {"page": "nodes", "nodes": sorted(by_node.items()), "leader": await dash.conveyor.leader()},
+    )
+
+
+async def cron(request: Request) -> Response:
+    dash = dashboard_of(request)
+    entries = dash.crontab()
+    last = await dash.conveyor.cron_ticks([e.name for e in entries]) if entries else {}
+    now = datetime.now(UTC)
+    rows = [CronRow(entry, last.get(entry.name), next_run(entry, now)) for entry in entries]
+    return render(dash, request, "cron.html", {"page": "cron", "rows": rows})

@@ -1,0 +1,31 @@
+"""Jobs the dashboard tests enqueue (importable by name, from nodes and drains alike)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from conveyor import job, progress
+
+#: Tells the browser tests' XSS payloads apart from anything the page writes itself.
+PAYLOADS = (
+    "<script>window.__xss = 1; alert('xss')</script>",
+    '"><img src=x onerror="window.__xss=2;alert(2)">',
+    "<svg onload=alert(3)>",
+)
+
+
+@job(record=True)
+async def tally(count: int) -> dict[str, int]:
+    """Reports progress, then records a result."""
+    await progress(done=count, total=count * 2, phase="halfway")
+    return {"counted": count}
+
+
+@job(max_attempts=1)
+async def explode(message: str) -> None:
+    raise RuntimeError(message)
+
+
+@job()
+async def nap(seconds: float) -> None:
+    await asyncio.sleep(seconds)

@@ -1,0 +1,77 @@
+"""A real dashboard server for the browser tests: uvicorn on a free port in a thread of its own,
+serving an app that also runs a node, over a fresh database of either engine."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from conveyor import Conveyor
+from conveyor.cron import CronEntry
+from conveyor.web.dashboard.server import server
+from tests.conftest import DSN
+
+ENGINE_NAMES = ("postgres", "sqlite")
+#: Fast enough for a browser to see a change within a second or two.
+NODE_SETTINGS: dict[str, Any] = {
+    "queues": {"default": 2},
+    "poll_interval": 0.2,
+    "stage_interval": 0.2,
+    "heartbeat_interval": 0.3,
+    "leadership": False,
+}
+
+
+@dataclass(frozen=True)
+class Served:
+    url: str
+    #: The test's own app on the same database (enqueues and checks from the test's thread).
+    client: Conveyor
+
+
+@contextmanager
+def database(engine: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """(URL, prefix) of a fresh, empty database of ``engine``, dropped afterwards."""
+    if engine == "sqlite":
+        yield f"sqlite:///{tmp_path / 'dashboard.db'}", "public"
+        return
+    schema = f"dash_browser_{uuid.uuid4().hex[:10]}"
+    try:
+        yield DSN, schema
+    finally:
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
+
+
+@contextmanager
+def dashboard_server(engine: str, tmp_path: Path, **options: Any) -> Iterator[Served]:
+    with database(engine, tmp_path) as (url, prefix):
+        client = Conveyor(url, prefix=prefix)
+        client.install_sync()
+        crontab = [
+            CronEntry.build("*/10 * * * *", "tests.dashboard.dash_jobs.nap", {"seconds": 0}, name="tidy")
+        ]
+        node_app = Conveyor(url, prefix=prefix, crontab=crontab, **NODE_SETTINGS)
+        found = server(node_app, host="127.0.0.1", port=0, refresh=0.5, **options)
+        thread = threading.Thread(target=found.run, name="dashboard-server", daemon=True)
+        thread.start()
+        try:
+            deadline = time.monotonic() + 20
+            while not found.started:
+                assert thread.is_alive(), "the dashboard server did not start"
+                assert time.monotonic() < deadline, "the dashboard server took too long to start"
+                time.sleep(0.05)
+            port = found.servers[0].sockets[0].getsockname()[1]
+            yield Served(f"http://127.0.0.1:{port}", client)
+        finally:
+            found.should_exit = True
+            thread.join(20)
+            client.close_sync()
