@@ -30,8 +30,12 @@ def _tuple_of(field: str, value: Any, item: type) -> tuple[Any, ...]:
     return items
 
 
-#: The time ranges a filter can ask for: ``<name>_after`` and ``<name>_before`` on ``<name>_at``.
-TIME_RANGES = ("scheduled", "attempted", "completed")
+#: The time ranges a filter can ask for, by the job column each one matches.
+TIME_RANGES = {
+    "scheduled": "scheduled_at",
+    "attempted": "attempted_at",
+    "completed": "completed_at",
+}
 
 
 def _check_suffix(value: Any) -> str | None:
@@ -174,6 +178,15 @@ class JobFilter:
                 opt.check_aware(before, end)
             if start is not None and end is not None and start >= end:
                 raise ValidationError(after, start, f"must be earlier than {before}={end!r}")
+
+    def time_ranges(self) -> dict[str, tuple[datetime | None, datetime | None]]:
+        """The time ranges asked for, by the column they match: (after or None, before or None)."""
+        ranges: dict[str, tuple[datetime | None, datetime | None]] = {}
+        for name, column in TIME_RANGES.items():
+            start, end = getattr(self, f"{name}_after"), getattr(self, f"{name}_before")
+            if start is not None or end is not None:
+                ranges[column] = (start, end)
+        return ranges
 
     @classmethod
     def build(cls, **criteria: Any) -> JobFilter:
