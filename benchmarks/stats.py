@@ -206,9 +206,11 @@ async def stats(settings: Settings) -> Figures:
         error = await estimate_error(engine, answers["queue_counts"])
     figures: Figures = {"history": history, "available": available, "rounds": ROUNDS, **built}
     within: list[str] = []
+    reference_ms = statistics.median(timings["reference_count_200k_series"])
     for name, taken in timings.items():
         median = statistics.median(taken)
         figures[f"{name}_ms"] = round(median, 1)
+        figures[f"{name}_per_reference"] = round(median / reference_ms, 2)
         figures[f"{name}_range_ms"] = [round(min(taken), 1), round(max(taken), 1)]
         figures[f"{name}_returned"] = describe(answers[name])
         if median <= TARGET_MS and not name.startswith("reference"):
