@@ -108,7 +108,7 @@ def main() -> None:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
             page = browser.new_page(viewport={"width": 1200, "height": 760})
             page.goto(f"{base}/")
-            shoot(page, out, "overview", 520)
+            shoot(page, out, "overview", 720)
             page.goto(f"{base}/jobs?queue=mail&limit=25")
             shoot(page, out, "jobs", 560)
             page.goto(f"{base}/jobs/{step}")

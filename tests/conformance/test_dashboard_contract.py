@@ -70,6 +70,11 @@ async def test_pages_filters_and_keyset_paging(conveyor: Conveyor) -> None:
         later = {"time": "scheduled", "since": (now + timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M")}
         assert rows((await client.get("/jobs", params=later)).text) == []
         assert rows((await client.get("/jobs", params={**window, "time": "completed"})).text) == []
+        by_args = rows((await client.get("/jobs", params={"args": '{"n": 3}', "queue": "billing"})).text)
+        assert len(by_args) == 1
+        bad_args = await client.get("/jobs", params={"args": "[1]", "queue": "billing"})
+        assert "args must be a JSON object" in html.unescape(bad_args.text) or "a list" in bad_args.text
+        assert len(rows(bad_args.text)) == 5
         vip = rows((await client.get("/jobs", params={"tag": "vip"})).text)
         assert len(vip) == 5
         assert (

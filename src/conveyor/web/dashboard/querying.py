@@ -12,9 +12,11 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
+import orjson
+
 from conveyor import _options as opt
 from conveyor.errors import ValidationError
-from conveyor.filters import JobFilter
+from conveyor.filters import MAX_ARGS_FILTER, JobFilter
 from conveyor.job import JobState
 
 PAGE_SIZES = (25, 50, 100, 200)
@@ -34,6 +36,8 @@ class JobQuery:
     queues: tuple[str, ...] = ()
     workers: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    #: A JSON object the args must contain (the page's "args" field).
+    args: dict[str, Any] | None = field(default=None, compare=False)
     #: Which time ``since``/``until`` bound: "scheduled", "attempted" or "completed".
     time: str = "scheduled"
     since: datetime | None = None
@@ -46,7 +50,9 @@ class JobQuery:
 
     @property
     def filtered(self) -> bool:
-        return bool(self.states or self.queues or self.workers or self.tags or self.since or self.until)
+        return bool(
+            self.states or self.queues or self.workers or self.tags or self.since or self.until or self.args
+        )
 
     def criteria(self, *, paged: bool = True, after: int | None = None) -> JobFilter:
         """The filter to list a page (``paged``; ids above ``after`` only) or to act on every
@@ -60,6 +66,7 @@ class JobQuery:
             workers=self.workers if suffix is None else (),
             worker_suffix=suffix,
             tags=self.tags,
+            args_contains=self.args,
             **times,
             limit=self.limit if paged else None,
             before_id=self.before if paged else None,
@@ -70,6 +77,8 @@ class JobQuery:
         """The query as (name, value) pairs: for links and for a form's hidden fields."""
         pairs = [("state", s) for s in self.states] + [("queue", q) for q in self.queues]
         pairs += [("worker", w) for w in self.workers] + [("tag", t) for t in self.tags]
+        if self.args:
+            pairs.append(("args", orjson.dumps(self.args).decode()))
         if self.since or self.until:
             pairs.append(("time", self.time))
             pairs += [
@@ -133,6 +142,7 @@ def parse_query(params: Mapping[str, Sequence[str]]) -> JobQuery:
         except ValidationError as exc:
             problems.append(f"worker {workers[0][:80]!r} {exc.problem}")
             workers = []
+    args = _args(params.get("args", ()), problems)
     before = _job_id(params.get("before", ()), "before", problems)
     limit = DEFAULT_PAGE
     raw_limit = _texts(params.get("limit", ()))
@@ -146,6 +156,7 @@ def parse_query(params: Mapping[str, Sequence[str]]) -> JobQuery:
         queues=tuple(dict.fromkeys(queues)),
         workers=tuple(dict.fromkeys(workers)),
         tags=tuple(dict.fromkeys(tags)),
+        args=args,
         time=time,
         since=since,
         until=until,
@@ -153,6 +164,21 @@ def parse_query(params: Mapping[str, Sequence[str]]) -> JobQuery:
         limit=limit,
         problems=tuple(problems),
     )
+
+
+def _args(values: Sequence[str], problems: list[str]) -> dict[str, Any] | None:
+    """The args search: a JSON object (``{"user_id": 7}``), checked as ``JobFilter`` will."""
+    texts = _texts(values)
+    if not texts:
+        return None
+    try:
+        found = orjson.loads(texts[0][:MAX_ARGS_FILTER])
+        return JobFilter(args_contains=found).args_contains
+    except orjson.JSONDecodeError:
+        problems.append('args must be a JSON object, e.g. {"user_id": 7}')
+    except ValidationError as exc:
+        problems.append(f"args {exc.problem}")
+    return None
 
 
 def _moment(values: Sequence[str], name: str, problems: list[str]) -> datetime | None:
