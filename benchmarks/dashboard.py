@@ -152,7 +152,7 @@ def _criteria(query: dict[str, Any], newest: int) -> JobFilter:
     return JobFilter(
         states=tuple(filter(None, [query.get("state")])),
         queues=tuple(filter(None, [query.get("queue")])),
-        workers=tuple(filter(None, [query.get("worker")])),
+        worker_suffix=query.get("worker"),  # one worker: matched by the end of its name, as the page does
         tags=tuple(filter(None, [query.get("tag")])),
         before_id=query.get("before"),
         after_id=floor if filtered and floor > 0 else None,
