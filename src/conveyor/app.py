@@ -554,12 +554,16 @@ class Conveyor:
         if not hooks:
             return None
         transforms = [transform for hook in hooks if (transform := hook()) is not None]
-        if len(transforms) <= 1:
-            return transforms[0] if transforms else None
+        if not transforms:
+            return None
 
         def chained(request: JobRequest) -> JobRequest:
             for transform in transforms:
                 request = transform(request)
+                if not isinstance(request, JobRequest):  # say whose it was, before the insert trips on it
+                    raise ValidationError(
+                        "before_enqueue", request, f"the transform {transform!r} must return a JobRequest"
+                    )
             return request
 
         return chained

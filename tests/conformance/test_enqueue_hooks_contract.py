@@ -11,8 +11,11 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
+import pytest
+
 from conveyor import Conveyor, JobRequest, Workflow
 from conveyor.engine.base import Engine
+from conveyor.errors import ValidationError
 
 WORKER = "tests.conformance.jobs.noop"
 tag: ContextVar[str | None] = ContextVar("tag", default=None)
@@ -122,3 +125,16 @@ def _tagged(value: str) -> Iterator[None]:
         yield
     finally:
         tag.reset(token)
+
+
+async def test_a_transform_returning_no_request_is_refused_before_anything_is_written(
+    any_engine: Engine,
+) -> None:
+    app = Conveyor(engine=any_engine, testing="manual")
+    remove = app.before_enqueue(lambda: lambda request: None)
+    try:
+        with pytest.raises(ValidationError, match="must return a JobRequest"):
+            await app.enqueue_many([JobRequest("a.B"), JobRequest("a.C")])
+    finally:
+        remove()
+    assert await app.list_jobs() == []
