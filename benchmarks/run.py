@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Sequence
 
 from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_table
+from floor import drain_floor
 from insert import insert_asyncpg, insert_bulk, insert_single, insert_unique, insert_unique_bulk
 from relay import relay, wait_many
 from runtime import (
@@ -43,6 +44,7 @@ SCENARIOS: dict[str, Scenario] = {
     "insert-unique-bulk": insert_unique_bulk,
     "insert-asyncpg": insert_asyncpg,
     "drain": drain,
+    "drain-floor": drain_floor,
     "latency": latency,
     "cpu": cpu,
     "drain-history": drain_history,
