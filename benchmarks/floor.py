@@ -88,6 +88,11 @@ def render_script() -> str:
     return f"{HEADER}{fetch}\n{ack}\n"
 
 
+def check_jobs(jobs: int) -> None:
+    if jobs % (BATCH * CLIENTS):
+        raise ValueError(f"the floor drains whole batches: --jobs must be a multiple of {BATCH * CLIENTS}")
+
+
 def check_script() -> None:
     """Refuse to measure a floor that is not the engine's statements of this checkout."""
     if not SCRIPT.exists() or SCRIPT.read_text() != render_script():
@@ -99,8 +104,7 @@ def check_script() -> None:
 async def run_floor(engine: PostgresEngine, jobs: int) -> float:
     """Drain the ``jobs`` available jobs of queue ``default`` in ``engine``'s schema with pgbench;
     the jobs per second from its start to its exit. Fails unless every job ended completed."""
-    if jobs % (BATCH * CLIENTS):
-        raise ValueError(f"the floor drains whole batches: jobs must be a multiple of {BATCH * CLIENTS}")
+    check_jobs(jobs)
     check_script()
     conninfo = conninfo_to_dict(engine.dsn)
     command = [
@@ -148,6 +152,7 @@ async def drain_floor(settings: Settings) -> Figures:
         raise RuntimeError("drain-floor runs on PostgreSQL only (pgbench)")
     jobs = settings.job_count(DRAIN_JOBS)
     levels = (settings.concurrency,) if settings.concurrency is not None else (100, 20)
+    check_jobs(jobs)
     check_script()
     measured: dict[str, list[float]] = {"floor": [], **{f"c{level}": [] for level in levels}}
     for round_ in range(FLOOR_ROUNDS):

@@ -155,3 +155,27 @@ def test_telemetry_reports_each_variant_against_a_plain_drain(dsn: str) -> None:
         assert len(figures[f"{variant}_round_ratios"]) == 6
         # Attaching a handler or writing a line costs something per job, measurably.
         assert figures[f"{variant}_us_per_job"] > figures["plain_us_per_job"]
+
+
+def test_drain_floor_reports_each_drain_against_the_sql_floor(dsn: str) -> None:
+    (figures,) = run_benchmarks(dsn, "drain-floor", "--jobs", "200")
+    assert figures["jobs"] == 200 and figures["batch"] == 100 and figures["clients"] == 2
+    for variant in ("floor", "c100", "c20"):
+        assert figures[f"{variant}_jobs_per_s"] > 0
+        low, high = figures[f"{variant}_range"]
+        assert low <= figures[f"{variant}_jobs_per_s"] <= high
+    assert figures["c100_ratio"] > 0 and figures["c20_ratio"] > 0
+
+
+def test_the_floor_script_is_the_engine_fetch_and_ack_of_this_checkout() -> None:
+    """drain_floor.pgbench is rendered from the engine's statements: a change to them must be
+    rendered again (python benchmarks/floor.py --write), or the floor measures other SQL."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import floor; floor.check_script()"],
+        cwd=ROOT / "benchmarks",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
