@@ -118,3 +118,17 @@ async def test_a_backlog_is_claimed_in_halves_without_passing_the_limit(any_engi
     assert sum(count for _, count in fetches) == len(ids)
     halves = [demand for demand, count in fetches if count == demand <= limit // 2]
     assert halves, f"no fetch asked for half the slots: {fetches}"
+
+
+async def test_a_backlog_is_fetched_batch_after_batch_without_waiting_for_a_poll(any_engine: Engine) -> None:
+    """Jobs that end wake their producer while the queue has more: a backlog of four batches drains
+    at once although the next poll is a minute away (and no insert notifies)."""
+    app = Conveyor(
+        engine=any_engine, queues={"default": 5}, poll_interval=60, stage_interval=60, leadership=False
+    )
+    ids = await app.enqueue_many([jobs.async_ok.new(value=n) for n in range(20)])
+    await app.start()
+    try:
+        await wait_final(app, ids, {JobState.COMPLETED}, timeout=10)
+    finally:
+        await app.stop(grace=1)

@@ -131,14 +131,12 @@ class Producer(Service):
         """Forget the fetches that ended; raise the first one's error, if any failed."""
         failed: BaseException | None = None
         for task in [t for t in self._fetches if t.done()]:
-            demand = self._fetches.pop(task)
+            del self._fetches[task]
             if task.cancelled():
                 continue
             error = task.exception()
             if error is not None:
                 failed = failed or error
-            else:
-                self._backlog = task.result() == demand
         if failed is not None:
             raise failed
 
@@ -163,6 +161,8 @@ class Producer(Service):
             # Finished jobs free their global slots at once, not when their acks are written.
             ended=self.acker.held_attempts() if self.limits.global_limit else (),
         )
+        # Before the jobs start: each one that ends wakes the producer while the queue has more.
+        self._backlog = len(jobs) == demand
         #: A fleet-wide limit stopped the last claim: written acks of this node may free it.
         self.capped = bool(getattr(jobs, "capped", False))
         telemetry = self.runner.telemetry
