@@ -40,7 +40,9 @@ async def load_without_indexes(engine: PostgresEngine, statements: Sequence[Stat
         )
         indexes = await cur.fetchall()
         for name, _ in indexes:
-            await conn.execute(f"DROP INDEX {quote_identifier(engine.prefix)}.{quote_identifier(name)}".encode())
+            await conn.execute(
+                f"DROP INDEX {quote_identifier(engine.prefix)}.{quote_identifier(name)}".encode()
+            )
         await run_all(conn, engine, statements)
         took["insert_s"] = time.perf_counter() - started
         started = time.perf_counter()
@@ -53,7 +55,9 @@ async def load_without_indexes(engine: PostgresEngine, statements: Sequence[Stat
     return {name: round(seconds, 1) for name, seconds in took.items()}
 
 
-async def run_all(conn: psycopg.AsyncConnection[Any], engine: PostgresEngine, statements: Sequence[Statement]) -> None:
+async def run_all(
+    conn: psycopg.AsyncConnection[Any], engine: PostgresEngine, statements: Sequence[Statement]
+) -> None:
     """Each statement with the table's names filled in, in order."""
     for text, params in statements:
         await conn.execute(text.format(**names(engine)).encode(), params)

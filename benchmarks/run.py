@@ -80,7 +80,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--job-ms", type=float, default=None, help="cpu: milliseconds of work per job")
     parser.add_argument(
-        "--history", type=int, default=None, help="drain-history, stats, large-tables: completed jobs beforehand"
+        "--history",
+        type=int,
+        default=None,
+        help="drain-history, stats, large-tables: completed jobs beforehand",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per scenario per line")
     args = parser.parse_args(argv)

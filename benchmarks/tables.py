@@ -142,7 +142,9 @@ async def large_tables(settings: Settings) -> Figures:
                 timings[name].append(await fetch_and_ack(sides[name], call))
         for name, taken in timings.items():
             figures |= summary(f"fetch_ack_{name}", taken)
-        figures["fetch_ack_ratio"] = round(statistics.median(timings["big"]) / statistics.median(timings["empty"]), 3)
+        figures["fetch_ack_ratio"] = round(
+            statistics.median(timings["big"]) / statistics.median(timings["empty"]), 3
+        )
 
         staging: dict[str, list[float]] = {name: [] for name in sides}
         for round_ in range(STAGE_ROUNDS):

@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from conveyor import JobCount, JobFilter, JobState, StatsQuery
+from conveyor import Conveyor, JobCount, JobFilter, JobState, StatsQuery
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.engine.postgres import stats as pg_stats
+from conveyor.web.dashboard.counts import Matching, count_matching
 from tests.helpers import execute
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -192,3 +193,15 @@ async def test_an_exact_count_that_takes_too_long_gives_the_estimate(
     found = await engine.estimate_jobs(JobFilter(args_contains={"n": -1}), exact_up_to=1000)
     assert found.estimated and 0 < found.count <= 1000
     assert await engine.count_jobs(JobFilter(args_contains={"n": -1})) == 0  # the exact mode still counts
+
+
+async def test_the_dashboard_confirms_a_large_action_with_an_estimate(
+    engine: PostgresEngine, dsn: str, prefix: str
+) -> None:
+    insert_jobs(dsn, prefix, 12_000, state="completed", queue="done", at="timestamp '2030-01-01 11:30'")
+    insert_jobs(dsn, prefix, 3, state="available", queue="few")
+    execute(dsn, f'ANALYZE "{prefix}".oban_jobs')
+    app = Conveyor(engine=engine, testing="manual")
+    many = await count_matching(app, JobFilter(states=(JobState.COMPLETED,)))
+    assert not many.exact and 10_000 < many.count < 14_000
+    assert await count_matching(app, JobFilter(queues=("few",))) == Matching(3)
