@@ -4,7 +4,7 @@ queue_counts and job_stats, with times the test controls."""
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -240,8 +240,13 @@ async def test_a_count_that_may_be_estimated_is_exact_when_few_match(
 async def test_bad_count_modes_are_refused_naming_the_field(
     app: Conveyor, options: dict[str, Any], field: str
 ) -> None:
+    await refused_naming(app.count_jobs, options, field)
+
+
+async def refused_naming(call: Callable[..., Awaitable[Any]], options: dict[str, Any], field: str) -> None:
+    """``call(**options)`` raises a ``ValidationError`` on ``field``."""
     with pytest.raises(ValidationError) as refused:
-        await app.count_jobs(**options)
+        await call(**options)
     assert refused.value.field == field
 
 
@@ -545,9 +550,7 @@ def test_the_blocking_twins_count_and_measure(engine_name: str, any_engine: Engi
 async def test_bad_stats_requests_are_refused_naming_the_field(
     app: Conveyor, options: dict[str, Any], field: str
 ) -> None:
-    with pytest.raises(ValidationError) as refused:
-        await app.job_stats(**options)
-    assert refused.value.field == field
+    await refused_naming(app.job_stats, options, field)
 
 
 async def test_a_naive_now_is_refused_by_queue_counts(app: Conveyor, any_engine: Engine) -> None:
