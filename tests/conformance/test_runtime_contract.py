@@ -6,7 +6,6 @@ import asyncio
 import os
 
 from conveyor import Conveyor, JobState
-from conveyor._runtime.producer import MIN_PART
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from tests.conformance import jobs
@@ -95,29 +94,6 @@ async def test_ack_hooks_see_each_applied_outcome_once(node_app: Conveyor) -> No
     later = await node_app.enqueue(jobs.async_ok.new(value=3))
     await wait_final(node_app, [later], {JobState.COMPLETED})
     assert later not in [job_id for job_id, _ in seen]
-
-
-async def test_a_backlog_is_claimed_in_halves_without_passing_the_limit(any_engine: Engine) -> None:
-    """With a backlog, a node claims half its slots a fetch, two fetches at a time (the server claims
-    one half while the node runs the other's jobs); it still never runs more than its limit at once,
-    and runs every job once."""
-    jobs.PROBE.update(now=0, peak=0)
-    limit = 2 * MIN_PART + 2
-    fetches: list[tuple[int, int]] = []
-    app = Conveyor(engine=any_engine, queues={"capped": limit}, poll_interval=0.05, leadership=False)
-    app.on("producer.fetch", lambda _, data: fetches.append((data["demand"], data["count"])))
-    ids = await app.enqueue_many([jobs.probe.new(pause=0.002) for _ in range(12 * limit)])
-    await app.start()
-    try:
-        await wait_final(app, ids, {JobState.COMPLETED}, timeout=30)
-        found = await app.list_jobs(ids=ids, limit=len(ids))
-    finally:
-        await app.stop(grace=1)
-    assert [j.attempt for j in found] == [1] * len(ids)  # each claimed once
-    assert jobs.PROBE["peak"] <= limit
-    assert sum(count for _, count in fetches) == len(ids)
-    halves = [demand for demand, count in fetches if count == demand <= limit // 2]
-    assert halves, f"no fetch asked for half the slots: {fetches}"
 
 
 async def test_a_backlog_is_fetched_batch_after_batch_without_waiting_for_a_poll(any_engine: Engine) -> None:

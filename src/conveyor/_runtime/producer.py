@@ -25,9 +25,6 @@ log = logging.getLogger("conveyor.producer")
 
 #: After a claim a global limit stopped, the next try comes this soon (another node's job may end).
 CAPPED_RETRY = 0.05
-#: A fetch is split in two only when each part would claim at least this many jobs: a smaller part
-#: costs a statement for too few jobs (at c=20, halves of 10 drained slower than whole fetches).
-MIN_PART = 25
 #: The soonest a rate-limited producer tries again (the rate's spacing, at least this).
 MIN_CAPPED_RETRY = 0.005
 
@@ -74,94 +71,35 @@ class Producer(Service):
         self._retry_timer: Timer | None = None
         self.capped = False
         self.running: dict[int, RunningJob] = {}
-        #: The fetches under way, with the demand of each.
-        self._fetches: dict[asyncio.Task[int], int] = {}
-        #: A tick is waiting for the first of them to end (and harvests it without a wake-up).
-        self._awaiting = False
+        #: True while a fetch is under way: jobs it claimed are in the database, not yet in running.
+        self.fetching = False
         # True when the queue may hold more jobs than we could take: a freed slot should fetch.
         self._backlog = False
         self._idle = asyncio.Event()
         self._idle.set()
 
-    @property
-    def fetching(self) -> bool:
-        """A fetch is under way: jobs it claimed are in the database, not yet in ``running``."""
-        return bool(self._fetches)
-
     async def tick(self) -> None:
-        self._harvest()
         if self.paused:
             return
-        while len(self._fetches) < self._most_fetches():
-            demand = self.limit - len(self.running) - sum(self._fetches.values())
-            if demand <= 0:
-                self._backlog = True
-                break
-            # With a backlog, half the slots a fetch: the server claims one half while this
-            # process runs the other half's jobs, instead of each waiting for the other.
-            part = min(demand, -(-self.limit // 2)) if self._split() else demand
-            task = asyncio.create_task(self._fetch(part), name=f"conveyor-fetch-{self.queue}")
-            task.add_done_callback(self._fetched)
-            self._fetches[task] = part
-        if self._fetches:
-            self._awaiting = True
-            try:
-                await asyncio.wait(tuple(self._fetches), return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                self._awaiting = False
-            self._harvest()
-
-    def _split(self) -> bool:
-        """Two fetches at a time when the queue has a backlog (the last fetch filled every slot it
-        asked for), the limit is worth halving, and no fleet-wide limit applies (those claims take
-        the queue's lock one after another)."""
-        return self._backlog and self.limit >= 2 * MIN_PART and self.limits.unlimited
-
-    def _most_fetches(self) -> int:
-        return 2 if self._split() else 1
-
-    def _fetched(self, task: asyncio.Task[int]) -> None:
-        """A fetch ended while no tick waits for it: harvest it, and fetch again if slots are free.
-        A failed one wakes nobody (a wake-up would cut the pause after the error short); the next
-        tick reports it."""
-        if not self._awaiting and not task.cancelled() and task.exception() is None:
-            self.wake()
-
-    def _harvest(self) -> None:
-        """Forget the fetches that ended; raise the first one's error, if any failed."""
-        failed: BaseException | None = None
-        for task in [t for t in self._fetches if t.done()]:
-            del self._fetches[task]
-            if task.cancelled():
-                continue
-            error = task.exception()
-            if error is not None:
-                failed = failed or error
-        if failed is not None:
-            raise failed
-
-    async def stop(self) -> None:
-        """Stop fetching; the fetches under way end first (their jobs run and are drained)."""
-        await super().stop()
-        if self._fetches:
-            await asyncio.wait(tuple(self._fetches))
-            with contextlib.suppress(Exception):
-                self._harvest()
-
-    async def _fetch(self, demand: int) -> int:
-        """Claim up to ``demand`` jobs and start them; how many were claimed."""
+        demand = self.limit - len(self.running)
+        if demand <= 0:
+            self._backlog = True
+            return
+        self.fetching = True
         began = time.perf_counter()
-        jobs = await self.engine.fetch_jobs(
-            self.queue,
-            demand,
-            node=self.node,
-            producer=self.uuid,
-            now=self.clock.database_now(),
-            limits=None if self.limits.unlimited else self.limits,
-            # Finished jobs free their global slots at once, not when their acks are written.
-            ended=self.acker.held_attempts() if self.limits.global_limit else (),
-        )
-        # Before the jobs start: each one that ends wakes the producer while the queue has more.
+        try:
+            jobs = await self.engine.fetch_jobs(
+                self.queue,
+                demand,
+                node=self.node,
+                producer=self.uuid,
+                now=self.clock.database_now(),
+                limits=None if self.limits.unlimited else self.limits,
+                # Finished jobs free their global slots at once, not when their acks are written.
+                ended=self.acker.held_attempts() if self.limits.global_limit else (),
+            )
+        finally:
+            self.fetching = False
         self._backlog = len(jobs) == demand
         #: A fleet-wide limit stopped the last claim: written acks of this node may free it.
         self.capped = bool(getattr(jobs, "capped", False))
@@ -188,7 +126,6 @@ class Producer(Service):
             self.running[job.id] = RunningJob(context, task)
         if self.running:
             self._idle.clear()
-        return len(jobs)
 
     def _retry_soon(self) -> None:
         if self._retry_timer is not None:
