@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Sequence
 
 from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_table
+from idle import idle
 from insert import insert_asyncpg, insert_bulk, insert_single, insert_unique, insert_unique_bulk
 from relay import relay, wait_many
 from runtime import (
@@ -44,6 +45,7 @@ SCENARIOS: dict[str, Scenario] = {
     "insert-asyncpg": insert_asyncpg,
     "drain": drain,
     "latency": latency,
+    "idle": idle,
     "cpu": cpu,
     "drain-history": drain_history,
     "drain-global": drain_global,

@@ -15,6 +15,7 @@ from conveyor._runtime.duties import CronScheduler, LeaderDuty, Lifeline, Pruner
 from conveyor._runtime.heartbeat import Heartbeat
 from conveyor._runtime.job_link import JobLink
 from conveyor._runtime.leadership import Leadership
+from conveyor._runtime.poller import Poller
 from conveyor._runtime.process_pool import ProcessPool
 from conveyor._runtime.producer import Producer
 from conveyor._runtime.runner import JobRunner
@@ -40,7 +41,8 @@ class Stoppable(Protocol):
 
 
 class Node:
-    """Producers (one per queue), the runner and its pools, the acker, the stager and the listener."""
+    """Producers (one per queue), the poller that wakes them, the runner and its pools, the acker,
+    the stager and the listener."""
 
     def __init__(
         self,
@@ -79,6 +81,10 @@ class Node:
             clock=clock,
         )
         self.producers: dict[str, Producer] = {q.name: self._producer(q) for q in settings.queues}
+        # One poll for every queue, waking the producers of those with jobs waiting.
+        self.poller = Poller(
+            engine, lambda: list(self.producers.values()), interval=settings.poll_interval, clock=clock
+        )
         # A global limit counts executing rows, so this node's finished jobs free their slots only
         # once their acks are written: wake the producers a cap stopped right then.
         self.acker.hooks.append(self._wake_capped_producers)
@@ -164,6 +170,7 @@ class Node:
         await self.heartbeat.start()
         for producer in self.producers.values():
             await producer.start()
+        await self.poller.start()
         await self.stager.start()
         if self.settings.leadership:
             await self.leadership.tick()  # know at once whether we lead
@@ -196,6 +203,7 @@ class Node:
             await duty.stop()
         await self.leadership.stop()
         await self.stager.stop()
+        await self.poller.stop()
         await asyncio.gather(*(p.stop() for p in self.producers.values()))
         deadline = asyncio.get_running_loop().time() + grace
         leftovers: list[tuple[int, int]] = []
