@@ -6,8 +6,9 @@ back) per second, read from ``pg_stat_database`` for a database made for this ru
 other users of the server (other benchmarks, test suites) never count. The same window is first
 measured with no node at all (autovacuum, our own reads: the floor), and that is subtracted.
 
-``pg_stat_database`` is fed by each backend at most once a second (later when it sits idle), so the
-window is long (``IDLE_SECONDS``) and begins after the node has run a while. pg_stat_statements
+``pg_stat_database`` is fed by each backend at most once a second, and by one that went idle only
+10 s later: the window is long (``IDLE_SECONDS``) and begins once the node's start (a first fetch
+per queue, on connections idle since) has been counted (``IDLE_WARMUP``). pg_stat_statements
 (read for the same database only, when it is loaded) tells which statements the transactions were.
 
 The target (issue 20): at most 5 transactions/s whatever the number of queues.
@@ -32,9 +33,11 @@ from conveyor.engine.postgres import PostgresEngine
 IDLE_QUEUES = (1, 20, 200)
 #: The measured window, after the node has run ``IDLE_WARMUP`` seconds.
 IDLE_SECONDS = 20.0
-IDLE_WARMUP = 5.0
+IDLE_WARMUP = 20.0
 #: The target: transactions per second, whatever the number of queues.
 IDLE_TARGET = 5.0
+#: The key under which a reading of pg_stat_statements keeps its reset time and evictions.
+RESET_KEY = "\x00reset"
 #: Statements shown per variant (the most frequent).
 TOP_STATEMENTS = 6
 
@@ -111,6 +114,9 @@ async def read_counters(admin_dsn: str, dsn: str) -> tuple[int, dict[str, int] |
                 (name,),
             )
             statements = {query: calls for query, calls in await cur.fetchall()}
+            cur = await conn.execute("SELECT stats_reset::text, dealloc FROM pg_stat_statements_info")
+            # Told apart from any statement text: a reset or an eviction since the first reading.
+            statements[RESET_KEY] = hash(await cur.fetchone())
         except psycopg.errors.UndefinedTable:
             statements = None
     return int(row[0]), statements
@@ -121,9 +127,9 @@ def top_statements(before: dict[str, int] | None, after: dict[str, int] | None, 
     or was reset by someone meanwhile)."""
     if before is None or after is None:
         return {"statements": "pg_stat_statements not loaded"}
+    if before.pop(RESET_KEY) != after.pop(RESET_KEY):
+        return {"statements": "pg_stat_statements was reset (or evicted entries) during the window"}
     calls = {query: count - before.get(query, 0) for query, count in after.items()}
-    if any(count < 0 for count in calls.values()):
-        return {"statements": "pg_stat_statements was reset during the window"}
     ranked = sorted(((count, query) for query, count in calls.items() if count > 0), reverse=True)
     return {
         "statements_per_s": round(sum(calls.values()) / seconds, 2),
