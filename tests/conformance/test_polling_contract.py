@@ -5,10 +5,8 @@ every job of every queue; idle queues cost no fetch."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,7 +15,7 @@ from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 from tests.conformance import jobs
-from tests.conformance.conftest import ENGINES, release_schema
+from tests.conformance.conftest import started_node
 from tests.conformance.test_runtime_contract import wait_final
 
 QUEUES = [f"q{n}" for n in range(30)]
@@ -61,30 +59,10 @@ async def test_waiting_queues_refuses_a_string_and_bad_names(any_engine: Engine)
         await any_engine.waiting_queues(["default", 7])  # type: ignore[list-item]
 
 
-@asynccontextmanager
-async def polling_node(engine_name: str, tmp_path: Path, **options: Any) -> AsyncIterator[Conveyor]:
+def polling_node(engine_name: str, tmp_path: Path) -> AbstractAsyncContextManager[Conveyor]:
     """A node with ``QUEUES`` (limit 2 each), polling every 0.1 s and deaf to notifications: only
     the poll can wake its producers."""
-    schemas: list[str] = []
-    engine = ENGINES[engine_name](tmp_path, schemas)
-    await engine.open()
-    settings: dict[str, Any] = {
-        "queues": dict.fromkeys(QUEUES, 2),
-        "poll_interval": 0.1,
-        "stage_interval": 0.1,
-        "leadership": False,
-        "notifications": False,
-    }
-    app = Conveyor(engine=engine, **(settings | options))
-    try:
-        await app.install()
-        await app.start()
-        yield app
-    finally:
-        await app.stop(grace=1)
-        await engine.close()
-        for schema in schemas:
-            release_schema(schema)
+    return started_node(engine_name, tmp_path, queues=dict.fromkeys(QUEUES, 2), notifications=False)
 
 
 def fetches(app: Conveyor) -> list[str]:
