@@ -17,6 +17,7 @@ import traceback
 from collections.abc import Sequence
 
 from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_table
+from cpu_cold import cpu_cold
 from insert import insert_asyncpg, insert_bulk, insert_single, insert_unique, insert_unique_bulk
 from relay import relay, wait_many
 from runtime import (
@@ -45,6 +46,7 @@ SCENARIOS: dict[str, Scenario] = {
     "drain": drain,
     "latency": latency,
     "cpu": cpu,
+    "cpu-cold": cpu_cold,
     "drain-history": drain_history,
     "drain-global": drain_global,
     "rate-limit": rate_limit,
