@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_table
 from cpu_cold import cpu_cold
 from insert import insert_asyncpg, insert_bulk, insert_single, insert_unique, insert_unique_bulk
+from nodes import drain_nodes
 from relay import relay, wait_many
 from runtime import (
     cpu,
@@ -49,6 +50,7 @@ SCENARIOS: dict[str, Scenario] = {
     "cpu-cold": cpu_cold,
     "drain-history": drain_history,
     "drain-global": drain_global,
+    "drain-nodes": drain_nodes,
     "rate-limit": rate_limit,
     "rate-limit-tenants": rate_limit_tenants,
     "fetch-overhead": fetch_overhead,
