@@ -2,9 +2,10 @@
 
 ``python benchmarks/node_process.py DSN PREFIX CONCURRENCY RAN_FILE``: starts a node with default
 settings and ``queues={"default": CONCURRENCY}`` on the schema ``PREFIX``, prints ``ready``, then
-``written N`` each time its acker's count of written acks changes (looked at every few
-milliseconds). When its standard input closes it stops gracefully, writes the ``n`` of every
-``bench_jobs.tally`` job it ran to RAN_FILE (JSON) and exits.
+``written N`` after each batch of acks its acker writes (N: its acks written so far; an ack hook, so
+nothing polls). When its standard input closes it prints ``cpu S``, the CPU seconds it spent since it
+was ready, stops gracefully, writes the ``n`` of every ``bench_jobs.tally`` job it ran to RAN_FILE
+(JSON) and exits.
 """
 
 from __future__ import annotations
@@ -12,34 +13,30 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
+from collections.abc import Sequence
 
 import bench_jobs
 
 from conveyor import Conveyor
-
-#: Seconds between two looks at the acker's count.
-REPORT_EVERY = 0.003
-
-
-async def report(app: Conveyor) -> None:
-    assert app.node is not None
-    acker = app.node.acker
-    last = -1
-    while True:
-        if acker.written != last:
-            last = acker.written
-            print(f"written {last}", flush=True)
-        await asyncio.sleep(REPORT_EVERY)
+from conveyor.acks import Ack
 
 
 async def main(dsn: str, prefix: str, concurrency: int) -> None:
     app = Conveyor(dsn, prefix=prefix, queues={"default": concurrency})
     loop = asyncio.get_running_loop()
     async with app:
+        assert app.node is not None
+        acker = app.node.acker
+
+        async def report(acks: Sequence[Ack]) -> None:
+            print(f"written {acker.written}", flush=True)
+
+        app.node.after_ack(report)
         print("ready", flush=True)
-        reporter = asyncio.create_task(report(app))
+        ready_cpu = time.process_time()
         await loop.run_in_executor(None, sys.stdin.read)  # until the scenario closes our stdin
-        reporter.cancel()
+        print(f"cpu {time.process_time() - ready_cpu:.3f}", flush=True)
 
 
 if __name__ == "__main__":

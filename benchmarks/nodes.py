@@ -7,7 +7,8 @@ until the nodes' acks of all of them are written. One node runs the queue at lim
 (``--concurrency``, default 100), four nodes at C/4 each: the same total concurrency. The variants
 alternate for ``NODES_ROUNDS`` rounds each. Every job must have run exactly once: the node processes
 report the jobs they ran, and the table must hold each job completed at attempt 1. Reported:
-median and range of each variant's jobs/s and the ratio four/one of the medians (target >= 1.0).
+median and range of each variant's jobs/s, the ratio four/one of the medians (target >= 1.0), and
+the CPU seconds the node processes spent from ready to stop (summed over a variant's processes).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class NodeProcess:
         self.process = process
         self.ran_file = ran_file
         self.written = 0
+        #: CPU seconds the process spent from ready to the end of the drain (it says when stopped).
+        self.cpu = 0.0
 
     @classmethod
     async def start(cls, dsn: str, prefix: str, concurrency: int, ran_file: Path) -> NodeProcess:
@@ -80,6 +83,8 @@ class NodeProcess:
             if kind == "written":
                 self.written = int(value)
                 progress.set()
+            elif kind == "cpu":
+                self.cpu = float(value)
 
     async def stop(self) -> list[int]:
         """Close its standard input (it stops gracefully) and return the jobs it ran."""
@@ -127,6 +132,7 @@ async def drain_with_nodes(settings: Settings, jobs: int, concurrency: int, node
         "nodes": nodes,
         "seconds": round(seconds, 4),
         "jobs_per_s": rate(jobs, seconds),
+        "node_cpu_s": round(sum(p.cpu for p in started), 3),
         "runs": len(runs),
         "double_runs": sum(c - 1 for c in counts.values() if c > 1),
         "missing": sum(1 for n in range(jobs) if n not in counts),
@@ -192,6 +198,8 @@ async def drain_nodes(settings: Settings) -> Figures:
         "nodes_jobs_per_s": statistics.median(many_rates),
         "nodes_range": [min(many_rates), max(many_rates)],
         "ratio": round(statistics.median(many_rates) / statistics.median(one_rates), 3),
+        "one_node_cpu_s": statistics.median(r["node_cpu_s"] for r in one),
+        "nodes_cpu_s": statistics.median(r["node_cpu_s"] for r in many),
         "double_runs": sum(r["double_runs"] for r in every),
         "missing": sum(r["missing"] for r in every),
         "not_completed_once": sum(r["not_completed_once"] for r in every),
