@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +24,8 @@ from conveyor._runtime.signals import addressed_to, limits_from_signal
 from conveyor._runtime.stager import Stager
 from conveyor._runtime.sweeper import Sweeper
 from conveyor.acks import Ack
-from conveyor.cron import CronEntry
+from conveyor.cron import CronEntry, definitions_in
+from conveyor.definition import ExecutorKind
 from conveyor.engine.base import Engine
 from conveyor.inbox import AWAITING
 from conveyor.queue_settings import QueueSettings, fetch_limits
@@ -63,6 +65,7 @@ class Node:
         self._thread_count = settings.thread_count
         self.threads = ThreadPoolExecutor(self._thread_count, thread_name_prefix="conveyor-job")
         self.processes = ProcessPool(settings.processes)
+        self.resolver = resolver
         self.runner = JobRunner(
             resolver, telemetry, threads=self.threads, processes=self.processes, clock=clock, app=app
         )
@@ -154,8 +157,9 @@ class Node:
     async def start(self) -> None:
         if self.started:
             return
-        if any(q.executor == "process" for q in self.settings.queues):
-            await self.processes.start()
+        process_jobs = self._process_job_modules()
+        if process_jobs is not None:
+            await self.processes.start(preload=process_jobs)
         else:
             await self.processes.start_lazily()
         await self.acker.start()
@@ -182,6 +186,24 @@ class Node:
             "node.start", node=self.name, name=self.settings.name, queues=list(self.producers)
         )
         log.info("node %s started with queues %s", self.name, ", ".join(self.producers) or "(none)")
+
+    def _process_job_modules(self) -> list[str] | None:
+        """When this node will run process jobs (a queue's executor is ``process``, or a job it
+        knows, by ``jobs=`` or in the modules of ``imports``, runs in a process): the modules those
+        jobs live in, for the pool's processes to import while the node starts. None otherwise:
+        the pool starts with the first process job."""
+        modules = [importlib.import_module(module) for module in self.settings.imports]
+        known = [*self.resolver.definitions(), *definitions_in(modules)]
+        process_queues = {q.name for q in self.settings.queues if q.executor is ExecutorKind.PROCESS}
+        wanted = [
+            d
+            for d in known
+            if d.executor is ExecutorKind.PROCESS
+            or (d.executor is ExecutorKind.AUTO and d.defaults.get("queue", "default") in process_queues)
+        ]
+        if not wanted and not process_queues:
+            return None
+        return [m for m in (getattr(d.target, "__module__", None) for d in wanted) if isinstance(m, str)]
 
     def abandon(self) -> None:
         """The node's event loop is gone (it was never stopped): its tasks died with the loop, so
