@@ -48,3 +48,13 @@ def pause(seconds: float) -> None:
 async def echo(n: int) -> int:
     """Returns its argument as its recorded result: the relay scenario's round trip."""
     return n
+
+
+#: The ``n`` of every ``tally`` job this process ran (``drain-nodes`` checks each ran exactly once).
+RAN: list[int] = []
+
+
+@job
+async def tally(n: int) -> None:
+    """A no-op that notes its ``n``: runs are counted across the node processes of ``drain-nodes``."""
+    RAN.append(n)
