@@ -40,8 +40,17 @@ RESUME_LIMIT = 5.0
 
 
 def under_load(nodes: Fleet, log: Path, started: int) -> None:
-    """Wait until ``started`` runs have begun, so the fault hits a fleet that is busy."""
+    """Wait until ``started`` runs have begun and every node has started one, so the fault hits a
+    fleet that is busy. (On a loaded machine the first node alone could start them all while the
+    second still connects: the outage would then hit its start, which fails fast by design.)"""
     wait_for(lambda: started_count(log), lambda n: n >= started, timeout=30, what=f"load\n{nodes.describe()}")
+    pids = {node.pid for node in nodes.nodes if node.killed_at is None}
+    wait_for(
+        lambda: pids <= {run.pid for run in read_runs(log)},
+        lambda every: every,
+        timeout=30,
+        what=f"every node running jobs\n{nodes.describe()}",
+    )
 
 
 def check(result: Report, *, resumed: float | None, label: str) -> None:
