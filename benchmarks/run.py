@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_table
 from insert import insert_asyncpg, insert_bulk, insert_single, insert_unique, insert_unique_bulk
+from insert_copy import insert_copy
 from relay import relay, wait_many
 from runtime import (
     cpu,
@@ -38,6 +39,7 @@ from dashboard import dashboard
 #: Every scenario, by the name the command line uses. Order is the order ``all`` runs them in.
 SCENARIOS: dict[str, Scenario] = {
     "insert-bulk": insert_bulk,
+    "insert-copy": insert_copy,
     "insert-single": insert_single,
     "insert-unique": insert_unique,
     "insert-unique-bulk": insert_unique_bulk,
