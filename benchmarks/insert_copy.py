@@ -17,7 +17,6 @@ the ratio of the medians (target: Conveyor >= 0.8x ``\\copy``). PostgreSQL only.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import statistics
 import tempfile
@@ -34,9 +33,9 @@ ROUNDS = 5
 _TIMING = re.compile(rb"^Time: ([0-9.]+) ms", re.MULTILINE)
 
 
-def write_rows_file(path: Path, jobs: int) -> None:
+def write_rows_file(path: Path, jobs: int) -> int:
     """The rows Conveyor's COPY would send for ``job_requests(jobs)``, ids 1..jobs, in COPY's text
-    format (what ``insert_copy.sql`` reads)."""
+    format (what ``insert_copy.sql`` reads); returns the file's size in bytes."""
     formatter = CopyRows(datetime.now(UTC).replace(tzinfo=None))
     source = Pushback(job_requests(jobs))
     next_id = 1
@@ -44,13 +43,24 @@ def write_rows_file(path: Path, jobs: int) -> None:
         while rows := formatter.take(source, 5_000):
             out.write(formatter.with_ids(rows, range(next_id, next_id + len(rows))))
             next_id += len(rows)
+        return out.tell()
 
 
 async def psql_copy(dsn: str, table: str, path: Path) -> float:
     """Seconds that ``psql \\copy`` of ``path`` into ``table`` took, by psql's ``\\timing``."""
     command = f"\\copy {table} ({', '.join(COPY_COLUMNS)}) FROM '{path}'"
     process = await asyncio.create_subprocess_exec(
-        "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", dsn, "-c", "\\timing on", "-c", command,
+        "psql",
+        "-X",
+        "-q",
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-d",
+        dsn,
+        "-c",
+        "\\timing on",
+        "-c",
+        command,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -86,8 +96,7 @@ async def insert_copy(settings: Settings) -> Figures:
     conveyor: list[float] = []
     with tempfile.TemporaryDirectory(prefix="conveyor-copy-") as folder:
         path = Path(folder) / "jobs.copy"
-        write_rows_file(path, jobs)
-        size = os.path.getsize(path)
+        size = write_rows_file(path, jobs)
         for _ in range(ROUNDS):
             copy.append(await _copy_round(settings, path, jobs))
             conveyor.append(await _conveyor_round(settings, jobs))
