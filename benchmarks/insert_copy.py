@@ -1,7 +1,7 @@
 """``insert-copy``: Conveyor's bulk insert against ``psql \\copy`` of the same rows, in one run.
 
 The reference is the floor of any client: the same 100,000 rows (the columns and values Conveyor's
-COPY path writes, ids included, formatted by ``rows.CopyRows`` into a file before any clock starts)
+COPY path writes, ids included, formatted by ``copy_rows.TextRows`` into a file before any clock starts)
 loaded by ``psql \\copy`` into a fresh ``oban_jobs`` of the same schema (a newly installed prefix:
 same indexes, triggers and defaults). psql's own ``\\timing`` is the figure, so its start-up and
 connection are not counted; its transaction (autocommit) and commit are.
@@ -26,7 +26,7 @@ from pathlib import Path
 from common import Figures, Settings, Stopwatch, fresh_app, job_requests, rate
 from insert import BULK_JOBS, _warm_up
 
-from conveyor.engine.postgres.rows import COPY_COLUMNS, CopyRows, Pushback
+from conveyor.engine.postgres.copy_rows import COPY_COLUMNS, Pushback, TextRows
 
 #: Rounds of each variant, alternated (copy, Conveyor, copy, ...).
 ROUNDS = 5
@@ -36,12 +36,12 @@ _TIMING = re.compile(rb"^Time: ([0-9.]+) ms", re.MULTILINE)
 def write_rows_file(path: Path, jobs: int) -> int:
     """The rows Conveyor's COPY would send for ``job_requests(jobs)``, ids 1..jobs, in COPY's text
     format (what ``insert_copy.sql`` reads); returns the file's size in bytes."""
-    formatter = CopyRows(datetime.now(UTC).replace(tzinfo=None))
+    formatter = TextRows(datetime.now(UTC).replace(tzinfo=None))
     source = Pushback(job_requests(jobs))
     next_id = 1
     with path.open("wb") as out:
         while rows := formatter.take(source, 5_000):
-            out.write(formatter.with_ids(rows, range(next_id, next_id + len(rows))))
+            out.write(formatter.block(rows, range(next_id, next_id + len(rows))))
             next_id += len(rows)
         return out.tell()
 

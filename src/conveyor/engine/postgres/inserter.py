@@ -39,17 +39,16 @@ from psycopg.rows import tuple_row
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.postgres import foreign
 from conveyor.engine.postgres.asyncpg_session import AsyncpgSession
+from conveyor.engine.postgres.copy_rows import CopyRows, Pushback, copy_rows
 from conveyor.engine.postgres.rows import (
     NOT_A_REQUEST,
-    CopyRows,
-    Pushback,
     naive_utc,
     records_json,
     request_record,
     take_requests,
 )
 from conveyor.errors import ValidationError
-from conveyor.job import ExistingJobId
+from conveyor.job import ExistingJobId, JobId
 from conveyor.request import JobRequest
 
 #: Jobs per ``insert_jobs.sql`` statement: large enough to amortise round trips, small enough that a
@@ -58,10 +57,13 @@ INSERT_CHUNK = 5_000
 #: From this many jobs in one call on, COPY is used: below it the extra round trips (transaction,
 #: clock, id reservation, COPY start and end, notify) cost more than skipping JSON saves.
 COPY_THRESHOLD = 200
-#: Jobs per COPY: rows are held in memory and ids reserved a chunk at a time.
+#: Jobs per COPY at most: rows are held in memory and ids reserved a chunk at a time.
 COPY_CHUNK = 5_000
-#: Rows per write into a COPY (about 80 KB: psycopg splits writes over 128 KB into copies).
-COPY_WRITE_ROWS = 500
+#: Jobs of the first COPY: formatted before the server has anything to do, so kept small. Each
+#: next COPY is ``COPY_GROWTH`` times larger (up to ``COPY_CHUNK``); the next chunk is formatted while
+#: the server ingests the current one, and formatting is about twice as fast as ingesting.
+FIRST_COPY_CHUNK = 500
+COPY_GROWTH = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +111,7 @@ class Inserter:
         self._clock = sql["insert_clock"].encode()
         self._reserve = sql["insert_reserve"].encode()
         self._copy = sql["insert_copy"].encode()
+        self._copy_binary = sql.compose("insert_copy_binary", insert_copy="insert_copy").encode()
         self._notify = sql["insert_notify"].encode()
         self._unique_statement = sql.compose(
             "insert_unique_jobs", unique_predicate="unique_predicate"
@@ -197,25 +200,22 @@ class Inserter:
         return ids
 
     def _copy_steps(self, source: Pushback, now: datetime | None) -> Steps:
-        clock: datetime = _first((yield Execute(self._clock, {"now": now})))
-        formatter = CopyRows(clock)
+        clock, binary = (yield Execute(self._clock, {"now": now}))[0]
+        formatter = copy_rows(clock, binary=binary)
+        statement = self._copy_binary if binary else self._copy
         claims = UniqueClaims()
         ids: list[int] = []
-        rows = formatter.take(source, COPY_CHUNK)
+        size = FIRST_COPY_CHUNK
+        rows = formatter.take(source, size)
         while True:
             if rows:
                 chunk_ids: list[int] = _first(
                     (yield Execute(self._reserve, {"count": len(rows)}, binary=True))
                 )
-                blocks = (
-                    formatter.with_ids(
-                        rows[start : start + COPY_WRITE_ROWS], chunk_ids[start : start + COPY_WRITE_ROWS]
-                    )
-                    for start in range(0, len(rows), COPY_WRITE_ROWS)
-                )
-                next_rows = functools.partial(formatter.take, source, COPY_CHUNK)
-                ids += chunk_ids
-                rows = yield CopyIn(self._copy, blocks, next_rows)
+                size = min(COPY_CHUNK, size * COPY_GROWTH)
+                upcoming = Lookahead(formatter, source, size, blocks=-(-len(rows) // formatter.block_rows))
+                blocks = upcoming.between(formatter.blocks(rows, chunk_ids))
+                rows = yield CopyIn(statement, blocks, functools.partial(upcoming.finish, ids, chunk_ids))
                 continue
             # Stopped before a unique request (or at the end): the unique ones that follow go
             # through a statement that can skip what conflicts, then COPY takes over again.
@@ -223,11 +223,46 @@ class Inserter:
             if not uniques:
                 break
             ids += yield from self._unique_steps(uniques, clock, claims)
-            rows = formatter.take(source, COPY_CHUNK)
+            rows = formatter.take(source, size)
         if formatter.available_queues:
             queues = sorted(formatter.available_queues)
             yield Execute(self._notify, {"channel": self._channel, "queues": queues})
         return ids
+
+
+class Lookahead:
+    """The rows of the next COPY, formatted a slice at a time between the blocks of the current
+    one: the server ingests a block while the next slice is formatted, so neither side waits long
+    for the other (formatting a whole chunk after writing one left the server idle meanwhile)."""
+
+    def __init__(self, formatter: CopyRows, source: Pushback, size: int, *, blocks: int) -> None:
+        self.rows: list[bytes] = []
+        self._formatter = formatter
+        self._source = source
+        self._size = size
+        self._slice = -(-size // max(1, blocks))
+        self._open = True
+
+    def between(self, blocks: Iterator[bytes]) -> Iterator[bytes]:
+        """``blocks``, with a slice of the next rows formatted after each."""
+        for block in blocks:
+            yield block
+            self._more(self._slice)
+
+    def _more(self, count: int) -> None:
+        count = min(count, self._size - len(self.rows))
+        if self._open and count > 0:
+            taken = self._formatter.take(self._source, count)
+            self.rows += taken
+            # Short: the stream ended, or a unique request is next (handed back to the source).
+            self._open = len(taken) == count
+
+    def finish(self, ids: list[int], chunk_ids: list[int]) -> list[bytes]:
+        """Once the blocks are written, before the COPY ends: the current chunk's ids join ``ids``
+        as ``JobId`` values (made while the server still ingests), and the next rows are complete."""
+        ids += map(JobId, chunk_ids)
+        self._more(self._size)
+        return self.rows
 
 
 class UniqueClaims:
