@@ -26,29 +26,31 @@ from pathlib import Path
 from common import Figures, Settings, Stopwatch, fresh_app, job_requests, rate
 from insert import BULK_JOBS, _warm_up
 
-from conveyor.engine.postgres.copy_rows import COPY_COLUMNS, Pushback, TextRows
+from conveyor.engine.postgres.copy_rows import COPY_COLUMNS, Pushback, copy_rows
 
 #: Rounds of each variant, alternated (copy, Conveyor, copy, ...).
 ROUNDS = 5
 _TIMING = re.compile(rb"^Time: ([0-9.]+) ms", re.MULTILINE)
 
 
-def write_rows_file(path: Path, jobs: int) -> int:
+def write_rows_file(path: Path, jobs: int, *, binary: bool = False) -> int:
     """The rows Conveyor's COPY would send for ``job_requests(jobs)``, ids 1..jobs, in COPY's text
-    format (what ``insert_copy.sql`` reads); returns the file's size in bytes."""
-    formatter = TextRows(datetime.now(UTC).replace(tzinfo=None))
+    (or binary) format, as ``insert_copy.sql`` reads them; returns the file's size in bytes."""
+    formatter = copy_rows(datetime.now(UTC).replace(tzinfo=None), binary=binary)
     source = Pushback(job_requests(jobs))
-    next_id = 1
+    rows: list[bytes] = []
+    while chunk := formatter.take(source, 5_000):
+        rows += chunk
     with path.open("wb") as out:
-        while rows := formatter.take(source, 5_000):
-            out.write(formatter.block(rows, range(next_id, next_id + len(rows))))
-            next_id += len(rows)
+        for block in formatter.blocks(rows, range(1, jobs + 1)):
+            out.write(block)
         return out.tell()
 
 
-async def psql_copy(dsn: str, table: str, path: Path) -> float:
+async def psql_copy(dsn: str, table: str, path: Path, *, binary: bool = False) -> float:
     """Seconds that ``psql \\copy`` of ``path`` into ``table`` took, by psql's ``\\timing``."""
-    command = f"\\copy {table} ({', '.join(COPY_COLUMNS)}) FROM '{path}'"
+    options = " WITH (FORMAT binary)" if binary else ""
+    command = f"\\copy {table} ({', '.join(COPY_COLUMNS)}) FROM '{path}'{options}"
     process = await asyncio.create_subprocess_exec(
         "psql",
         "-X",
@@ -71,10 +73,11 @@ async def psql_copy(dsn: str, table: str, path: Path) -> float:
     return float(found.group(1)) / 1000
 
 
-async def _copy_round(settings: Settings, path: Path, jobs: int) -> float:
+async def _copy_round(settings: Settings, path: Path, jobs: int, *, binary: bool = False) -> float:
     async with fresh_app(settings) as app:
         engine = await app.engine()
-        seconds = await psql_copy(settings.dsn, f"{engine.prefix}.oban_jobs", path)  # type: ignore[attr-defined]
+        table = f"{engine.prefix}.oban_jobs"  # type: ignore[attr-defined]
+        seconds = await psql_copy(settings.dsn, table, path, binary=binary)
     return rate(jobs, seconds)
 
 
@@ -93,13 +96,16 @@ async def insert_copy(settings: Settings) -> Figures:
         raise SystemExit("insert-copy compares with psql \\copy: PostgreSQL only")
     jobs = settings.job_count(BULK_JOBS)
     copy: list[float] = []
+    copy_binary: list[float] = []
     conveyor: list[float] = []
     with tempfile.TemporaryDirectory(prefix="conveyor-copy-") as folder:
-        path = Path(folder) / "jobs.copy"
+        path, binary_path = Path(folder) / "jobs.copy", Path(folder) / "jobs.bin"
         size = write_rows_file(path, jobs)
+        write_rows_file(binary_path, jobs, binary=True)
         for _ in range(ROUNDS):
             copy.append(await _copy_round(settings, path, jobs))
             conveyor.append(await _conveyor_round(settings, jobs))
+            copy_binary.append(await _copy_round(settings, binary_path, jobs, binary=True))
     return {
         "jobs": jobs,
         "file_mb": round(size / 1e6, 1),
@@ -109,4 +115,7 @@ async def insert_copy(settings: Settings) -> Figures:
         "copy_jobs_per_s": statistics.median(copy),
         "copy_range": [min(copy), max(copy)],
         "ratio": round(statistics.median(conveyor) / statistics.median(copy), 3),
+        "copy_binary_jobs_per_s": statistics.median(copy_binary),
+        "copy_binary_range": [min(copy_binary), max(copy_binary)],
+        "ratio_to_binary": round(statistics.median(conveyor) / statistics.median(copy_binary), 3),
     }

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_table
 from insert import insert_asyncpg, insert_bulk, insert_single, insert_unique, insert_unique_bulk
 from insert_copy import insert_copy
+from memory import memory, soak
 from relay import relay, wait_many
 from runtime import (
     cpu,
@@ -59,7 +60,11 @@ SCENARIOS: dict[str, Scenario] = {
     "stats-write-cost": stats_write_cost,
     "telemetry": telemetry,
     "dashboard": dashboard,
+    "memory": memory,
+    "soak": soak,
 }
+#: Scenarios ``all`` leaves out: they run for as long as they are told (``make bench-guards``).
+NOT_IN_ALL = ("soak",)
 #: Engines the scenarios can run on (``common.fresh_app`` opens them).
 ENGINES = ("postgres", "sqlite")
 
@@ -82,11 +87,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--history", type=int, default=None, help="drain-history, stats: completed jobs beforehand"
     )
+    parser.add_argument("--minutes", type=float, default=None, help="soak: minutes to run (default 30)")
     parser.add_argument("--json", action="store_true", help="one JSON object per scenario per line")
     args = parser.parse_args(argv)
     names: list[str] = []
     for name in args.scenarios:
-        chosen = list(SCENARIOS) if name == "all" else [name]
+        chosen = [s for s in SCENARIOS if s not in NOT_IN_ALL] if name == "all" else [name]
         for one in chosen:
             if one not in SCENARIOS:
                 parser.error(f"unknown scenario {one!r}; choose from all, {', '.join(SCENARIOS)}")
@@ -101,6 +107,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--job-ms must be positive")
     if args.history is not None and args.history < 0:
         parser.error("--history must be at least 0")
+    if args.minutes is not None and args.minutes <= 0:
+        parser.error("--minutes must be positive")
     return args
 
 
@@ -119,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         concurrency=args.concurrency,
         job_ms=args.job_ms,
         history=args.history,
+        minutes=args.minutes,
     )
     failed = 0
     for name in args.scenarios:
@@ -134,6 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print_json(figures)
             else:
                 print_table(figures)
+            # A guard's limit (the memory scenarios): the figures are shown, then the failure.
+            if figures.get("exceeded"):
+                failed += 1
+                print(f"scenario {name}: LIMIT EXCEEDED: {figures['exceeded']}", file=sys.stderr)
     return 1 if failed else 0
 
 
