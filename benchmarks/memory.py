@@ -206,6 +206,7 @@ async def soak(settings: Settings) -> Figures:
                     await _report_minute(settings.dsn, prefix, int(next_minute // 60), samples, by_minute)
                 await asyncio.sleep(max(0.0, started + round_number - time.monotonic()))
             samples.append((time.monotonic() - started, rss_mb(node.pid)))
+            await _report_minute(settings.dsn, prefix, round(duration / 60, 1), samples, by_minute)
             states = await _states(settings.dsn, prefix)
             peak = peak_rss_mb(node.pid)
     baseline = _median_between(samples, warmup, warmup + window)
@@ -230,10 +231,10 @@ async def soak(settings: Settings) -> Figures:
 
 
 async def _report_minute(
-    dsn: str, prefix: str, minute: int, samples: list[tuple[float, float]], by_minute: list[float]
+    dsn: str, prefix: str, minute: float, samples: list[tuple[float, float]], by_minute: list[float]
 ) -> None:
     rss = samples[-1][1]
     by_minute.append(round(rss, 1))
     states = await _states(dsn, prefix)
     ended = ", ".join(f"{state} {count}" for state, count in sorted(states.items()))
-    print(f"soak minute {minute}: node RSS {rss:.1f} MiB; jobs: {ended}", file=sys.stderr, flush=True)
+    print(f"soak minute {minute:g}: node RSS {rss:.1f} MiB; jobs: {ended}", file=sys.stderr, flush=True)
