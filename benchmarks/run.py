@@ -33,6 +33,7 @@ from runtime import (
     workflow_fanout,
 )
 from stats import stats, stats_write_cost
+from tables import large_tables
 from telemetry_cost import telemetry
 
 from dashboard import dashboard
@@ -49,6 +50,7 @@ SCENARIOS: dict[str, Scenario] = {
     "latency": latency,
     "cpu": cpu,
     "drain-history": drain_history,
+    "large-tables": large_tables,
     "drain-global": drain_global,
     "rate-limit": rate_limit,
     "rate-limit-tenants": rate_limit_tenants,
@@ -85,7 +87,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--job-ms", type=float, default=None, help="cpu: milliseconds of work per job")
     parser.add_argument(
-        "--history", type=int, default=None, help="drain-history, stats: completed jobs beforehand"
+        "--history",
+        type=int,
+        default=None,
+        help="drain-history, stats, large-tables: completed jobs beforehand",
     )
     parser.add_argument("--minutes", type=float, default=None, help="soak: minutes to run (default 30)")
     parser.add_argument("--json", action="store_true", help="one JSON object per scenario per line")

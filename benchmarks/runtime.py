@@ -28,12 +28,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import bench_jobs
-import psycopg
 from common import Figures, Settings, compared, fresh_app, latency_figures, rate
+from loading import load_without_indexes
 
 from conveyor import Conveyor, JobRequest, JobState, Workflow
 from conveyor.acks import Ack
-from conveyor.engine._sqlfiles import quote_identifier
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.engine.sqlite import SqliteEngine
 from conveyor.limits import FetchLimits, GlobalLimit, Partition
@@ -246,23 +245,23 @@ async def fetch_overhead(settings: Settings) -> Figures:
 
 # -- drain with a big history ---------------------------------------------------------------
 async def load_history(base: Conveyor, rows: int) -> None:
-    """``rows`` completed jobs spread over the last day, written by one INSERT ... SELECT, then
-    vacuumed and analyzed (as autovacuum would have done long ago on a live table; doing it now
-    also keeps an autovacuum of the fresh rows out of the measurement)."""
+    """``rows`` completed jobs spread over the last day, written by one INSERT ... SELECT with the
+    indexes built afterwards, then vacuumed and analyzed (as autovacuum would have done long ago on
+    a live table; doing it now also keeps an autovacuum of the fresh rows out of the measurement)."""
     engine = await base.engine()
     assert isinstance(engine, PostgresEngine)  # drain_history checked the engine
-    table = f"{quote_identifier(engine.prefix)}.oban_jobs"
-    statement = f"""
-        INSERT INTO {table} (state, queue, worker, args, attempt, max_attempts, attempted_by,
-                             inserted_at, scheduled_at, attempted_at, completed_at)
-        SELECT 'completed', 'default', 'bench_jobs.noop', jsonb_build_object('n', g), 1, 20,
-               ARRAY['bench-history-node', 'bench-history-producer'], t, t, t, t + interval '1 ms'
-        FROM generate_series(1, %(rows)s) AS g,
-             LATERAL (SELECT timezone('UTC', now()) - make_interval(secs => 86000.0 * g / %(rows)s)) AS c(t)
-    """
-    async with await psycopg.AsyncConnection.connect(engine.dsn, autocommit=True) as conn:
-        await conn.execute(statement.encode(), {"rows": rows})
-        await conn.execute(f"VACUUM (ANALYZE) {table}".encode())
+    await load_without_indexes(engine, [(HISTORY, {"rows": rows})])
+
+
+#: The completed jobs of ``load_history``.
+HISTORY = """
+    INSERT INTO {table} (state, queue, worker, args, attempt, max_attempts, attempted_by,
+                         inserted_at, scheduled_at, attempted_at, completed_at)
+    SELECT 'completed', 'default', 'bench_jobs.noop', jsonb_build_object('n', g), 1, 20,
+           ARRAY['bench-history-node', 'bench-history-producer'], t, t, t, t + interval '1 ms'
+    FROM generate_series(1, %(rows)s) AS g,
+         LATERAL (SELECT timezone('UTC', now()) - make_interval(secs => 86000.0 * g / %(rows)s)) AS c(t)
+"""
 
 
 async def drain_history(settings: Settings) -> Figures:

@@ -31,8 +31,9 @@ from typing import Any
 
 import psycopg
 from common import Figures, Settings, fresh_app
+from loading import Statement, load_without_indexes, run_on
 
-from conveyor import Conveyor, JobRequest, JobState, QueueCounts
+from conveyor import Conveyor, JobCount, JobRequest, JobState, QueueCounts
 from conveyor.acks import Ack
 from conveyor.engine._sqlfiles import quote_identifier
 from conveyor.engine.postgres import PostgresEngine
@@ -104,41 +105,14 @@ FROM generate_series(1, 1000) AS g,
 
 async def build_table(engine: PostgresEngine, history: int, available: int) -> dict[str, float]:
     """The table of the ``stats`` scenario; the seconds each step took."""
-    table = f"{quote_identifier(engine.prefix)}.oban_jobs"
-    names = {"table": table, "enum": f"{quote_identifier(engine.prefix)}.oban_job_state"}
     recent = max(1, history // 24)  # the last hour of a day's history
-    took: dict[str, float] = {}
-    async with await psycopg.AsyncConnection.connect(engine.dsn, autocommit=True) as conn:
-        started = time.perf_counter()
-        cur = await conn.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s AND tablename = 'oban_jobs' "
-            "AND indexname <> 'oban_jobs_pkey'",
-            (engine.prefix,),
-        )
-        indexes = await cur.fetchall()
-        for name, _ in indexes:
-            await conn.execute(
-                f"DROP INDEX {quote_identifier(engine.prefix)}.{quote_identifier(name)}".encode()
-            )
-        params = {"first": 1, "last": history - recent, "rows": history}
-        await conn.execute(HISTORY.format(**names).encode(), params)
-        await conn.execute(ENDED.format(**names).encode(), {})
-        took["insert_s"] = time.perf_counter() - started
-        started = time.perf_counter()
-        for _, definition in indexes:
-            await conn.execute(definition.encode())
-        took["index_s"] = time.perf_counter() - started
-        started = time.perf_counter()
-        await conn.execute(f"VACUUM (ANALYZE) {table}".encode())
-        took["vacuum_s"] = time.perf_counter() - started
-        started = time.perf_counter()
-        params = {"first": history - recent + 1, "last": history, "rows": history}
-        await conn.execute(HISTORY.format(**names).encode(), params)
-        for statement in WAITING.format(**names).split(";"):
-            await conn.execute(statement.encode(), {"available": available})
-        await conn.execute(f"ANALYZE {table}".encode())
-        took["recent_s"] = time.perf_counter() - started
-    return {name: round(seconds, 1) for name, seconds in took.items()}
+    old = {"first": 1, "last": history - recent, "rows": history}
+    took = await load_without_indexes(engine, [(HISTORY, old), (ENDED, {})])
+    started = time.perf_counter()
+    fresh: list[Statement] = [(HISTORY, {"first": history - recent + 1, "last": history, "rows": history})]
+    fresh += [(statement, {"available": available}) for statement in WAITING.split(";")]
+    await run_on(engine, [*fresh, ("ANALYZE {table}", {})])
+    return {**took, "recent_s": round(time.perf_counter() - started, 1)}
 
 
 async def reference(engine: PostgresEngine) -> int:
@@ -153,6 +127,8 @@ def describe(value: Any) -> Any:
     """What a call returned, in a few numbers (a wrong answer shows in the report)."""
     if isinstance(value, int):
         return value
+    if isinstance(value, JobCount):
+        return {"count": value.count, "estimated": value.estimated}
     if isinstance(value, list):  # queue_counts
         estimated = sum(len(c.estimated) for c in value)
         return {"queues": len(value), "jobs": sum(c.total for c in value), "estimated_pairs": estimated}
@@ -162,6 +138,15 @@ def describe(value: Any) -> Any:
         "discarded": value.discarded,
         "estimated_buckets": sum(b.estimated for b in value.buckets),
     }
+
+
+def counter(
+    app: Conveyor, filters: dict[str, Any], *, estimate: bool = False
+) -> Callable[[], Awaitable[Any]]:
+    """A ``count_jobs`` call of ``filters``, exact or (``estimate``) maybe estimated."""
+    if estimate:
+        return lambda: app.count_jobs(estimate=True, **filters)
+    return lambda: app.count_jobs(**filters)
 
 
 async def stats(settings: Settings) -> Figures:
@@ -174,19 +159,22 @@ async def stats(settings: Settings) -> Figures:
         assert isinstance(engine, PostgresEngine)
         built = await build_table(engine, history, available)
         now = datetime.now(UTC)
+        counts: dict[str, dict[str, Any]] = {
+            "count_available_in_queue": {"states": "available", "queues": "mail"},
+            "count_available_by_worker": {"states": "available", "worker_suffix": "SendEmail"},
+            "count_retryable_in_queue": {"states": "retryable", "queues": "billing"},
+            "count_discarded_last_hour": {"states": "discarded", "attempted_after": now - timedelta(hours=1)},
+            "count_completed_last_5_min_by_worker": {
+                "completed_after": now - timedelta(minutes=5),
+                "worker_suffix": "Build",
+            },
+            "count_completed_last_hour": {"completed_after": now - timedelta(hours=1)},
+        }
         calls: dict[str, Callable[[], Awaitable[Any]]] = {
-            "count_available_in_queue": lambda: app.count_jobs(states="available", queues="mail"),
-            "count_available_by_worker": lambda: app.count_jobs(
-                states="available", worker_suffix="SendEmail"
-            ),
-            "count_retryable_in_queue": lambda: app.count_jobs(states="retryable", queues="billing"),
-            "count_discarded_last_hour": lambda: app.count_jobs(
-                states="discarded", attempted_after=now - timedelta(hours=1)
-            ),
-            "count_completed_last_5_min_by_worker": lambda: app.count_jobs(
-                completed_after=now - timedelta(minutes=5), worker_suffix="Build"
-            ),
-            "count_completed_last_hour": lambda: app.count_jobs(completed_after=now - timedelta(hours=1)),
+            **{name: counter(app, filters) for name, filters in counts.items()},
+            # The same counts with estimate=True: exact up to 10,000 matches, the planner's above.
+            **{f"estimate_{name[6:]}": counter(app, f, estimate=True) for name, f in counts.items()},
+            "estimate_all_completed": counter(app, {"states": "completed"}, estimate=True),
             "queue_counts": app.queue_counts,
             "job_stats_hour_by_minute": app.job_stats,
             "job_stats_hour_one_queue": lambda: app.job_stats(queues="mail"),
@@ -194,7 +182,7 @@ async def stats(settings: Settings) -> Figures:
             # No Conveyor call: how fast the database server runs a fixed piece of work right now.
             "reference_count_200k_series": lambda: reference(engine),
         }
-        slow = {"count_all_completed": lambda: app.count_jobs(states="completed")}
+        slow = {"count_all_completed": counter(app, {"states": "completed"})}
         timings: dict[str, list[float]] = {name: [] for name in [*calls, *slow]}
         answers: dict[str, Any] = {}
         for round_ in range(ROUNDS):
@@ -216,6 +204,11 @@ async def stats(settings: Settings) -> Figures:
         if median <= TARGET_MS and not name.startswith("reference"):
             within.append(name)
     figures["queue_counts_estimates_off_by"] = error
+    figures["count_estimates_off_by"] = {
+        name: round(found.count / max(1, answers[f"count_{name[9:]}"]), 3)
+        for name, found in answers.items()
+        if name.startswith("estimate_") and found.estimated
+    }
     figures["within_100_ms"] = within
     return figures
 

@@ -9,12 +9,14 @@ variants, in rounds whose order rotates so a drift of the shared machine's load 
 - ``log_json``: the same as JSON lines (``--log-format json``);
 - ``otel``: ``conveyor.contrib.opentelemetry`` with the SDK (a batch span processor feeding an exporter
   that drops the spans, a meter provider whose reader is never collected);
+- ``otel_sampled``: the same with the SDK's ``ParentBasedTraceIdRatio(0.01)`` sampler (1% of the runs
+  traced, as the OpenTelemetry guide advises for tiny jobs), the metrics unchanged;
 - ``prometheus``: ``conveyor.contrib.prometheus`` metrics;
 - ``otel_prometheus``: both.
 
-Target: ``handler``, ``otel``, ``prometheus`` and ``otel_prometheus`` cost at most 5% of ``plain``
-(ratio >= 0.95). The log variants are reported,
-not held to a target: one formatted line per job is work a node does only when asked to.
+Target: ``handler``, ``otel``, ``otel_sampled``, ``prometheus`` and ``otel_prometheus`` cost at most
+5% of ``plain`` (ratio >= 0.95). The log variants are reported, not held to a target: one formatted
+line per job is work a node does only when asked to.
 
 On a shared machine a drain's rate swings by more than the few percent measured here, so the
 scenario also times, in this process, what each variant adds to one job's run (its ``job.start``
@@ -39,6 +41,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.sampling import ParentBasedTraceIdRatio
 from runtime import drain_once
 
 from conveyor import Conveyor, Job, JobState
@@ -87,17 +90,27 @@ class _DropSpans(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
+#: The share of runs the ``otel_sampled`` variant traces.
+SAMPLED_RATIO = 0.01
+
+
 @functools.cache
-def _sdk() -> tuple[TracerProvider, MeterProvider]:
-    """One SDK for every run (its span processor's thread is started once)."""
-    tracer_provider = TracerProvider()
+def _sdk(sampled: bool = False) -> tuple[TracerProvider, MeterProvider]:
+    """One SDK per variant for every run (its span processor's thread is started once)."""
+    tracer_provider = (
+        TracerProvider(sampler=ParentBasedTraceIdRatio(SAMPLED_RATIO)) if sampled else TracerProvider()
+    )
     tracer_provider.add_span_processor(BatchSpanProcessor(_DropSpans()))
     return tracer_provider, MeterProvider(metric_readers=[InMemoryMetricReader()])
 
 
-def attach_otel(app: Conveyor) -> None:
-    tracer_provider, meter_provider = _sdk()
+def attach_otel(app: Conveyor, sampled: bool = False) -> None:
+    tracer_provider, meter_provider = _sdk(sampled)
     opentelemetry.instrument(app, tracer_provider=tracer_provider, meter_provider=meter_provider)
+
+
+def attach_otel_sampled(app: Conveyor) -> None:
+    attach_otel(app, sampled=True)
 
 
 def attach_prometheus(app: Conveyor) -> None:
@@ -116,6 +129,7 @@ VARIANTS: dict[str, tuple[str | None, Callable[[Conveyor], object] | None]] = {
     "log_text": ("text", None),
     "log_json": ("json", None),
     "otel": (None, attach_otel),
+    "otel_sampled": (None, attach_otel_sampled),
     "prometheus": (None, attach_prometheus),
     "otel_prometheus": (None, attach_both),
 }

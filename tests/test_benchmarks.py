@@ -129,11 +129,27 @@ def test_stats_reports_each_call_and_what_it_returned(dsn: str) -> None:
     assert figures["scenario"] == "stats" and figures["history"] == 4800 and figures["available"] == 300
     assert figures["count_all_completed_returned"] == 4800
     assert figures["count_available_in_queue_returned"] == 100  # a third of the available jobs
+    assert figures["estimate_available_in_queue_returned"] == {"count": 100, "estimated": False}
+    assert figures["estimate_all_completed_returned"]["count"] > 0
     assert figures["queue_counts_returned"]["jobs"] == 4800 + 300 + 1000 + 15_000
     # Small, so exact; the oldest jobs (18 s apart) leave the day's window as the rounds go by.
     assert 4790 <= figures["job_stats_day_by_hour_returned"]["completed"] <= 4800
     low, high = figures["queue_counts_range_ms"]
     assert 0 < low <= figures["queue_counts_ms"] <= high
+
+
+def test_large_tables_reports_each_cost_against_the_empty_table(dsn: str) -> None:
+    (figures,) = run_benchmarks(dsn, "large-tables", "--history", "3000", "--jobs", "2000")
+    assert (figures["history"], figures["available"], figures["pruned_total"]) == (3000, 2000, 3000)
+    assert figures["completions_per_s_during_prune"] > 0
+    assert figures["fetch_ack_ratio"] > 0 and figures["fetch_ack_big_median_ms"] > 0
+    assert figures["stage_big_median_s"] > 0 and figures["stage_empty_median_s"] > 0
+    assert figures["prune_rows_per_s"] > 0 and set(figures["targets_met"]) == {
+        "fetch_ack_ratio",
+        "stage_big",
+        "prune_rows_per_s",
+        "prune_outpaces_completions",
+    }
 
 
 def test_stats_write_cost_reports_the_ratio_with_and_without_the_index(dsn: str) -> None:

@@ -178,7 +178,30 @@ def test_jobs_filters_by_time_ago_iso_times_and_worker_suffix(target: Target) ->
 
     run = target.run("jobs", "--count", "--worker-suffix", "SendEmail")
     assert (run.code, run.out.strip()) == (0, "2")
-    assert target.json("jobs", "--count", "--scheduled-after", "2h") == {"count": 2}
+    assert target.json("jobs", "--count", "--scheduled-after", "2h") == {"count": 2, "estimated": False}
+    assert target.json("jobs", "--count", "--exact", "--scheduled-after", "2h") == {
+        "count": 2,
+        "estimated": False,
+    }
+
+
+def test_jobs_count_estimates_beyond_ten_thousand_matches_unless_exact(
+    target: Target, request: pytest.FixtureRequest
+) -> None:
+    async def fill(engine: Engine) -> None:
+        await engine.insert([JobRequest("app.mail.SendEmail") for _ in range(10_050)], now=NOW)
+
+    target.with_engine(fill)
+    run = target.run("jobs", "--count", "--worker-suffix", "SendEmail")
+    assert run.code == 0
+    if request.node.callspec.params["target"] == "postgres":  # the planner's estimate, marked
+        assert run.out.startswith("~") and int(run.out.strip()[1:]) > 10_000
+        assert "--exact counts every match" in run.err
+        assert target.json("jobs", "--count")["estimated"] is True
+    else:  # SQLite counts exactly
+        assert (run.out.strip(), run.err) == ("10050", "")
+    assert target.run("jobs", "--count", "--exact").out.strip() == "10050"
+    assert target.json("jobs", "--count", "--exact") == {"count": 10_050, "estimated": False}
 
 
 def test_jobs_wide_shows_the_attempt_columns(target: Target) -> None:
@@ -201,6 +224,7 @@ def test_jobs_wide_shows_the_attempt_columns(target: Target) -> None:
         (["--scheduled-after", "1h", "--scheduled-before", "2h"], "must be earlier than scheduled_before"),
         (["--worker-suffix", ".Send"], "invalid --worker-suffix '.Send'"),
         (["--count", "--limit", "5"], "--count counts every match: leave out --limit"),
+        (["--exact"], "--exact applies to --count only"),
     ],
 )
 def test_bad_filters_are_one_line_usage_errors(target: Target, args: list[str], fragment: str) -> None:

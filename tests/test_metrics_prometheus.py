@@ -11,6 +11,7 @@ import time
 import urllib.request
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conveyor import Conveyor, JobRequest
@@ -108,3 +109,27 @@ def test_two_apps_in_one_process_keep_their_metrics_apart() -> None:
     ours.close()
     first.telemetry.emit("job.stop", **data, outcome="completed", duration=0.25)
     assert 'conveyor_jobs_total{outcome="completed",queue="q",worker="w"} 1.0' in ours.exposition().decode()
+
+
+def test_histogram_buckets_count_a_value_at_their_bound_and_below() -> None:
+    app = Conveyor("sqlite:///:memory:")
+    ours = metrics(app)
+    data = {"queue": "q", "worker": "w", "attempt": 1}
+    for seconds in (0.0005, 0.001, 0.0011, 1.0, 700.0):
+        app.telemetry.emit("job.start", **data, queue_time=seconds)
+        app.telemetry.emit("job.stop", **data, queue_time=seconds, outcome="completed", duration=seconds)
+    text = ours.exposition().decode()
+    samples: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    series = {"queue": "q", "worker": "w"}
+    for name in ("conveyor_job_duration_seconds", "conveyor_job_queue_time_seconds"):
+        assert value(samples, f"{name}_bucket", le="0.001", **series) == 2  # "le": at the bound too
+        assert value(samples, f"{name}_bucket", le="0.005", **series) == 3
+        assert value(samples, f"{name}_bucket", le="1.0", **series) == 4
+        assert value(samples, f"{name}_bucket", le="600.0", **series) == 4
+        assert value(samples, f"{name}_bucket", le="+Inf", **series) == 5
+        assert value(samples, f"{name}_count", **series) == 5
+        assert value(samples, f"{name}_sum", **series) == pytest.approx(701.0026)
+    assert value(samples, "conveyor_jobs_total", outcome="completed", **series) == 5

@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from conveyor import JobState, StatsQuery
+from conveyor import Conveyor, JobCount, JobFilter, JobState, StatsQuery
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.engine.postgres import stats as pg_stats
+from conveyor.web.dashboard.counts import Matching, count_matching
 from tests.helpers import execute
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -149,3 +150,58 @@ async def test_failures_waiting_past_the_window_are_scaled_by_their_number(
     insert_failed(dsn, prefix, 600, state="retryable", key=f"{failed} + interval '1 hour'", failed=failed)
     stats = await engine.job_stats(StatsQuery(window=120, bucket=60), now=T0)
     assert stats.buckets[0].estimated and stats.buckets[0].retried == 600
+
+
+# -- count_jobs(estimate=True) ----------------------------------------------------------------------------
+async def test_a_count_beyond_the_limit_is_the_planners_estimate(
+    engine: PostgresEngine, dsn: str, prefix: str
+) -> None:
+    insert_jobs(dsn, prefix, 3000, state="available", queue="big")
+    insert_jobs(dsn, prefix, 30, state="available", queue="small")
+    execute(dsn, f'ANALYZE "{prefix}".oban_jobs')
+    big = await engine.estimate_jobs(JobFilter(queues=("big",)), exact_up_to=100)
+    assert big.estimated and 2000 < big.count < 4000
+    assert await engine.estimate_jobs(JobFilter(queues=("small",)), exact_up_to=100) == JobCount(30)
+    assert await engine.estimate_jobs(JobFilter(queues=("big",)), exact_up_to=5000) == JobCount(3000)
+    # The worker suffix is estimated from the worker column's statistics, not as a fixed share.
+    suffixed = await engine.estimate_jobs(JobFilter(worker_suffix="w.Job"), exact_up_to=100)
+    assert suffixed.estimated and 2000 < suffixed.count < 4000
+
+
+async def test_more_matches_than_expected_stop_the_count_at_the_limit(
+    engine: PostgresEngine, dsn: str, prefix: str
+) -> None:
+    insert_jobs(dsn, prefix, 5, state="available", queue="grows")
+    execute(dsn, f'ANALYZE "{prefix}".oban_jobs')
+    insert_jobs(dsn, prefix, 500, state="available", queue="grows")  # after the statistics were taken
+    grows = await engine.estimate_jobs(JobFilter(queues=("grows",)), exact_up_to=100)
+    assert grows == JobCount(101, estimated=True)  # never below what was counted before stopping
+
+
+async def test_an_exact_count_that_takes_too_long_gives_the_estimate(
+    engine: PostgresEngine, dsn: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pg_stats, "EXACT_COUNT_MS", 1)
+    execute(
+        dsn,
+        f"""INSERT INTO "{prefix}".oban_jobs (worker, args)
+            SELECT 'tests.w.Job', jsonb_build_object('n', g, 'pad', repeat('x', 200))
+            FROM generate_series(1, 100000) AS g""",
+    )
+    execute(dsn, f'ANALYZE "{prefix}".oban_jobs')
+    # The planner takes a JSON containment for a small share; matching none, the count reads every row.
+    found = await engine.estimate_jobs(JobFilter(args_contains={"n": -1}), exact_up_to=1000)
+    assert found.estimated and 0 < found.count <= 1000
+    assert await engine.count_jobs(JobFilter(args_contains={"n": -1})) == 0  # the exact mode still counts
+
+
+async def test_the_dashboard_confirms_a_large_action_with_an_estimate(
+    engine: PostgresEngine, dsn: str, prefix: str
+) -> None:
+    insert_jobs(dsn, prefix, 12_000, state="completed", queue="done", at="timestamp '2030-01-01 11:30'")
+    insert_jobs(dsn, prefix, 3, state="available", queue="few")
+    execute(dsn, f'ANALYZE "{prefix}".oban_jobs')
+    app = Conveyor(engine=engine, testing="manual")
+    many = await count_matching(app, JobFilter(states=(JobState.COMPLETED,)))
+    assert not many.exact and 10_000 < many.count < 14_000
+    assert await count_matching(app, JobFilter(queues=("few",))) == Matching(3)

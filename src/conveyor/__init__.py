@@ -32,7 +32,7 @@ from conveyor.queue_settings import QueueSettings
 from conveyor.request import JobRequest
 from conveyor.retention import Pruned, PruneRule, Retention
 from conveyor.settings import Settings
-from conveyor.stats import JobStats, QueueCounts, StatsBucket, StatsQuery
+from conveyor.stats import JobCount, JobStats, QueueCounts, StatsBucket, StatsQuery
 from conveyor.unique import Unique
 from conveyor.workflow import Workflow, WorkflowStatus
 
@@ -50,6 +50,7 @@ __all__ = [
     "Job",
     "JobCancelledError",
     "JobContext",
+    "JobCount",
     "JobDefinition",
     "JobDiscardedError",
     "JobEndedError",

@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 from contextvars import Token
 from datetime import datetime
 from types import EllipsisType
-from typing import Any, Concatenate, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, overload
 
 from conveyor._control import list_queues, scale_changes, send_queue_signal
 from conveyor._options import check_aware, check_delay, check_job_id
@@ -51,7 +51,7 @@ from conveyor.recorded import decode_result
 from conveyor.request import JobRequest
 from conveyor.retention import Pruned, Retention
 from conveyor.settings import load_settings
-from conveyor.stats import JobStats, QueueCounts, StatsQuery, countable
+from conveyor.stats import EXACT_UP_TO, JobCount, JobStats, QueueCounts, StatsQuery, countable, exact_limit
 from conveyor.telemetry import Handler, Telemetry
 from conveyor.testing.execute import run_inline
 from conveyor.testing.modes import check_mode, effective_mode
@@ -714,10 +714,58 @@ class Conveyor:
 
     delete_jobs_sync = blocking_twin(delete_jobs)
 
-    async def count_jobs(self, /, criteria: JobFilter | None = None, **filters: Any) -> int:
-        """How many jobs match a filter (the criteria of ``list_jobs``, without ``limit``), exactly."""
+    @overload
+    async def count_jobs(
+        self,
+        /,
+        criteria: JobFilter | None = None,
+        *,
+        estimate: Literal[False] = False,
+        exact_up_to: None = None,
+        **filters: Any,
+    ) -> int: ...
+    @overload
+    async def count_jobs(
+        self,
+        /,
+        criteria: JobFilter | None = None,
+        *,
+        estimate: Literal[True],
+        exact_up_to: int | None = None,
+        **filters: Any,
+    ) -> JobCount: ...
+    @overload
+    async def count_jobs(
+        self,
+        /,
+        criteria: JobFilter | None = None,
+        *,
+        estimate: bool,
+        exact_up_to: int | None = None,
+        **filters: Any,
+    ) -> int | JobCount: ...
+    async def count_jobs(
+        self,
+        /,
+        criteria: JobFilter | None = None,
+        *,
+        estimate: bool = False,
+        exact_up_to: int | None = None,
+        **filters: Any,
+    ) -> int | JobCount:
+        """How many jobs match a filter (the criteria of ``list_jobs``, without ``limit``): exactly, as
+        an int. With ``estimate=True``, a ``JobCount``: exact up to ``exact_up_to`` matches (default
+        ``stats.EXACT_UP_TO``), an estimate marked as such above (or when an exact count would be
+        slow), so the call stays fast on a table of millions of jobs."""
+        if not isinstance(estimate, bool):
+            raise ValidationError("estimate", estimate, "must be True or False")
+        if exact_up_to is not None and not estimate:
+            raise ValidationError("exact_up_to", exact_up_to, "applies only with estimate=True")
+        limit = exact_limit(EXACT_UP_TO if exact_up_to is None else exact_up_to)
         found = _criteria(criteria, filters)
         countable(found)
+        if estimate:
+            return await self._run(lambda e: e.estimate_jobs(found, exact_up_to=limit))
         return await self._run(lambda e: e.count_jobs(found))
 
     count_jobs_sync = blocking_twin(count_jobs)

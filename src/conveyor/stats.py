@@ -71,6 +71,46 @@ def countable(criteria: JobFilter) -> JobFilter:
     return criteria
 
 
+# -- a count that may be an estimate -------------------------------------------------------------------
+#: ``count_jobs(estimate=True)`` counts exactly up to this many matches by default; above, it estimates.
+EXACT_UP_TO = 10_000
+#: The largest ``exact_up_to`` (a count is a SQL integer).
+MAX_EXACT_UP_TO = 2**31 - 2
+
+
+def exact_limit(value: Any) -> int:
+    """``exact_up_to`` of ``count_jobs(estimate=True)``, checked: an integer from 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_EXACT_UP_TO:
+        raise ValidationError("exact_up_to", value, f"must be an integer from 0 to {MAX_EXACT_UP_TO}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class JobCount:
+    """How many jobs a filter matches, as ``count_jobs(estimate=True)`` found it.
+
+    ``estimated`` False: ``count`` is exact. True: the matches were too many to count in time, and
+    ``count`` is an estimate: on PostgreSQL the planner's row estimate for the filter (from the
+    table's statistics, as fresh as its last ``ANALYZE``), never below the matches actually
+    counted before the count stopped. ``str()`` marks an estimate with a leading ``~``.
+    """
+
+    count: int
+    estimated: bool = False
+
+    def __post_init__(self) -> None:
+        _count("count", self.count)
+        if not isinstance(self.estimated, bool):
+            raise ValidationError("estimated", self.estimated, "must be True or False")
+
+    @property
+    def exact(self) -> bool:
+        return not self.estimated
+
+    def __str__(self) -> str:
+        return f"~{self.count}" if self.estimated else str(self.count)
+
+
 # -- counts by queue and state -----------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class QueueCounts:

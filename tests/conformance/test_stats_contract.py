@@ -4,13 +4,13 @@ queue_counts and job_stats, with times the test controls."""
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
 
-from conveyor import Conveyor, JobFilter, JobState, QueueCounts, StatsQuery, ValidationError
+from conveyor import Conveyor, JobCount, JobFilter, JobState, QueueCounts, StatsQuery, ValidationError
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from tests.conformance.conftest import ADDRESSES
@@ -90,6 +90,16 @@ async def test_a_suffix_is_data_never_sql(any_engine: Engine) -> None:
     assert await any_engine.count_jobs(JobFilter(worker_suffix="it's_%_.Job'; --")) == 1
     assert await any_engine.count_jobs(JobFilter(worker_suffix="%.Job'; --")) == 0
     assert [j.id for j in await any_engine.list_jobs(JobFilter(worker_suffix="Job'; --"))] == [job_id]
+
+
+async def test_a_suffix_matches_its_wildcards_and_backslashes_literally(any_engine: Engine) -> None:
+    (slashed,) = await any_engine.insert([req(worker="app.a\\b.Job")], now=T0)
+    await any_engine.insert([req(worker="app.aXb.Job"), req(worker="app.a%b.Other")], now=T0)
+    assert await any_engine.count_jobs(JobFilter(worker_suffix="a\\b.Job")) == 1
+    assert await any_engine.count_jobs(JobFilter(worker_suffix="a_b.Job")) == 0
+    assert await any_engine.count_jobs(JobFilter(worker_suffix="a%.Job")) == 0
+    assert [j.id for j in await any_engine.list_jobs(JobFilter(worker_suffix="a\\b.Job"))] == [slashed]
+    assert await any_engine.count_jobs(JobFilter(worker_suffix="b.Job")) == 0
 
 
 # -- every bulk action honours the new criteria ---------------------------------------------------------
@@ -198,6 +208,53 @@ async def test_count_jobs_refuses_a_limit(any_engine: Engine, app: Conveyor) -> 
     with pytest.raises(ValidationError) as refused:
         await app.count_jobs(limit=10)
     assert refused.value.field == "limit"
+
+
+async def test_a_count_that_may_be_estimated_is_exact_when_few_match(
+    any_engine: Engine, app: Conveyor
+) -> None:
+    ids = await any_engine.insert([req(queue="mail") for _ in range(150)], now=T0)
+    await put(any_engine, JobState.COMPLETED, queue="mail", worker="app.mail.SendEmail")
+    assert await app.count_jobs(queues="mail", estimate=True) == JobCount(151)
+    assert await app.count_jobs(states="completed", worker_suffix="SendEmail", estimate=True) == JobCount(1)
+    assert await app.count_jobs(JobFilter(before_id=ids[10]), estimate=True) == JobCount(10)
+    assert await app.count_jobs(queues="nowhere", estimate=True) == JobCount(0)
+    found = await any_engine.estimate_jobs(JobFilter(states=("available",)), exact_up_to=1000)
+    assert (found.count, found.exact, str(found)) == (150, True, "150")
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"estimate": "yes"}, "estimate"),
+        ({"estimate": 1}, "estimate"),
+        ({"exact_up_to": 10}, "exact_up_to"),  # without estimate=True
+        ({"estimate": True, "exact_up_to": -1}, "exact_up_to"),
+        ({"estimate": True, "exact_up_to": 1.5}, "exact_up_to"),
+        ({"estimate": True, "exact_up_to": True}, "exact_up_to"),
+        ({"estimate": True, "exact_up_to": 2**31}, "exact_up_to"),
+        ({"estimate": True, "limit": 10}, "limit"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+async def test_bad_count_modes_are_refused_naming_the_field(
+    app: Conveyor, options: dict[str, Any], field: str
+) -> None:
+    await refused_naming(app.count_jobs, options, field)
+
+
+async def refused_naming(call: Callable[..., Awaitable[Any]], options: dict[str, Any], field: str) -> None:
+    """``call(**options)`` raises a ``ValidationError`` on ``field``."""
+    with pytest.raises(ValidationError) as refused:
+        await call(**options)
+    assert refused.value.field == field
+
+
+def test_a_job_count_says_whether_it_is_estimated() -> None:
+    assert str(JobCount(12, estimated=True)) == "~12" and not JobCount(12, estimated=True).exact
+    for bad in ({"count": -1}, {"count": 1.0}, {"count": 1, "estimated": "no"}):
+        with pytest.raises(ValidationError):
+            JobCount(**bad)
 
 
 # -- queue_counts ------------------------------------------------------------------------------------------
@@ -462,6 +519,7 @@ def test_the_blocking_twins_count_and_measure(engine_name: str, any_engine: Engi
     try:
         app.enqueue_sync(req(queue="mail"))
         assert app.count_jobs_sync(queues="mail") == 1
+        assert app.count_jobs_sync(queues="mail", estimate=True) == JobCount(1)
         assert [c.available for c in app.queue_counts_sync()] == [1]
         assert app.job_stats_sync(window=60, bucket=60).completed == 0
     finally:
@@ -492,9 +550,7 @@ def test_the_blocking_twins_count_and_measure(engine_name: str, any_engine: Engi
 async def test_bad_stats_requests_are_refused_naming_the_field(
     app: Conveyor, options: dict[str, Any], field: str
 ) -> None:
-    with pytest.raises(ValidationError) as refused:
-        await app.job_stats(**options)
-    assert refused.value.field == field
+    await refused_naming(app.job_stats, options, field)
 
 
 async def test_a_naive_now_is_refused_by_queue_counts(app: Conveyor, any_engine: Engine) -> None:

@@ -3,7 +3,7 @@ Lines marked ``# E`` must be errors; the rest must type-check."""
 
 from __future__ import annotations
 
-from conveyor import JobId, JobRequest, job
+from conveyor import Conveyor, JobCount, JobId, JobRequest, job
 
 
 @job
@@ -20,3 +20,11 @@ async def use() -> None:
     await send.enqueue("a@example.com", retries="many")  # E: retries is an int
     send.enqueue_sync(emial="x")  # E: unknown keyword
     del request, job_id, same, later
+
+
+async def count(app: Conveyor) -> None:
+    exact: int = await app.count_jobs(states="available")
+    estimated: JobCount = await app.count_jobs(estimate=True, exact_up_to=100, queues="mail")
+    wrong: int = await app.count_jobs(estimate=True)  # E: a JobCount, not an int
+    await app.count_jobs(exact_up_to=100)  # E: exact_up_to needs estimate=True
+    del exact, estimated, wrong

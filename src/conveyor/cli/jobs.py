@@ -13,6 +13,7 @@ from conveyor.cli.filters import build_filter, filter_options
 from conveyor.cli.job_view import job_json, show_job
 from conveyor.errors import JobNotFoundError
 from conveyor.filters import MAX_PAGE
+from conveyor.stats import JobCount
 
 
 @click.command()
@@ -27,7 +28,13 @@ from conveyor.filters import MAX_PAGE
     help="Page: only jobs with a smaller id.",
 )
 @click.option("--wide", is_flag=True, help="More columns: priority, errors, attempted and completed.")
-@click.option("--count", "count_only", is_flag=True, help="Print only how many jobs match (no --limit).")
+@click.option(
+    "--count",
+    "count_only",
+    is_flag=True,
+    help="Print only how many jobs match (no --limit): exact up to 10,000, else estimated, as ~N.",
+)
+@click.option("--exact", is_flag=True, help="With --count: count every match exactly, however many.")
 def jobs(
     dsn: str | None,
     prefix: str | None,
@@ -37,18 +44,23 @@ def jobs(
     before_id: int | None,
     wide: bool,
     count_only: bool,
+    exact: bool,
 ) -> None:
     """List jobs, newest first."""
     # checked before connecting: a bad filter is a usage error
     limit_source = click.get_current_context().get_parameter_source("limit")
     if count_only and limit_source is ParameterSource.COMMANDLINE:
         raise click.UsageError("--count counts every match: leave out --limit")
+    if exact and not count_only:
+        raise click.UsageError("--exact applies to --count only")
     criteria = build_filter(filters, limit=None if count_only else limit, before_id=before_id)
     app = build_app(dsn, prefix)
     try:
         if count_only:
-            total = app.count_jobs_sync(criteria)
-            print_json({"count": total}) if as_json else click.echo(str(total))
+            _print_count(
+                app.count_jobs_sync(criteria) if exact else app.count_jobs_sync(criteria, estimate=True),
+                as_json,
+            )
             return
         found = app.list_jobs_sync(criteria)
     finally:
@@ -77,6 +89,17 @@ def jobs(
     for j in found:
         if j.unreadable is not None:  # rows another client broke: say what is wrong with each
             click.echo(f"job {j.id}: its row could not be read: {j.unreadable}")
+
+
+def _print_count(found: int | JobCount, as_json: bool) -> None:
+    """A count: exact, or an estimate (``~N``; on stderr, how to have it exactly)."""
+    counted = found if isinstance(found, JobCount) else JobCount(found)
+    if as_json:
+        print_json({"count": counted.count, "estimated": counted.estimated})
+        return
+    click.echo(str(counted))
+    if counted.estimated:
+        click.echo("~: estimated from the database's statistics (--exact counts every match)", err=True)
 
 
 @click.command(name="job")

@@ -21,12 +21,13 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, make_asgi_app
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry, generate_latest, make_asgi_app
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import start_http_server
 from prometheus_client.registry import Collector
 
 from conveyor.contrib._job_gauges import DEFAULT_MAX_AGE, Executing, QueueDepth
+from conveyor.contrib._tallies import Histograms
 from conveyor.job import JobState
 
 if TYPE_CHECKING:
@@ -53,32 +54,14 @@ class PrometheusMetrics:
 
     def __init__(self, app: Conveyor, *, max_age: float = DEFAULT_MAX_AGE) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.jobs = Counter(
-            "conveyor_jobs",
-            "Runs of jobs ended, by queue, worker and outcome",
-            ("queue", "worker", "outcome"),
-            registry=self.registry,
-        )
-        self.duration = Histogram(
-            "conveyor_job_duration_seconds",
-            "How long runs of jobs took",
-            ("queue", "worker"),
-            buckets=BUCKETS,
-            registry=self.registry,
-        )
-        self.queue_time = Histogram(
-            "conveyor_job_queue_time_seconds",
-            "How long jobs waited from their scheduled time to the start of the attempt",
-            ("queue", "worker"),
-            buckets=BUCKETS,
-            registry=self.registry,
-        )
+        # Tallied here and turned into metric families at each scrape (see ``_tallies``).
+        self.durations = Histograms(BUCKETS)
+        self.queue_times = Histograms(BUCKETS)
+        self.ended: dict[tuple[str, str, str], int] = {}
         self.executing = Executing()
         self.depth = QueueDepth(app, max_age)
+        self.registry.register(_JobCollector(self))
         self.registry.register(_QueueCollector(self.depth, self.executing))
-        # The labelled children, found by one dict lookup per event (labels() costs more).
-        self._ended_series: dict[tuple[str, str, str], Any] = {}
-        self._timed_series: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._detach: list[Callable[[], None]] = [
             app.on("job.start", self._started),
             app.on("job.stop", self._ended),
@@ -87,28 +70,17 @@ class PrometheusMetrics:
         ]
         self._servers: list[WSGIServer] = []
 
-    def _timed(self, queue: str, worker: str) -> tuple[Any, Any]:
-        key = (queue, worker)
-        series = self._timed_series.get(key)
-        if series is None:
-            series = (self.duration.labels(queue, worker), self.queue_time.labels(queue, worker))
-            self._timed_series[key] = series
-        return series
-
     def _started(self, event: str, data: dict[str, Any]) -> None:
         queue = data["queue"]
         self.executing.started(queue)
-        self._timed(queue, data["worker"])[1].observe(data["queue_time"])
+        self.queue_times.observe((queue, data["worker"]), data["queue_time"])
 
     def _ended(self, event: str, data: dict[str, Any]) -> None:
-        queue, worker, outcome = data["queue"], data["worker"], data["outcome"]
+        queue, worker = data["queue"], data["worker"]
         self.executing.ended(queue)
-        key = (queue, worker, outcome)
-        counter = self._ended_series.get(key)
-        if counter is None:
-            counter = self._ended_series[key] = self.jobs.labels(queue, worker, outcome)
-        counter.inc()
-        self._timed(queue, worker)[0].observe(data["duration"])
+        key = (queue, worker, data["outcome"])
+        self.ended[key] = self.ended.get(key, 0) + 1
+        self.durations.observe((queue, worker), data["duration"])
 
     def exposition(self) -> bytes:
         """The metrics in Prometheus' text format."""
@@ -133,6 +105,40 @@ class PrometheusMetrics:
             server.shutdown()
             server.server_close()
         self._servers.clear()
+
+
+class _JobCollector(Collector):
+    """The job counter and the two histograms, from the tallies."""
+
+    def __init__(self, metrics: PrometheusMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterable[Metric]:
+        jobs = CounterMetricFamily(
+            "conveyor_jobs",
+            "Runs of jobs ended, by queue, worker and outcome",
+            labels=("queue", "worker", "outcome"),
+        )
+        for labels, count in list(self.metrics.ended.items()):
+            jobs.add_metric(labels, count)
+        yield jobs
+        yield _histogram(
+            "conveyor_job_duration_seconds", "How long runs of jobs took", self.metrics.durations
+        )
+        yield _histogram(
+            "conveyor_job_queue_time_seconds",
+            "How long jobs waited from their scheduled time to the start of the attempt",
+            self.metrics.queue_times,
+        )
+
+
+def _histogram(name: str, documentation: str, tallies: Histograms) -> HistogramMetricFamily:
+    family = HistogramMetricFamily(name, documentation, labels=("queue", "worker"))
+    bounds = [*(repr(float(bound)) for bound in tallies.bounds), "+Inf"]
+    for labels, tally in tallies.items():
+        counts, total = tally.cumulative()
+        family.add_metric(labels, list(zip(bounds, counts, strict=True)), total)
+    return family
 
 
 class _QueueCollector(Collector):

@@ -52,7 +52,7 @@ from conveyor.job import Job, JobState
 from conveyor.limits import FetchLimits
 from conveyor.request import JobRequest
 from conveyor.retention import Pruned, Retention
-from conveyor.stats import JobStats, QueueCounts, StatsQuery
+from conveyor.stats import JobCount, JobStats, QueueCounts, StatsQuery
 
 #: Receives the logical channel name and the decoded payload of each notification.
 NotificationHandler = Callable[[str, dict[str, Any]], None]
@@ -176,6 +176,12 @@ class Engine(Protocol):
         """The exact number of jobs matching ``criteria``, as ``list_jobs`` selects them
         (``before_id`` included). A ``limit`` is refused with a ``ValidationError`` on ``limit``
         (``conveyor.stats.countable``)."""
+
+    async def estimate_jobs(self, criteria: JobFilter, *, exact_up_to: int) -> JobCount:
+        """How many jobs match ``criteria`` (as ``count_jobs``), fast whatever their number: exact
+        (``estimated`` False) when at most ``exact_up_to`` match and counting them is quick; else an
+        estimate marked ``estimated``, never below the matches counted. An engine that always
+        counts quickly may always count exactly. A ``limit`` is refused as by ``count_jobs``."""
 
     async def queue_counts(self, *, now: datetime | None = None) -> list[QueueCounts]:
         """One ``QueueCounts`` per queue holding jobs, by queue name: the jobs in each state, and

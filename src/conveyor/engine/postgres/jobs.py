@@ -29,6 +29,7 @@ def filter_params(criteria: JobFilter) -> dict[str, Any]:
         else orjson.dumps(criteria.args_contains).decode(),
         "limit": criteria.limit,
         "worker_suffix": criteria.worker_suffix,
+        "worker_pattern": None if criteria.worker_suffix is None else suffix_pattern(criteria.worker_suffix),
         "scheduled_after": naive_utc(criteria.scheduled_after),
         "scheduled_before": naive_utc(criteria.scheduled_before),
         "attempted_after": naive_utc(criteria.attempted_after),
@@ -36,6 +37,13 @@ def filter_params(criteria: JobFilter) -> dict[str, Any]:
         "completed_after": naive_utc(criteria.completed_after),
         "completed_before": naive_utc(criteria.completed_before),
     }
+
+
+def suffix_pattern(suffix: str) -> str:
+    """The LIKE pattern of the workers whose name ends with ``.`` and ``suffix`` (its ``%``, ``_``
+    and backslashes escaped: they match only themselves)."""
+    escaped = suffix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%.{escaped}"
 
 
 class PostgresJobs(PostgresWorkflows):

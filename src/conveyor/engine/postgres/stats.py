@@ -4,6 +4,9 @@ These statements answer operators on tables of millions of rows, so each is boun
 
 * ``count_jobs`` is exact; it is planned with its values (never prepared) so the index that fits
   the criteria serves it, and its cost is that of the matching rows.
+* ``estimate_jobs`` (``count_jobs(estimate=True)``) asks the planner first (``EXPLAIN`` of the
+  filter: a millisecond whatever the table's size); above the limit it returns that estimate,
+  marked. Below, it counts, no further than one past the limit and for ``EXACT_COUNT_MS`` at most.
 * ``queue_counts`` counts from the fetch index up to ``COUNT_BUDGET`` jobs per call, the smallest
   (queue, state) pairs first; larger pairs are the planner's estimates (``queue_counts.sql``).
 * ``job_stats`` reads at most ``SAMPLE_BUDGET`` finished jobs per call, spread over pieces of the
@@ -24,17 +27,24 @@ import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
+
 from conveyor.engine._stats import FailureTally
 from conveyor.engine.postgres.core import PostgresCore
 from conveyor.engine.postgres.jobs import filter_params
 from conveyor.engine.postgres.rows import naive_utc
 from conveyor.filters import JobFilter
 from conveyor.job import JobState
-from conveyor.stats import JobStats, QueueCounts, StatsQuery, build_stats, countable
+from conveyor.stats import JobCount, JobStats, QueueCounts, StatsQuery, build_stats, countable
 
 #: Jobs ``queue_counts`` counts one by one per call at most (about 50 ms on a 2-core machine when
 #: none of their pages is all-visible yet); the pairs beyond it are estimated.
 COUNT_BUDGET = 50_000
+#: How long ``estimate_jobs`` lets the exact count of a filter the planner expects to match few jobs
+#: run (ms) before it gives the estimate instead, so the whole call stays within 100 ms: a
+#: criterion the planner estimates poorly (a JSON containment: a fixed share of the rows) may have
+#: to read many more rows than it expects (10M rows for a ``args_contains`` matching 2).
+EXACT_COUNT_MS = 80
 #: Finished jobs ``job_stats`` reads per call at most, shared evenly by the buckets.
 SAMPLE_BUDGET = 20_000
 #: Each bucket is sampled in this many pieces of time (fewer when there are many buckets, so that
@@ -63,7 +73,7 @@ ERROR_ENTRIES = {"jsonb": "error_entries_jsonb", "jsonb[]": "error_entries_array
 
 
 class PostgresStats(PostgresCore):
-    """``count_jobs``, ``queue_counts``, ``job_stats``."""
+    """``count_jobs``, ``estimate_jobs``, ``queue_counts``, ``job_stats``."""
 
     async def _read(self, statement: str, params: dict[str, Any]) -> list[Any]:
         """The rows of one statement, planned with its values and run without JIT (see above)."""
@@ -77,6 +87,36 @@ class PostgresStats(PostgresCore):
         statement = self.sql.compose("count_jobs", filter="job_filter")
         rows = await self._read(statement, filter_params(criteria))
         return int(rows[0][0])
+
+    async def estimate_jobs(self, criteria: JobFilter, *, exact_up_to: int) -> JobCount:
+        countable(criteria)
+        params = filter_params(criteria)
+        estimate = 0
+        try:
+            async with self.pool.connection() as conn, conn.transaction():
+                await conn.execute("SET LOCAL jit = off", prepare=False)
+                statement = self.sql.compose("estimate_jobs", filter="job_filter")
+                cur = await conn.execute(statement.encode(), params, prepare=False)
+                row = await cur.fetchone()
+                assert row is not None
+                estimate = _plan_rows(row[0])
+                if estimate > exact_up_to:
+                    return JobCount(estimate, estimated=True)
+                # The planner expects few: count them, but no further than one past the limit, and
+                # for no longer than an estimate is worth waiting for.
+                await conn.execute(f"SET LOCAL statement_timeout = {EXACT_COUNT_MS}", prepare=False)
+                statement = self.sql.compose("count_jobs_capped", filter="job_filter")
+                params["cap"] = exact_up_to + 1
+                cur = await conn.execute(statement.encode(), params, prepare=False)
+                row = await cur.fetchone()
+                assert row is not None
+                counted = int(row[0])
+        except psycopg.errors.QueryCanceled:
+            # Far more rows to read than the planner expected (a criterion it cannot estimate).
+            return JobCount(estimate, estimated=True)
+        if counted <= exact_up_to:
+            return JobCount(counted)
+        return JobCount(max(estimate, counted), estimated=True)
 
     async def queue_counts(self, *, now: datetime | None = None) -> list[QueueCounts]:
         rows = await self._read(self.sql["queue_counts"], {"now": naive_utc(now), "budget": COUNT_BUDGET})
@@ -148,6 +188,11 @@ class PostgresStats(PostgresCore):
             failed_key="failed_key",
         )
         return statement.replace("{queues}", "queue = ANY(%(queues)s::text[])" if query.queues else "true")
+
+
+def _plan_rows(plan: Any) -> int:
+    """The row estimate of the top node of an ``EXPLAIN (FORMAT JSON)`` result."""
+    return max(0, round(float(plan[0]["Plan"]["Plan Rows"])))
 
 
 def _extrapolated(

@@ -72,7 +72,8 @@ class Activity:
 
 @dataclass(frozen=True, slots=True)
 class Matching:
-    """How many jobs a filter matches: exactly, or at least ``count``."""
+    """How many jobs a filter matches: exactly, or (``exact`` False) about ``count``: the estimate of
+    ``count_jobs(estimate=True)`` for a filter matching more than it counts (10,000)."""
 
     count: int
     exact: bool = True
@@ -111,6 +112,8 @@ async def activity(conveyor: Conveyor, *, window: int = 3600, bucket: int = 60) 
 
 
 async def count_matching(conveyor: Conveyor, criteria: JobFilter) -> Matching:
-    """How many jobs ``criteria`` matches (ignoring its page)."""
+    """How many jobs ``criteria`` matches (ignoring its page): exact, or estimated when that many
+    that counting them would hold the page up (millions of completed jobs)."""
     unpaged = dataclasses.replace(criteria, limit=None, before_id=None, after_id=None)
-    return Matching(await conveyor.count_jobs(unpaged))
+    found = await conveyor.count_jobs(unpaged, estimate=True)
+    return Matching(found.count, exact=found.exact)
