@@ -23,8 +23,8 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from common import Figures, Settings, Stopwatch, fresh_app, job_requests, rate
-from insert import BULK_JOBS, _warm_up
+from common import Figures, Settings, fresh_app, job_requests, rate
+from insert import BULK_JOBS, timed_bulk_insert
 
 from conveyor.engine.postgres.copy_rows import COPY_COLUMNS, Pushback, copy_rows
 
@@ -81,16 +81,6 @@ async def _copy_round(settings: Settings, path: Path, jobs: int, *, binary: bool
     return rate(jobs, seconds)
 
 
-async def _conveyor_round(settings: Settings, jobs: int) -> float:
-    async with fresh_app(settings) as app:
-        await _warm_up(app)
-        with Stopwatch() as watch:
-            ids = await app.enqueue_many(job_requests(jobs))
-    if len(ids) != jobs:
-        raise AssertionError(f"inserted {len(ids)} jobs, expected {jobs}")
-    return rate(jobs, watch.seconds)
-
-
 async def insert_copy(settings: Settings) -> Figures:
     if settings.engine != "postgres":
         raise SystemExit("insert-copy compares with psql \\copy: PostgreSQL only")
@@ -104,7 +94,7 @@ async def insert_copy(settings: Settings) -> Figures:
         write_rows_file(binary_path, jobs, binary=True)
         for _ in range(ROUNDS):
             copy.append(await _copy_round(settings, path, jobs))
-            conveyor.append(await _conveyor_round(settings, jobs))
+            conveyor.append(rate(jobs, await timed_bulk_insert(settings, jobs)))
             copy_binary.append(await _copy_round(settings, binary_path, jobs, binary=True))
     return {
         "jobs": jobs,
