@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from conveyor import Conveyor, JobRequest, JobState, ValidationError, job, worker
-from conveyor.engine.postgres import schema
+from conveyor.engine.postgres import PostgresEngine, schema
 from tests.helpers import CHUNK, count_jobs, fetch_rows, insert_channel, listening, listening_sync
 
 T0 = datetime(2031, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)
@@ -359,3 +359,19 @@ async def test_a_bad_item_deep_in_a_copy_stream_writes_nothing(app: Conveyor, ds
     with pytest.raises(ValidationError, match="not a request"):
         await app.enqueue_many(stream())
     assert count_jobs(dsn, prefix) == 0
+
+
+async def test_copy_reserves_ids_in_line_when_the_pool_has_no_second_connection(
+    dsn: str, prefix: str, app: Conveyor
+) -> None:
+    """The next chunk's ids are reserved on a second connection of the pool while a COPY ends; a
+    pool of one has none to give, and the insert reserves on its own connection instead."""
+    engine = PostgresEngine(dsn, prefix=prefix, min_connections=1, max_connections=1)
+    await engine.open()
+    try:
+        ids = await engine.insert(JobRequest("tests.bulk", args={"n": n}) for n in range(7_000))
+    finally:
+        await engine.close()
+    assert len(set(ids)) == 7_000 and ids == sorted(ids)
+    stored = {row["id"]: row["args"]["n"] for row in fetch_rows(dsn, prefix)}
+    assert [stored[i] for i in ids] == list(range(7_000))

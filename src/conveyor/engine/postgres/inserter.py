@@ -29,7 +29,6 @@ inserter's; ``run_async`` drives them on an async connection (the pool's or a ca
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import itertools
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
@@ -422,10 +421,12 @@ async def _copy_in(
                 ahead = asyncio.create_task(second.fetch(statement))
         return done, None if ahead is None else await ahead
     finally:
-        if ahead is not None and not ahead.done():
-            ahead.cancel()
-            with contextlib.suppress(BaseException):
-                await ahead
+        if ahead is not None:
+            if not ahead.done():  # the COPY failed: its error is the one raised
+                ahead.cancel()
+                await asyncio.wait([ahead])
+            if not ahead.cancelled():
+                ahead.exception()  # retrieved, so that it is not reported again
 
 
 class SideConnection:
