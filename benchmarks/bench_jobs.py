@@ -92,3 +92,13 @@ async def soak_async(outcome: str, payload: str) -> Any:
 @job(queue="soak", backoff=_soon)
 def soak_thread(outcome: str, payload: str) -> Any:
     return _soak_end(outcome, payload)
+
+
+#: The ``n`` of every ``tally`` job this process ran (``drain-nodes`` checks each ran exactly once).
+RAN: list[int] = []
+
+
+@job
+async def tally(n: int) -> None:
+    """A no-op that notes its ``n``: runs are counted across the node processes of ``drain-nodes``."""
+    RAN.append(n)

@@ -17,9 +17,12 @@ import traceback
 from collections.abc import Sequence
 
 from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_table
+from cpu_cold import cpu_cold
+from idle import idle
 from insert import insert_asyncpg, insert_bulk, insert_single, insert_unique, insert_unique_bulk
 from insert_copy import insert_copy
 from memory import memory, soak
+from nodes import drain_nodes
 from relay import relay, wait_many
 from runtime import (
     cpu,
@@ -48,10 +51,13 @@ SCENARIOS: dict[str, Scenario] = {
     "insert-asyncpg": insert_asyncpg,
     "drain": drain,
     "latency": latency,
+    "idle": idle,
     "cpu": cpu,
+    "cpu-cold": cpu_cold,
     "drain-history": drain_history,
     "large-tables": large_tables,
     "drain-global": drain_global,
+    "drain-nodes": drain_nodes,
     "rate-limit": rate_limit,
     "rate-limit-tenants": rate_limit_tenants,
     "fetch-overhead": fetch_overhead,

@@ -5,6 +5,8 @@
 C = 20 and C = 100 unless ``--concurrency`` names one; one result per concurrency.
 ``latency``: an idle node; ``jobs`` (default 200) jobs are enqueued one at a time 50 ms apart and
 each is timed from the moment its insert has committed (``enqueue`` returned) to its first line.
+Between two samples, the floor: a job of a queue no node serves is inserted and claimed by a bare
+``fetch_jobs`` (the claim's round trip and commit, which every pickup pays), timed the same way.
 ``cpu``: ``jobs`` (default 40) pure-Python jobs of ``--job-ms`` (default 100 ms) each, run by a node
 with ``processes=2`` and ``executor="process"`` (queue limit 4 unless ``--concurrency``), against the
 same work run one job after another in this process (the sequential baseline) and by a plain
@@ -28,7 +30,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import bench_jobs
-from common import Figures, Settings, compared, fresh_app, latency_figures, rate
+from common import Figures, Settings, compared, fresh_app, latency_figures, percentile, rate
 from loading import load_without_indexes
 
 from conveyor import Conveyor, JobRequest, JobState, Workflow
@@ -45,6 +47,8 @@ LATENCY_JOBS = 200
 LATENCY_GAP = 0.050
 #: Jobs enqueued (and not counted) before the latency clock starts: statements get prepared.
 LATENCY_WARMUP = 20
+#: A queue no node serves: the latency scenario's floor claims its jobs with bare fetches.
+FLOOR_QUEUE = "latency_floor"
 CPU_JOBS = 40
 CPU_JOB_MS = 100.0
 CPU_PROCESSES = 2
@@ -303,17 +307,30 @@ async def latency(settings: Settings) -> Figures:
         running_node(base, {"default": concurrency}) as app,
     ):
         warmup = min(LATENCY_WARMUP, jobs)
+        engine = await base.engine()
+        floor: list[float] = []
         for n in range(-warmup, jobs):
             await app.enqueue(bench_jobs.mark.new(n=n))
             committed[n] = time.perf_counter()
-            await asyncio.sleep(LATENCY_GAP)
+            await asyncio.sleep(LATENCY_GAP / 2)
+            # The floor, between two samples: the claim of a job just committed, by a bare fetch
+            # (no notification, no node): what any pickup pays, whatever the machine's load.
+            await app.enqueue(bench_jobs.mark.new(n=n).with_options(queue=FLOOR_QUEUE))
+            began = time.perf_counter()
+            claimed = await engine.fetch_jobs(FLOOR_QUEUE, 1, node="floor", producer="floor")
+            if n >= 0 and claimed:
+                floor.append(time.perf_counter() - began)
+            await asyncio.sleep(LATENCY_GAP / 2)
         await written(app, warmup + jobs, timeout=30.0)
     seconds = [bench_jobs.STARTED[n] - committed[n] for n in range(jobs)]
+    figures = latency_figures(seconds)
     return {
         "jobs": jobs,
         "concurrency": concurrency,
         "gap_ms": LATENCY_GAP * 1000,
-        **latency_figures(seconds),
+        **figures,
+        **latency_figures(floor, prefix="floor_"),
+        "p50_over_floor_ms": round(figures["p50_ms"] - percentile(floor, 0.5) * 1000, 3),
         "leadership": False,
     }
 

@@ -1,7 +1,8 @@
 """CPU-bound jobs in a pool of worker processes (``executor="process"``).
 
-Worker processes are spawned, not forked: each one imports this script again to find the job
-code, so everything that starts work must sit under ``if __name__ == "__main__":``.
+Worker processes are fresh interpreters, not forks: one that gets a job defined in this script runs the
+script again (as ``__mp_main__``) to find its code, so everything that starts work must sit under
+``if __name__ == "__main__":``.
 """
 
 from __future__ import annotations
@@ -42,5 +43,5 @@ async def main() -> None:
     print(f"worker processes used: {len(pids)} (pool of 2); any in this process: {os.getpid() in pids}")
 
 
-if __name__ == "__main__":  # required: spawned worker processes import this file again
+if __name__ == "__main__":  # required: a worker process runs this file again to find count_primes
     asyncio.run(main())

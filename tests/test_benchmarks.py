@@ -185,3 +185,23 @@ def test_insert_copy_and_the_memory_guards_run_and_report(dsn: str) -> None:
     assert enqueue["check"] == "enqueue-1m" and enqueue["jobs"] == 1000
     assert enqueue["growth_beyond_ids_mb"] <= enqueue["limit_mb"]
     assert soak["scenario"] == "soak" and soak["jobs_enqueued"] > 0 and "exceeded" not in soak
+
+
+def test_cpu_cold_reports_the_speedup_from_node_start(dsn: str) -> None:
+    (figures,) = run_benchmarks(dsn, "cpu-cold", "--jobs", "4", "--job-ms", "5")
+    assert figures["scenario"] == "cpu-cold" and figures["jobs"] == 4 and figures["rounds"] == 3
+    assert figures["concurrency"] == 10 and figures["pool_size"] >= 1
+    for variant in ("serial", "node", "multiprocessing"):
+        low, high = figures[f"{variant}_range"]
+        assert 0 < low <= figures[f"{variant}_s"] <= high
+    assert figures["speedup"] > 0 and len(figures["round_speedups"]) == 3
+    assert figures["multiprocessing_speedup"] > 0 and figures["node_vs_multiprocessing"] > 0
+
+
+def test_drain_nodes_runs_every_job_once_with_one_node_and_with_four(dsn: str) -> None:
+    (figures,) = run_benchmarks(dsn, "drain-nodes", "--jobs", "400", "--concurrency", "8")
+    assert figures["scenario"] == "drain-nodes" and figures["jobs"] == 400 and figures["nodes"] == 4
+    assert figures["one_node_range"][0] <= figures["one_node_jobs_per_s"] <= figures["one_node_range"][1]
+    assert figures["nodes_range"][0] <= figures["nodes_jobs_per_s"] <= figures["nodes_range"][1]
+    assert figures["ratio"] > 0
+    assert figures["double_runs"] == 0 and figures["missing"] == 0 and figures["not_completed_once"] == 0

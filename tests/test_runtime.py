@@ -4,9 +4,11 @@ end (value, error, outcome, timeout, crash, shutdown) leaves the row in the stat
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import signal
+import subprocess
 import sys
 import time
 import uuid
@@ -435,6 +437,84 @@ async def test_process_executor_survives_a_crashing_process(
     assert "worker process" in entry["error"] and "exited" in entry["error"]
     # The dead process was replaced by a new one.
     assert isinstance(after_pid, int) and after_pid not in (os.getpid(), first_pid)
+
+
+async def test_process_pool_starts_with_the_node_when_a_known_job_runs_in_a_process(
+    dsn: str, prefix: str, engine: PostgresEngine
+) -> None:
+    """No queue says ``executor="process"``, but a job the app knows does: its workers start with the
+    node (before any job is fetched), so the first process job does not wait for them."""
+    async with running(dsn, prefix, processes=2, jobs=[jobs.process_pid]) as app:
+        assert app.node is not None
+        pool = app.node.processes
+        await wait_until(lambda: len(pool._all) == 2, timeout=5, what="two workers")
+        assert all(worker.is_alive() for worker in pool._all)
+        job_id = await app.enqueue(jobs.process_pid.new())
+        await wait_for_job(engine, job_id, JobState.COMPLETED, timeout=20)
+        assert await app.get_result(job_id) in {worker.pid for worker in pool._all}
+
+
+async def test_process_pool_starts_with_the_first_job_when_nothing_asks_for_it(
+    dsn: str, prefix: str, engine: PostgresEngine
+) -> None:
+    async with running(dsn, prefix, processes=1) as app:
+        assert app.node is not None
+        assert not app.node.processes._all
+        job_id = await app.enqueue(jobs.process_pid.new())
+        await wait_for_job(engine, job_id, JobState.COMPLETED, timeout=20)
+        assert len(app.node.processes._all) == 1
+
+
+MAIN_SCRIPT = """
+import asyncio, json, os
+with open(os.environ["MARKS"], "a") as marks:
+    marks.write(f"{os.getpid()} {__name__}\\n")
+from conveyor import Conveyor, job
+from tests import runtime_jobs
+
+@job(record=True, executor="process")
+def in_main() -> int:
+    return os.getpid()
+
+def marks() -> list[str]:
+    with open(os.environ["MARKS"]) as lines:
+        return lines.read().split()
+
+async def main() -> None:
+    app = Conveyor(os.environ["DSN"], prefix=os.environ["PREFIX"], queues={"default": 2}, processes=1)
+    await app.install()
+    async with app:
+        first = await app.wait(await app.enqueue(runtime_jobs.process_pid.new()), timeout=30)
+        seen = {"node": os.getpid(), "module_job": first.result, "marks_then": marks()}
+        second = await app.wait(await app.enqueue(in_main.new()), timeout=30)
+        print(json.dumps({**seen, "main_job": second.result, "marks": marks()}))
+
+if __name__ == "__main__":
+    asyncio.run(main())
+"""
+
+
+def test_worker_processes_run_the_main_script_only_for_a_job_defined_there(
+    dsn: str, prefix: str, tmp_path: Path
+) -> None:
+    """A worker process does not import the node's main script (and what it imports) for a job of
+    another module; a job defined in the script still runs, the script loaded as ``__mp_main__``
+    without its ``if __name__ == "__main__"`` block."""
+    script, marks = tmp_path / "node_script.py", tmp_path / "marks.txt"
+    script.write_text(MAIN_SCRIPT)
+    env = {**os.environ, "MARKS": str(marks), "DSN": dsn, "PREFIX": prefix, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    node, worker = str(seen["node"]), str(seen["module_job"])
+    # The job of another module ran in a worker that had not run the script.
+    assert worker != node
+    assert seen["marks_then"] == [node, "__main__"]
+    # The job defined in the script ran in the same worker, which loaded the script for it.
+    assert str(seen["main_job"]) == worker
+    assert seen["marks"] == [node, "__main__", worker, "__mp_main__"]
 
 
 # -- shutdown -------------------------------------------------------------------------------------

@@ -53,6 +53,13 @@ def check_queue(value: Any, field: str = "queue") -> str:
     return value
 
 
+def check_queues(value: Any, field: str = "queues") -> list[str]:
+    """A collection of queue names (a single string is refused: it is not a list of its letters)."""
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ValidationError(field, value, "must be a list of queue names")
+    return [check_queue(queue, field) for queue in value]
+
+
 def check_prefix(value: Any) -> str:
     """A PostgreSQL schema name for the tables: a plain identifier, so it is safe in every statement,
     short enough that ``<prefix>.oban_insert`` and the other channel names fit PostgreSQL's 63-byte

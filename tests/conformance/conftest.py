@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -132,10 +133,11 @@ async def any_engine(unopened_engine: Engine) -> Engine:
     return unopened_engine
 
 
-@pytest.fixture
-async def node_app(engine_name: str, tmp_path: Path) -> AsyncIterator[Conveyor]:
-    """A started node (queue "default", limit 5, fast polling, no leadership) on each engine."""
-    options: dict[str, Any] = {
+@asynccontextmanager
+async def started_node(engine_name: str, tmp_path: Path, **options: Any) -> AsyncIterator[Conveyor]:
+    """A started node on a fresh installation of the engine (fast polling, no leadership, queue
+    "default" of limit 5, unless ``options`` say otherwise); stopped and cleaned up afterwards."""
+    settings: dict[str, Any] = {
         "queues": {"default": 5},
         "poll_interval": 0.1,
         "stage_interval": 0.1,
@@ -144,7 +146,7 @@ async def node_app(engine_name: str, tmp_path: Path) -> AsyncIterator[Conveyor]:
     schemas: list[str] = []
     engine = ENGINES[engine_name](tmp_path, schemas)
     await engine.open()
-    app = Conveyor(engine=engine, **options)
+    app = Conveyor(engine=engine, **(settings | options))
     try:
         await app.install()
         await app.start()
@@ -154,6 +156,13 @@ async def node_app(engine_name: str, tmp_path: Path) -> AsyncIterator[Conveyor]:
         await engine.close()
         for schema in schemas:
             release_schema(schema)
+
+
+@pytest.fixture
+async def node_app(engine_name: str, tmp_path: Path) -> AsyncIterator[Conveyor]:
+    """A started node (queue "default", limit 5, fast polling, no leadership) on each engine."""
+    async with started_node(engine_name, tmp_path) as app:
+        yield app
 
 
 @pytest.fixture

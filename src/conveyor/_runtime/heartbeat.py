@@ -16,6 +16,10 @@ from conveyor.fleet import OWN_PRODUCER, ProducerBeat
 
 log = logging.getLogger("conveyor.heartbeat")
 
+#: Looks for lost claims per ``lost_after``: a claim counts only once that old, so looking at every
+#: beat (a statement each time, on an idle node too) would find it barely sooner.
+LOST_CLAIM_LOOKS = 3
+
 
 def producer_meta(producer: Producer) -> dict[str, Any]:
     """What a producer's row says about it (``conveyor queues`` shows it): that a Conveyor node wrote
@@ -62,6 +66,8 @@ class Heartbeat(Service):
         #: When (loop time) the current unbroken run of written heartbeats began; None while the
         #: last one failed. The lifeline rescues only after a long enough run (see Lifeline).
         self.contact_since: float | None = None
+        #: When (loop time) the last look for lost claims was completed; None: never yet.
+        self._claims_looked: float | None = None
 
     def beats(self) -> list[ProducerBeat]:
         return [ProducerBeat(p.uuid, p.queue, producer_meta(p)) for p in self.producers]
@@ -99,7 +105,10 @@ class Heartbeat(Service):
             for producer in self.producers:
                 for job_id in [j for j in producer.running if j in gone]:
                     producer.cancel_job(job_id, "cancelled (the job is no longer executing)")
-        await self.give_back_lost_claims()
+        if self._claims_looked is None or (
+            self.clock.monotonic() - self._claims_looked >= self.lost_after / LOST_CLAIM_LOOKS
+        ):
+            await self.give_back_lost_claims()
 
     async def give_back_lost_claims(self) -> None:
         """Release jobs claimed for our producers that none of them runs: the claim committed but
@@ -117,6 +126,7 @@ class Heartbeat(Service):
         lost = [(job_id, attempt) for job_id, attempt in claimed if job_id not in ours]
         if any(p.fetching for p in settled):  # a fetch began while we asked: try again next time
             return
+        self._claims_looked = self.clock.monotonic()
         if lost:
             released = await self.engine.release_jobs(lost)
             if released:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +16,7 @@ from conveyor._runtime.duties import CronScheduler, LeaderDuty, Lifeline, Pruner
 from conveyor._runtime.heartbeat import Heartbeat
 from conveyor._runtime.job_link import JobLink
 from conveyor._runtime.leadership import Leadership
+from conveyor._runtime.poller import Poller
 from conveyor._runtime.process_pool import ProcessPool
 from conveyor._runtime.producer import Producer
 from conveyor._runtime.runner import JobRunner
@@ -22,7 +24,8 @@ from conveyor._runtime.signals import addressed_to, limits_from_signal
 from conveyor._runtime.stager import Stager
 from conveyor._runtime.sweeper import Sweeper
 from conveyor.acks import Ack
-from conveyor.cron import CronEntry
+from conveyor.cron import CronEntry, definitions_in
+from conveyor.definition import ExecutorKind
 from conveyor.engine.base import Engine
 from conveyor.inbox import AWAITING
 from conveyor.queue_settings import QueueSettings, fetch_limits
@@ -40,7 +43,8 @@ class Stoppable(Protocol):
 
 
 class Node:
-    """Producers (one per queue), the runner and its pools, the acker, the stager and the listener."""
+    """Producers (one per queue), the poller that wakes them, the runner and its pools, the acker,
+    the stager and the listener."""
 
     def __init__(
         self,
@@ -61,6 +65,7 @@ class Node:
         self._thread_count = settings.thread_count
         self.threads = ThreadPoolExecutor(self._thread_count, thread_name_prefix="conveyor-job")
         self.processes = ProcessPool(settings.processes)
+        self.resolver = resolver
         self.runner = JobRunner(
             resolver, telemetry, threads=self.threads, processes=self.processes, clock=clock, app=app
         )
@@ -79,6 +84,10 @@ class Node:
             clock=clock,
         )
         self.producers: dict[str, Producer] = {q.name: self._producer(q) for q in settings.queues}
+        # One poll for every queue, waking the producers of those with jobs waiting.
+        self.poller = Poller(
+            engine, lambda: list(self.producers.values()), interval=settings.poll_interval, clock=clock
+        )
         # A global limit counts executing rows, so this node's finished jobs free their slots only
         # once their acks are written: wake the producers a cap stopped right then.
         self.acker.hooks.append(self._wake_capped_producers)
@@ -148,8 +157,9 @@ class Node:
     async def start(self) -> None:
         if self.started:
             return
-        if any(q.executor == "process" for q in self.settings.queues):
-            await self.processes.start()
+        process_jobs = self._process_job_modules()
+        if process_jobs is not None:
+            await self.processes.start(preload=process_jobs)
         else:
             await self.processes.start_lazily()
         await self.acker.start()
@@ -164,6 +174,7 @@ class Node:
         await self.heartbeat.start()
         for producer in self.producers.values():
             await producer.start()
+        await self.poller.start()
         await self.stager.start()
         if self.settings.leadership:
             await self.leadership.tick()  # know at once whether we lead
@@ -175,6 +186,24 @@ class Node:
             "node.start", node=self.name, name=self.settings.name, queues=list(self.producers)
         )
         log.info("node %s started with queues %s", self.name, ", ".join(self.producers) or "(none)")
+
+    def _process_job_modules(self) -> list[str] | None:
+        """When this node will run process jobs (a queue's executor is ``process``, or a job it
+        knows, by ``jobs=`` or in the modules of ``imports``, runs in a process): the modules those
+        jobs live in, for the pool's processes to import while the node starts. None otherwise:
+        the pool starts with the first process job."""
+        modules = [importlib.import_module(module) for module in self.settings.imports]
+        known = [*self.resolver.definitions(), *definitions_in(modules)]
+        process_queues = {q.name for q in self.settings.queues if q.executor is ExecutorKind.PROCESS}
+        wanted = [
+            d
+            for d in known
+            if d.executor is ExecutorKind.PROCESS
+            or (d.executor is ExecutorKind.AUTO and d.defaults.get("queue", "default") in process_queues)
+        ]
+        if not wanted and not process_queues:
+            return None
+        return [m for m in (getattr(d.target, "__module__", None) for d in wanted) if isinstance(m, str)]
 
     def abandon(self) -> None:
         """The node's event loop is gone (it was never stopped): its tasks died with the loop, so
@@ -196,6 +225,7 @@ class Node:
             await duty.stop()
         await self.leadership.stop()
         await self.stager.stop()
+        await self.poller.stop()
         await asyncio.gather(*(p.stop() for p in self.producers.values()))
         deadline = asyncio.get_running_loop().time() + grace
         leftovers: list[tuple[int, int]] = []

@@ -1,8 +1,11 @@
 """A pool of worker processes for CPU-bound jobs, one job per process at a time.
 
 Unlike ``concurrent.futures.ProcessPoolExecutor``, a process that dies (crash, kill, timeout) fails
-only the job it was running; the pool replaces it and carries on. Processes are spawned, never
-forked, because the parent runs threads and database connections that a fork would copy.
+only the job it was running; the pool replaces it and carries on. Each worker is a fresh interpreter
+(``process_worker``), never a fork of the node, because the node runs threads and database
+connections that a fork would copy. Workers are started all at once and import what they need
+while the node goes on starting; unlike ``multiprocessing``'s spawn they do not run the node's main
+script unless a job defined there needs it.
 """
 
 from __future__ import annotations
@@ -12,20 +15,14 @@ import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
-import time
-import traceback
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from multiprocessing.process import BaseProcess
 from typing import Any
 
-from conveyor.context import JobContext
-from conveyor.errors import ConveyorError
+from conveyor._runtime.process_worker import MainModule, main_module
 from conveyor.job import Job
-from conveyor.outcomes import Outcome
-
-#: Seconds between two progress reports a worker process sends its parent.
-PROGRESS_SPACING = 0.05
 
 
 class WorkerProcessDied(Exception):
@@ -43,109 +40,93 @@ class RemoteError(Exception):
         return self.description
 
 
-def _serve(conn: multiprocessing.connection.Connection) -> None:
-    """The worker process's loop: receive (worker name, job), run it, send the result back."""
-    from conveyor._resolver import Resolver
-    from conveyor._runtime.invoke import call_blocking
-
-    resolver = Resolver()
-    while True:
-        try:
-            message = conn.recv()
-        except EOFError:
-            return
-        worker_name, job = message
-        link = _PipeLink(conn)
-        try:
-            definition = resolver.resolve(worker_name)
-            value = call_blocking(definition, JobContext(job, link=link))
-            reply: tuple[str, Any] = ("ok", value)
-        except Outcome as outcome:
-            reply = ("outcome", outcome)
-        except BaseException as exc:
-            reply = ("error", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-        try:
-            link.flush()
-            conn.send(reply)
-        except Exception as exc:  # an unpicklable result is the job's error, not the pool's
-            conn.send(("error", (f"result could not be sent back: {exc!r}", traceback.format_exc())))
-
-
-class _PipeLink:
-    """A job's link in a worker process: its progress goes to the parent over the pipe (at most
-    every ``PROGRESS_SPACING`` seconds, and once more before the result), where the node writes it.
-    Waiting for signals needs the node: ``receive`` refuses, ``wait_for_signal`` works."""
-
-    def __init__(self, conn: multiprocessing.connection.Connection) -> None:
-        self._conn = conn
-        self._sent_at = 0.0
-        self._pending: JobContext | None = None
-
-    def progress_changed(self, context: JobContext) -> None:
-        now = time.monotonic()
-        if now - self._sent_at >= PROGRESS_SPACING:
-            self._sent_at = now
-            self._pending = None
-            self._conn.send(("progress", context.progress.snapshot()[1]))
-        else:
-            self._pending = context
-
-    def flush(self) -> None:
-        if self._pending is not None:
-            self._conn.send(("progress", self._pending.progress.snapshot()[1]))
-            self._pending = None
-
-    async def receive(self, context: JobContext, timeout: float | None) -> dict[str, Any]:
-        raise ConveyorError("receive() cannot wait in a worker process; use wait_for_signal")
-
-    def run_on_loop(self, work: Any) -> Any:
-        work.close()
-        raise ConveyorError("receive_sync() cannot wait in a worker process; use wait_for_signal_sync")
-
-
 class _Worker:
-    def __init__(self, context: multiprocessing.context.SpawnContext) -> None:
-        parent, child = context.Pipe()
+    """One worker process and the node's end of its connection (a socket pair)."""
+
+    def __init__(self, main: MainModule, preload: Sequence[str]) -> None:
+        parent, child = multiprocessing.Pipe()
         self.conn = parent
-        self.process: BaseProcess = context.Process(target=_serve, args=(child,), daemon=True)
-        self.process.start()
-        child.close()
+        fd = child.fileno()
+        # The node's sys.path comes first, so the worker finds Conveyor and the job modules where
+        # the node found them (a script's folder, a path added at run time).
+        code = (
+            f"import sys; sys.path[:] = {sys.path!r}; "
+            "from conveyor._runtime.process_worker import serve; "
+            f"serve({fd}, {main!r}, {list(preload)!r})"
+        )
+        try:
+            self.process = subprocess.Popen([sys.executable, "-c", code], pass_fds=(fd,))
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        #: Readable when the process has exited (Linux); elsewhere its end of the pipe closing says so.
+        self.sentinel: int | None = None
+        with contextlib.suppress(AttributeError, OSError):
+            self.sentinel = os.pidfd_open(self.process.pid)
         self.job_id: int | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def is_alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.kill()
+
+    def exitcode(self, wait: float) -> int | None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(wait)
+        return self.process.returncode
 
     def stop(self) -> None:
         with contextlib.suppress(Exception):
             self.conn.close()
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(timeout=5)
+        self.kill()
+        self.exitcode(wait=5)
+        if self.sentinel is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.sentinel)
+            self.sentinel = None
 
 
 class ProcessPool:
-    """``size`` spawned processes that run jobs by worker name."""
+    """``size`` worker processes that run jobs by worker name."""
 
     def __init__(self, size: int | None = None) -> None:
         self.size = size or os.cpu_count() or 1
-        self._context = multiprocessing.get_context("spawn")
         self._idle: asyncio.Queue[_Worker] | None = None
         self._busy: dict[int, _Worker] = {}
         self._all: set[_Worker] = set()
         self._stopped = False
         self._lazy = False
         self._spawning: asyncio.Lock | None = None
+        self._main: MainModule = None
+        self._preload: list[str] = []
 
-    async def start(self) -> None:
-        """Spawn every process now (a CPU-bound queue wants them warm)."""
-        self._idle = asyncio.Queue()
+    async def start(self, preload: Sequence[str] = ()) -> None:
+        """Start every process now (a CPU-bound queue wants them warm); each imports the modules
+        ``preload`` names (those of the node's process jobs) before its first job arrives."""
+        self._prepare(preload)
         self._lazy = False
         await asyncio.gather(*(self._add_worker() for _ in range(self.size)))
 
     async def start_lazily(self) -> None:
-        """Spawn the processes on the first job that needs them."""
-        self._idle = asyncio.Queue()
+        """Start the processes on the first job that needs them."""
+        self._prepare(())
         self._lazy = True
 
+    def _prepare(self, preload: Sequence[str]) -> None:
+        self._idle = asyncio.Queue()
+        self._main = main_module()
+        self._preload = list(dict.fromkeys(preload))
+
     async def _add_worker(self) -> None:
-        worker = await asyncio.to_thread(_Worker, self._context)
+        worker = await asyncio.to_thread(_Worker, self._main, self._preload)
         self._all.add(worker)
         assert self._idle is not None
         self._idle.put_nowait(worker)
@@ -167,7 +148,7 @@ class ProcessPool:
         worker = self._busy.get(job_id)
         if worker is None:
             return False
-        worker.process.kill()
+        worker.kill()
         return True
 
     async def run(
@@ -202,7 +183,7 @@ class ProcessPool:
         finally:
             self._busy.pop(job.id, None)
             worker.job_id = None
-            if replace or not worker.process.is_alive():
+            if replace or not worker.is_alive():
                 self._all.discard(worker)
                 await asyncio.to_thread(worker.stop)
                 if not self._stopped:
@@ -223,7 +204,9 @@ class ProcessPool:
             if not done.done():
                 done.set_result(None)
 
-        fds = (worker.conn.fileno(), worker.process.sentinel)
+        fds = [worker.conn.fileno()]
+        if worker.sentinel is not None:
+            fds.append(worker.sentinel)
         for fd in fds:
             loop.add_reader(fd, ready)
         try:
@@ -235,9 +218,7 @@ class ProcessPool:
             try:
                 reply: tuple[str, Any] = worker.conn.recv()
                 return reply
-            except EOFError:
+            except (EOFError, OSError):
                 pass
-        worker.process.join(timeout=1)
-        raise WorkerProcessDied(
-            f"worker process {worker.process.pid} exited with code {worker.process.exitcode}"
-        )
+        code = worker.exitcode(wait=1)
+        raise WorkerProcessDied(f"worker process {worker.pid} exited with code {code}")

@@ -36,7 +36,8 @@ class RunningJob:
 
 
 class Producer(Service):
-    """Fetches demand-limited batches for one queue; notifications and finished jobs wake it."""
+    """Fetches demand-limited batches for one queue when woken: by a notification, a finished job,
+    or the node's one poll for all its queues (``poller.py``). It does not poll by itself."""
 
     def __init__(
         self,
@@ -53,7 +54,8 @@ class Producer(Service):
         limits: FetchLimits = NO_LIMITS,
         link: JobLink | None = None,
     ) -> None:
-        super().__init__(poll_interval, clock)
+        super().__init__(None, clock)
+        self.poll_interval = poll_interval
         #: The node's side of progress and signals (None: jobs run without them, as in some tests).
         self.link = link
         self.name = f"producer:{queue}"
@@ -131,7 +133,7 @@ class Producer(Service):
         if self._retry_timer is not None:
             return
         rate = self.limits.rate
-        delay = min(self.interval or CAPPED_RETRY, rate.spacing if rate else CAPPED_RETRY)
+        delay = min(self.poll_interval, rate.spacing if rate else CAPPED_RETRY)
 
         def retry() -> None:
             self._retry_timer = None

@@ -326,6 +326,13 @@ class Engine(Protocol):
         staged (``{}`` for none) and notify "insert" once per queue among them, waking those
         queues' producers on every node."""
 
+    async def waiting_queues(self, queues: Sequence[str]) -> set[str]:
+        """Which of ``queues`` hold jobs a fetch could claim now (available, attempts left): a
+        node's one poll for all its queues (``_runtime/poller.py``). A read: it changes nothing,
+        and costs about one index probe per queue whatever the size of the table. Jobs inserted by
+        any client, notified or not, are seen. A string instead of a list of names, or an invalid
+        name, is refused with a ValidationError."""
+
     # -- notifications -----------------------------------------------------------------------
     async def notify(self, name: str, payload: dict[str, Any]) -> None:
         """Send ``payload`` (a JSON object) on the logical channel ``name`` ("insert", "signal",

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+from conveyor._options import check_queues
 from conveyor.engine import _payloads as payloads
 from conveyor.engine.base import NotificationHandler
 from conveyor.engine.postgres import faults, foreign
@@ -62,6 +63,15 @@ class PostgresEngine(PostgresJobs, PostgresHotPath, PostgresCluster, PostgresRel
         hold: Sequence[int] = (),
     ) -> list[int]:
         return self._inserter.insert_sync(foreign.sync_driver_connection(conn), requests, now, hold)
+
+    # -- polling -----------------------------------------------------------------------------
+    async def waiting_queues(self, queues: Sequence[str]) -> set[str]:
+        names = check_queues(queues)
+        if not names:
+            return set()
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self.sql["waiting_queues"].encode(), {"queues": names})
+            return {row[0] for row in await cur.fetchall()}
 
     # -- notifications -----------------------------------------------------------------------
     async def notify(self, name: str, payload: dict[str, Any]) -> None:

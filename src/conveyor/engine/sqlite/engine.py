@@ -21,9 +21,13 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+import orjson
+
+from conveyor._options import check_queues
 from conveyor.engine.base import NotificationHandler
 from conveyor.engine.sqlite import foreign, inserter
 from conveyor.engine.sqlite.cluster import SqliteCluster
+from conveyor.engine.sqlite.core import FILES
 from conveyor.engine.sqlite.database import Tx, is_transient
 from conveyor.engine.sqlite.hot_path import SqliteHotPath
 from conveyor.engine.sqlite.jobs import SqliteJobs
@@ -102,6 +106,16 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay, Sqlite
         with foreign.atomic_sync(driver):
             inserted = inserter.run_sync(driver, steps)
         return inserted.ids
+
+    # -- polling -----------------------------------------------------------------------------
+    async def waiting_queues(self, queues: Sequence[str]) -> set[str]:
+        names = check_queues(queues)
+        if not names:
+            return set()
+        params = {"queues": orjson.dumps(names).decode()}
+        statement = FILES["waiting_queues"]
+        rows = await self.database.read(lambda conn: conn.execute(statement, params).fetchall())
+        return {row[0] for row in rows}
 
     # -- notifications -----------------------------------------------------------------------
     async def notify(self, name: str, payload: dict[str, Any]) -> None:
