@@ -1,9 +1,11 @@
 # Entry points: the test suite, the demo, the benchmarks.
-.PHONY: test demo bench
+.PHONY: test demo bench bench-guards
 
 PYTHON ?= .venv/bin/python
 # Extra arguments for the benchmarks, e.g. make bench BENCH_ARGS="--json --jobs 20000"
 BENCH_ARGS ?=
+# Minutes of the soak that bench-guards runs (make bench-guards SOAK_MINUTES=5 for a short one).
+SOAK_MINUTES ?= 30
 
 test:
 	bash scripts/test.sh
@@ -15,3 +17,10 @@ demo:
 bench:
 	bash scripts/ensure-postgres.sh
 	$(PYTHON) benchmarks/run.py all $(BENCH_ARGS)
+
+# The memory guards (benchmarks/memory.py): a node at c=1,000, enqueue_many of 1M, then the soak.
+# Each exits non-zero, saying which limit it exceeded.
+bench-guards:
+	bash scripts/ensure-postgres.sh
+	$(PYTHON) benchmarks/run.py memory $(BENCH_ARGS)
+	$(PYTHON) benchmarks/run.py soak --minutes $(SOAK_MINUTES) $(BENCH_ARGS)

@@ -50,6 +50,8 @@ class Settings:
     job_ms: float | None = None
     #: ``drain-history``: completed jobs in the table before the drain (None: its default).
     history: int | None = None
+    #: ``soak``: minutes to run (None: its default).
+    minutes: float | None = None
 
     def job_count(self, default: int) -> int:
         return self.jobs if self.jobs is not None else default

@@ -21,6 +21,8 @@ from cpu_cold import cpu_cold
 from floor import drain_floor
 from idle import idle
 from insert import insert_asyncpg, insert_bulk, insert_single, insert_unique, insert_unique_bulk
+from insert_copy import insert_copy
+from memory import memory, soak
 from nodes import drain_nodes
 from relay import relay, wait_many
 from runtime import (
@@ -43,6 +45,7 @@ from dashboard import dashboard
 #: Every scenario, by the name the command line uses. Order is the order ``all`` runs them in.
 SCENARIOS: dict[str, Scenario] = {
     "insert-bulk": insert_bulk,
+    "insert-copy": insert_copy,
     "insert-single": insert_single,
     "insert-unique": insert_unique,
     "insert-unique-bulk": insert_unique_bulk,
@@ -67,7 +70,11 @@ SCENARIOS: dict[str, Scenario] = {
     "stats-write-cost": stats_write_cost,
     "telemetry": telemetry,
     "dashboard": dashboard,
+    "memory": memory,
+    "soak": soak,
 }
+#: Scenarios ``all`` leaves out: they run for as long as they are told (``make bench-guards``).
+NOT_IN_ALL = ("soak",)
 #: Engines the scenarios can run on (``common.fresh_app`` opens them).
 ENGINES = ("postgres", "sqlite")
 
@@ -93,11 +100,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         help="drain-history, stats, large-tables: completed jobs beforehand",
     )
+    parser.add_argument("--minutes", type=float, default=None, help="soak: minutes to run (default 30)")
     parser.add_argument("--json", action="store_true", help="one JSON object per scenario per line")
     args = parser.parse_args(argv)
     names: list[str] = []
     for name in args.scenarios:
-        chosen = list(SCENARIOS) if name == "all" else [name]
+        chosen = [s for s in SCENARIOS if s not in NOT_IN_ALL] if name == "all" else [name]
         for one in chosen:
             if one not in SCENARIOS:
                 parser.error(f"unknown scenario {one!r}; choose from all, {', '.join(SCENARIOS)}")
@@ -112,6 +120,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--job-ms must be positive")
     if args.history is not None and args.history < 0:
         parser.error("--history must be at least 0")
+    if args.minutes is not None and args.minutes <= 0:
+        parser.error("--minutes must be positive")
     return args
 
 
@@ -130,6 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         concurrency=args.concurrency,
         job_ms=args.job_ms,
         history=args.history,
+        minutes=args.minutes,
     )
     failed = 0
     for name in args.scenarios:
@@ -145,6 +156,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print_json(figures)
             else:
                 print_table(figures)
+            # A guard's limit (the memory scenarios): the figures are shown, then the failure.
+            if figures.get("exceeded"):
+                failed += 1
+                print(f"scenario {name}: LIMIT EXCEEDED: {figures['exceeded']}", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -197,6 +197,20 @@ def test_the_floor_script_is_the_engine_fetch_and_ack_of_this_checkout() -> None
     assert done.returncode == 0, done.stderr
 
 
+def test_insert_copy_and_the_memory_guards_run_and_report(dsn: str) -> None:
+    """``insert-copy`` measures both sides; the guards measure, check their limits (exit 0: none
+    exceeded at these sizes) and report each check."""
+    results = run_benchmarks(dsn, "insert-copy", "memory", "soak", "--jobs", "1000", "--minutes", "0.1")
+    copy, node, enqueue, soak = results
+    assert copy["scenario"] == "insert-copy" and copy["jobs"] == 1000
+    assert copy["jobs_per_s"] > 0 and copy["copy_jobs_per_s"] > 0 and copy["ratio"] > 0
+    assert node["check"] == "node-c1000" and node["most_executing_rows"] >= 900
+    assert 0 < node["peak_rss_mb"] <= node["limit_mb"]
+    assert enqueue["check"] == "enqueue-1m" and enqueue["jobs"] == 1000
+    assert enqueue["growth_beyond_ids_mb"] <= enqueue["limit_mb"]
+    assert soak["scenario"] == "soak" and soak["jobs_enqueued"] > 0 and "exceeded" not in soak
+
+
 def test_cpu_cold_reports_the_speedup_from_node_start(dsn: str) -> None:
     (figures,) = run_benchmarks(dsn, "cpu-cold", "--jobs", "4", "--job-ms", "5")
     assert figures["scenario"] == "cpu-cold" and figures["jobs"] == 4 and figures["rounds"] == 3

@@ -687,3 +687,11 @@ async def test_ack_keeps_its_primary_key_plan_on_jsonb_arrays(elixir_engine: Pos
             await conn.execute(b"DEALLOCATE elixir_ack", prepare=False)
     assert "Seq Scan" not in plan and "Bitmap" not in plan, plan
     assert "Index Scan using oban_jobs_pkey" in plan, plan
+
+
+async def test_copy_speaks_text_to_a_table_elixir_made(elixir_engine: PostgresEngine, dsn: str) -> None:
+    """Binary COPY names each column's type (``smallint``, ``text[]``, ...): on Elixir's column types
+    (integer priority, varchar[] tags) the COPY path keeps the text format, in which the server
+    converts each value to the column's own type."""
+    (clock, binary_layout) = one(dsn, elixir_engine.sql["insert_clock"], {"now": None})
+    assert clock is not None and binary_layout is False

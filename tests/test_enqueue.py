@@ -11,8 +11,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from conveyor import Conveyor, JobRequest, JobState, job, worker
-from conveyor.engine.postgres import schema
+from conveyor import Conveyor, JobRequest, JobState, ValidationError, job, worker
+from conveyor.engine.postgres import PostgresEngine, schema
 from tests.helpers import CHUNK, count_jobs, fetch_rows, insert_channel, listening, listening_sync
 
 T0 = datetime(2031, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)
@@ -321,3 +321,57 @@ def test_sync_twins(dsn: str, prefix: str) -> None:
         assert found.scheduled_at == T0 + timedelta(seconds=30)
     finally:
         app.close_sync()
+
+
+async def test_copy_speaks_binary_to_a_table_conveyor_made(app: Conveyor, dsn: str) -> None:
+    """The COPY path sends rows in the binary format (the server ingests it faster) when the table
+    has the column types of Conveyor's migrations: what the rows above went through."""
+    engine = await app.engine()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(engine.sql["insert_clock"].encode(), {"now": None}).fetchone()  # type: ignore[attr-defined]
+    assert row is not None and row[1] is True
+
+
+@pytest.mark.parametrize("unique_at", [0, 499, 500, 1_700, 6_999])
+async def test_copy_hands_a_unique_request_anywhere_in_the_stream_to_a_statement(
+    app: Conveyor, dsn: str, prefix: str, unique_at: int
+) -> None:
+    """COPY goes in chunks that grow, the next formatted while the current one is written; a unique
+    request stops whichever chunk meets it, wherever it falls. Every job is stored once, in order."""
+    requests = [JobRequest("tests.bulk", args={"n": n}) for n in range(9_000)]
+    requests.insert(unique_at, JobRequest("tests.bulk", args={"unique": True}, unique={"period": None}))
+    ids = await app.enqueue_many(iter(requests))
+    assert len(ids) == len(requests) == len(set(ids)) and ids == sorted(ids)
+    assert not any(i.conflict for i in ids)
+    stored = {row["id"]: row["args"] for row in fetch_rows(dsn, prefix)}
+    assert [stored[i] for i in ids] == [dict(r.args) for r in requests]
+
+
+async def test_a_bad_item_deep_in_a_copy_stream_writes_nothing(app: Conveyor, dsn: str, prefix: str) -> None:
+    """An item that is not a request, met while an earlier chunk is being written: refused naming
+    it, and the chunks already written are rolled back with the rest."""
+
+    def stream() -> Iterator[Any]:
+        for n in range(3_000):
+            yield JobRequest("tests.bulk", args={"n": n})
+        yield "not a request"
+
+    with pytest.raises(ValidationError, match="not a request"):
+        await app.enqueue_many(stream())
+    assert count_jobs(dsn, prefix) == 0
+
+
+async def test_copy_reserves_ids_in_line_when_the_pool_has_no_second_connection(
+    dsn: str, prefix: str, app: Conveyor
+) -> None:
+    """The next chunk's ids are reserved on a second connection of the pool while a COPY ends; a
+    pool of one has none to give, and the insert reserves on its own connection instead."""
+    engine = PostgresEngine(dsn, prefix=prefix, min_connections=1, max_connections=1)
+    await engine.open()
+    try:
+        ids = await engine.insert(JobRequest("tests.bulk", args={"n": n}) for n in range(7_000))
+    finally:
+        await engine.close()
+    assert len(set(ids)) == 7_000 and ids == sorted(ids)
+    stored = {row["id"]: row["args"]["n"] for row in fetch_rows(dsn, prefix)}
+    assert [stored[i] for i in ids] == list(range(7_000))

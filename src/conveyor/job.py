@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 
 class JobId(int):
@@ -31,10 +31,17 @@ class ExistingJobId(JobId):
 
 
 def job_ids(ids: list[int]) -> list[JobId]:
-    """``ids`` as ``JobId`` values, keeping those that are one already (conflicts)."""
-    if all(type(i) is int for i in ids):
+    """``ids`` as ``JobId`` values, keeping those that are one already (conflicts, and the ids an
+    engine made ``JobId`` values itself while it waited on the database)."""
+    kinds = set(map(type, ids))
+    if kinds <= _JOB_ID_TYPES:
+        return cast(list[JobId], ids)
+    if kinds == {int}:
         return list(map(JobId, ids))
     return [i if isinstance(i, JobId) else JobId(i) for i in ids]
+
+
+_JOB_ID_TYPES = frozenset({JobId, ExistingJobId})
 
 
 class JobState(enum.StrEnum):

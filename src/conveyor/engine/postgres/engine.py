@@ -52,7 +52,7 @@ class PostgresEngine(PostgresJobs, PostgresHotPath, PostgresCluster, PostgresRel
             driver = await foreign.async_driver_connection(conn)
             return await self._inserter.insert(driver, requests, now, hold)
         async with self.pool.connection() as own:
-            return await self._inserter.insert(own, requests, now, hold)
+            return await self._inserter.insert(own, requests, now, hold, side=self.pool)
 
     def insert_sync(
         self,

@@ -5,15 +5,18 @@ Two ways in, chosen per call by its size:
 * Fewer than ``COPY_THRESHOLD`` jobs: ``insert_jobs.sql``, one statement per chunk of a JSON array.
   A single job (or a small batch) is one round trip, atomic by itself.
 * Larger batches: COPY, which PostgreSQL ingests much faster than it decodes and inserts JSON.
-  ``insert_clock.sql`` reads the insert clock once; then per chunk of ``COPY_CHUNK`` jobs the rows
-  are formatted (``rows.CopyRows``, with the state and times ``insert_jobs.sql`` would give them),
-  ``insert_reserve.sql`` reserves their ids from the table's sequence (so they are returned in input
-  order) and ``insert_copy.sql`` streams them. The next chunk is pulled from the caller's iterable
-  and formatted while the server still ingests the current one, so the two processes overlap.
-  ``insert_notify.sql`` finally notifies the queues that gained available jobs. COPY's text format
-  is used, not the binary one (which the server parses about 15% faster): text lets the server
-  convert each value to the column's own type, so a table that Elixir Oban created (``integer``
-  priority, ``varchar[]`` tags) takes the same rows.
+  ``insert_clock.sql`` reads the insert clock once, and whether the table has the column types of
+  Conveyor's migrations: then rows go in COPY's binary format (``copy_rows.BinaryRows``, which the
+  server ingests about 13% faster), else in its text format (``copy_rows.TextRows``: a table Elixir
+  Oban created, ``integer`` priority, ``varchar[]`` tags, where the server converts each value to
+  the column's own type). Rows get the state and times ``insert_jobs.sql`` would give them.
+  Per chunk, ``insert_reserve.sql`` reserves their ids from the table's sequence (so they are
+  returned in input order) and ``insert_copy.sql`` streams them. Chunks grow from
+  ``FIRST_COPY_CHUNK`` to ``COPY_CHUNK`` jobs; the next chunk is pulled from the caller's iterable
+  and formatted a slice between the blocks of the current one (``Lookahead``), so the server
+  ingests while Python formats, and its ids are reserved on a second connection of the pool while
+  the current COPY ends (``SideConnection``; on a caller's connection, in line).
+  ``insert_notify.sql`` finally notifies the queues that gained available jobs.
 
 Either way all chunks run in one transaction (or a savepoint inside the caller's), so a batch is
 atomic, and memory stays bounded by a chunk on both sides.
@@ -25,6 +28,7 @@ inserter's; ``run_async`` drives them on an async connection (the pool's or a ca
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import itertools
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
@@ -35,21 +39,21 @@ from typing import Any
 
 import psycopg
 from psycopg.rows import tuple_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.postgres import foreign
 from conveyor.engine.postgres.asyncpg_session import AsyncpgSession
+from conveyor.engine.postgres.copy_rows import CopyRows, Pushback, copy_rows
 from conveyor.engine.postgres.rows import (
     NOT_A_REQUEST,
-    CopyRows,
-    Pushback,
     naive_utc,
     records_json,
     request_record,
     take_requests,
 )
 from conveyor.errors import ValidationError
-from conveyor.job import ExistingJobId
+from conveyor.job import ExistingJobId, JobId
 from conveyor.request import JobRequest
 
 #: Jobs per ``insert_jobs.sql`` statement: large enough to amortise round trips, small enough that a
@@ -58,10 +62,13 @@ INSERT_CHUNK = 5_000
 #: From this many jobs in one call on, COPY is used: below it the extra round trips (transaction,
 #: clock, id reservation, COPY start and end, notify) cost more than skipping JSON saves.
 COPY_THRESHOLD = 200
-#: Jobs per COPY: rows are held in memory and ids reserved a chunk at a time.
+#: Jobs per COPY at most: rows are held in memory and ids reserved a chunk at a time.
 COPY_CHUNK = 5_000
-#: Rows per write into a COPY (about 80 KB: psycopg splits writes over 128 KB into copies).
-COPY_WRITE_ROWS = 500
+#: Jobs of the first COPY: formatted before the server has anything to do, so kept small. Each
+#: next COPY is ``COPY_GROWTH`` times larger (up to ``COPY_CHUNK``); the next chunk is formatted while
+#: the server ingests the current one, and formatting is about twice as fast as ingesting.
+FIRST_COPY_CHUNK = 500
+COPY_GROWTH = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,12 +88,15 @@ class Execute:
 @dataclass(frozen=True, slots=True)
 class CopyIn:
     """Stream ``blocks`` into ``COPY query``. ``meanwhile`` runs once they are written, before the
-    COPY ends (so the next chunk is prepared while the server still ingests this one); the driver
-    sends back what it returns."""
+    COPY ends (so the next chunk is prepared while the server still ingests this one). ``ahead``
+    may name, from what ``meanwhile`` returned, a statement that a driver with a second connection
+    runs there while the COPY ends. The driver sends back ``(meanwhile's result, the rows of that
+    statement or None when it did not run it)``."""
 
     query: bytes
     blocks: Iterator[bytes]
     meanwhile: Callable[[], Any]
+    ahead: Callable[[Any], Execute | None]
 
 
 Step = Atomic | Execute | CopyIn
@@ -109,6 +119,7 @@ class Inserter:
         self._clock = sql["insert_clock"].encode()
         self._reserve = sql["insert_reserve"].encode()
         self._copy = sql["insert_copy"].encode()
+        self._copy_binary = sql.compose("insert_copy_binary", insert_copy="insert_copy").encode()
         self._notify = sql["insert_notify"].encode()
         self._unique_statement = sql.compose(
             "insert_unique_jobs", unique_predicate="unique_predicate"
@@ -123,8 +134,12 @@ class Inserter:
         requests: Iterable[JobRequest],
         now: datetime | None,
         hold: Sequence[int] = (),
+        side: AsyncConnectionPool | None = None,
     ) -> list[int]:
-        return await run_async(conn, self.steps(requests, now, copy=_copy_capable(conn), hold=hold))
+        """``side``: a pool a second connection may be taken from, to reserve ids there while COPY
+        runs on ``conn`` (see ``SideConnection``)."""
+        steps = self.steps(requests, now, copy=_copy_capable(conn), hold=hold)
+        return await run_async(conn, steps, side)
 
     def insert_sync(
         self,
@@ -197,25 +212,23 @@ class Inserter:
         return ids
 
     def _copy_steps(self, source: Pushback, now: datetime | None) -> Steps:
-        clock: datetime = _first((yield Execute(self._clock, {"now": now})))
-        formatter = CopyRows(clock)
+        clock, binary = (yield Execute(self._clock, {"now": now}))[0]
+        formatter = copy_rows(clock, binary=binary)
+        statement = self._copy_binary if binary else self._copy
         claims = UniqueClaims()
         ids: list[int] = []
-        rows = formatter.take(source, COPY_CHUNK)
+        size = FIRST_COPY_CHUNK
+        rows = formatter.take(source, size)
+        reserved: list[int] | None = None  # the ids of ``rows``, when reserved ahead
         while True:
             if rows:
-                chunk_ids: list[int] = _first(
-                    (yield Execute(self._reserve, {"count": len(rows)}, binary=True))
-                )
-                blocks = (
-                    formatter.with_ids(
-                        rows[start : start + COPY_WRITE_ROWS], chunk_ids[start : start + COPY_WRITE_ROWS]
-                    )
-                    for start in range(0, len(rows), COPY_WRITE_ROWS)
-                )
-                next_rows = functools.partial(formatter.take, source, COPY_CHUNK)
-                ids += chunk_ids
-                rows = yield CopyIn(self._copy, blocks, next_rows)
+                chunk_ids = reserved if reserved is not None else _first((yield self._reservation(rows)))
+                size = min(COPY_CHUNK, size * COPY_GROWTH)
+                upcoming = Lookahead(formatter, source, size, blocks=-(-len(rows) // formatter.block_rows))
+                blocks = upcoming.between(formatter.blocks(rows, chunk_ids))
+                finish = functools.partial(upcoming.finish, ids, chunk_ids)
+                rows, ahead = yield CopyIn(statement, blocks, finish, self._reservation_ahead)
+                reserved = None if ahead is None else _first(ahead)
                 continue
             # Stopped before a unique request (or at the end): the unique ones that follow go
             # through a statement that can skip what conflicts, then COPY takes over again.
@@ -223,11 +236,54 @@ class Inserter:
             if not uniques:
                 break
             ids += yield from self._unique_steps(uniques, clock, claims)
-            rows = formatter.take(source, COPY_CHUNK)
+            rows = formatter.take(source, size)
         if formatter.available_queues:
             queues = sorted(formatter.available_queues)
             yield Execute(self._notify, {"channel": self._channel, "queues": queues})
         return ids
+
+    def _reservation(self, rows: list[bytes]) -> Execute:
+        """The statement reserving the ids of ``rows``."""
+        return Execute(self._reserve, {"count": len(rows)}, binary=True)
+
+    def _reservation_ahead(self, rows: list[bytes]) -> Execute | None:
+        """The statement reserving the ids of the next ``rows`` beside the COPY (None: no rows)."""
+        return self._reservation(rows) if rows else None
+
+
+class Lookahead:
+    """The rows of the next COPY, formatted a slice at a time between the blocks of the current
+    one: the server ingests a block while the next slice is formatted, so neither side waits long
+    for the other (formatting a whole chunk after writing one left the server idle meanwhile)."""
+
+    def __init__(self, formatter: CopyRows, source: Pushback, size: int, *, blocks: int) -> None:
+        self.rows: list[bytes] = []
+        self._formatter = formatter
+        self._source = source
+        self._size = size
+        self._slice = -(-size // max(1, blocks))
+        self._open = True
+
+    def between(self, blocks: Iterator[bytes]) -> Iterator[bytes]:
+        """``blocks``, with a slice of the next rows formatted after each."""
+        for block in blocks:
+            yield block
+            self._more(self._slice)
+
+    def _more(self, count: int) -> None:
+        count = min(count, self._size - len(self.rows))
+        if self._open and count > 0:
+            taken = self._formatter.take(self._source, count)
+            self.rows += taken
+            # Short: the stream ended, or a unique request is next (handed back to the source).
+            self._open = len(taken) == count
+
+    def finish(self, ids: list[int], chunk_ids: list[int]) -> list[bytes]:
+        """Once the blocks are written, before the COPY ends: the current chunk's ids join ``ids``
+        as ``JobId`` values (made while the server still ingests), and the next rows are complete."""
+        ids += map(JobId, chunk_ids)
+        self._more(self._size)
+        return self.rows
 
 
 class UniqueClaims:
@@ -317,14 +373,18 @@ def take_unique_run(source: Pushback, size: int) -> list[JobRequest]:
     return run
 
 
-async def run_async(conn: foreign.AsyncDriver, steps: Steps) -> list[int]:
+async def run_async(
+    conn: foreign.AsyncDriver, steps: Steps, side: AsyncConnectionPool | None = None
+) -> list[int]:
     """Run the steps on an async connection: psycopg's, or a caller's asyncpg one (which is never
-    asked for COPY: see ``_copy_capable``)."""
+    asked for COPY: see ``_copy_capable``). With ``side``, ``CopyIn.ahead`` statements run on a
+    second connection from it (``SideConnection``)."""
     async with AsyncExitStack() as stack:
         cur = None
         if not isinstance(conn, AsyncpgSession):
             # Server-side binding whatever the connection's cursor_factory (Django's is ClientCursor).
             cur = await stack.enter_async_context(psycopg.AsyncCursor(conn, row_factory=tuple_row))
+        second = None if side is None else SideConnection(side, stack)
         result: Any = None
         while True:
             try:
@@ -342,11 +402,63 @@ async def run_async(conn: foreign.AsyncDriver, steps: Steps) -> list[int]:
                 await cur.execute(step.query, step.params, binary=step.binary)
                 result = await cur.fetchall()
             else:
-                async with cur.copy(step.query) as copy:
-                    for block in step.blocks:
-                        await copy.write(block)
-                    result = step.meanwhile()
+                result = await _copy_in(cur, step, second)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _copy_in(
+    cur: psycopg.AsyncCursor[Any], step: CopyIn, second: SideConnection | None
+) -> tuple[Any, list[tuple[Any, ...]] | None]:
+    ahead: asyncio.Task[list[tuple[Any, ...]] | None] | None = None
+    try:
+        async with cur.copy(step.query) as copy:
+            for block in step.blocks:
+                await copy.write(block)
+            done = step.meanwhile()
+            statement = None if second is None else step.ahead(done)
+            if second is not None and statement is not None and await second.ready():
+                # While the server ingests the last blocks, and the COPY ends.
+                ahead = asyncio.create_task(second.fetch(statement))
+        return done, None if ahead is None else await ahead
+    finally:
+        if ahead is not None:
+            if not ahead.done():  # the COPY failed: its error is the one raised
+                ahead.cancel()
+                await asyncio.wait([ahead])
+            if not ahead.cancelled():
+                ahead.exception()  # retrieved, so that it is not reported again
+
+
+class SideConnection:
+    """A second connection of the pool, for the statements a COPY insert can run beside its own
+    connection: the reservation of the next chunk's ids (``nextval`` is not transactional, so ids
+    taken on any session are the insert's alone) while the current chunk's COPY ends. Taken on first
+    use if the pool has one free at once, else never (the steps then reserve on the insert's own
+    connection), and held until the insert ends."""
+
+    #: Seconds to wait for a free connection: beyond it, not worth its while.
+    WAIT = 0.005
+
+    def __init__(self, pool: AsyncConnectionPool, stack: AsyncExitStack) -> None:
+        self._pool = pool
+        self._stack = stack
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._unavailable = False
+
+    async def ready(self) -> bool:
+        """Whether there is a second connection (taking it, the first time)."""
+        if self._conn is None and not self._unavailable:
+            try:
+                self._conn = await self._stack.enter_async_context(self._pool.connection(self.WAIT))
+            except PoolTimeout:
+                self._unavailable = True
+        return self._conn is not None
+
+    async def fetch(self, step: Execute) -> list[tuple[Any, ...]]:
+        assert self._conn is not None
+        async with psycopg.AsyncCursor(self._conn, row_factory=tuple_row) as cur:
+            await cur.execute(step.query, step.params, binary=step.binary)
+            return await cur.fetchall()
 
 
 def run_sync(conn: psycopg.Connection[Any], steps: Steps) -> list[int]:
@@ -371,7 +483,7 @@ def run_sync(conn: psycopg.Connection[Any], steps: Steps) -> list[int]:
                 with cur.copy(step.query) as copy:
                     for block in step.blocks:
                         copy.write(block)
-                    result = step.meanwhile()
+                    result = (step.meanwhile(), None)
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -161,128 +161,8 @@ def records_json(records: list[dict[str, Any]]) -> str:
     return orjson.dumps(records).decode()
 
 
-class Pushback(Iterator[Any]):
-    """An iterator that can be handed back the item it just gave (the COPY path stops before a
-    unique request, which goes through a statement instead). ``iterator()`` gives the plain iterator
-    underneath for fast loops (``CopyRows.take``), with any handed-back item first."""
-
-    __slots__ = ("_source",)
-
-    def __init__(self, source: Iterator[Any]) -> None:
-        self._source = source
-
-    def __next__(self) -> Any:
-        return next(self._source)
-
-    def iterator(self) -> Iterator[Any]:
-        return self._source
-
-    def push(self, item: Any) -> None:
-        self._source = itertools.chain((item,), self._source)
-
-
-# -- COPY rows -------------------------------------------------------------------------------------
-#: The ``oban_jobs`` columns that ``insert_copy.sql`` names, in the order ``CopyRows`` writes them.
-COPY_COLUMNS = (
-    "state",
-    "queue",
-    "worker",
-    "args",
-    "meta",
-    "tags",
-    "priority",
-    "max_attempts",
-    "scheduled_at",
-    "inserted_at",
-    "id",
-)
-_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-#: Distinct kinds of job (see ``CopyRows``) remembered per insert; more are formatted each time.
-_CACHE_LIMIT = 4096
+#: What a bulk insert says of an item that is not a ``JobRequest``.
 NOT_A_REQUEST = "enqueue takes JobRequest values (from my_job.new(...))"
-
-
-def copy_text(value: str) -> bytes:
-    """``value`` as a field of COPY's text format (UTF-8, with its special characters escaped)."""
-    return value.translate(_COPY_ESCAPES).encode()
-
-
-def array_literal(values: Iterable[str]) -> str:
-    """A ``text[]`` literal with every element quoted (so commas, braces and "NULL" stay text)."""
-    quoted = ('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
-    return "{" + ",".join(quoted) + "}"
-
-
-def timestamp_text(value: datetime) -> bytes:
-    """A naive UTC datetime as PostgreSQL's ISO timestamp input."""
-    return value.isoformat(" ").encode()
-
-
-class CopyRows:
-    """Formats requests as ``oban_jobs`` rows in COPY's text format, in two steps.
-
-    ``take`` turns the next requests of a stream into rows lacking only their id, at once, so the
-    requests themselves can be freed (a big batch of live request objects is far slower to build
-    than a stream of short-lived ones); ``with_ids`` completes the rows once ids are reserved.
-
-    The state is decided the way ``insert_jobs.sql`` does (``scheduled`` when the job runs after the
-    clock, else ``available``), and the queues that gained available jobs are collected so the
-    caller can notify them. One instance serves one insert, caching the escaped fields that jobs of
-    one kind share (state, queue, worker, tags, priority, max_attempts).
-    """
-
-    def __init__(self, clock: datetime) -> None:
-        self.clock = clock
-        self._clock_text = timestamp_text(clock)
-        self._tail = b"\t" + self._clock_text + b"\t"
-        self.available_queues: set[str] = set()
-        self._shared: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
-
-    def _shared_fields(self, key: tuple[Any, ...], request: JobRequest) -> tuple[bytes, bytes]:
-        """The fields before args (state, queue, worker) and between meta and the times."""
-        state = key[0]
-        if state == b"available":
-            self.available_queues.add(request.queue)
-        head = b"%s\t%s\t%s\t" % (state, copy_text(request.queue), copy_text(request.worker))
-        tags = copy_text(array_literal(request.tags))
-        fields = (head, b"\t%s\t%d\t%d\t" % (tags, request.priority, request.max_attempts))
-        if len(self._shared) < _CACHE_LIMIT:
-            self._shared[key] = fields
-        return fields
-
-    def take(self, source: Pushback, size: int) -> list[bytes]:
-        """The rows (without ids) of the next ``size`` requests at most from ``source``, stopping
-        before a unique request (handed back to ``source``: COPY cannot skip a conflicting row)."""
-        clock, clock_text, tail = self.clock, self._clock_text, self._tail
-        shared, shared_fields = self._shared, self._shared_fields
-        rows: list[bytes] = []
-        append = rows.append
-        for request in itertools.islice(source.iterator(), size):
-            if not isinstance(request, JobRequest):
-                raise ValidationError("job", request, NOT_A_REQUEST)
-            if request.unique is not None:
-                source.push(request)
-                break
-            if request.scheduled_at is None and not request.schedule_in:
-                state, run_at = b"available", clock_text
-            else:
-                run = request.scheduled_at_utc or clock + timedelta(seconds=request.schedule_in or 0)
-                state = b"scheduled" if run > clock else b"available"
-                run_at = timestamp_text(run)
-            key = (state, request.queue, request.worker, request.tags, request.priority, request.max_attempts)
-            head, middle = shared.get(key) or shared_fields(key, request)
-            args, meta = request.args_json, request.meta_json
-            if b"\\" in args:  # JSON has no raw control characters: only backslashes need escaping.
-                args = args.replace(b"\\", b"\\\\")
-            if b"\\" in meta:
-                meta = meta.replace(b"\\", b"\\\\")
-            append(b"%s%s\t%s%s%s%s" % (head, args, meta, middle, run_at, tail))
-        return rows
-
-    @staticmethod
-    def with_ids(rows: Sequence[bytes], ids: Sequence[int]) -> bytes:
-        """COPY data: each row of ``take`` completed with its id, one line each."""
-        return b"".join([b"%s%d\n" % pair for pair in zip(rows, ids, strict=True)])
 
 
 def take_requests(source: Iterator[Any], size: int) -> list[JobRequest]:

@@ -1,4 +1,4 @@
--- A batch of jobs in COPY's text format (rows.CopyRows writes the columns in this order). The ids were
+-- A batch of jobs in COPY's text format (copy_rows.TextRows writes the columns in this order). The ids were
 -- reserved by insert_reserve.sql: COPY writes given values even into the GENERATED ALWAYS identity.
 -- State and times are computed by the client from insert_clock.sql's clock, as insert_jobs.sql would.
 COPY {prefix}.oban_jobs (
