@@ -25,6 +25,7 @@ import pytest
 from tests.faults.cluster import PgCluster
 from tests.faults.nodes import (
     Fleet,
+    NodeProcess,
     Report,
     enqueue,
     fleet,
@@ -39,12 +40,13 @@ from tests.faults.nodes import (
 RESUME_LIMIT = 5.0
 
 
-def under_load(nodes: Fleet, log: Path, started: int) -> None:
-    """Wait until ``started`` runs have begun and every node has started one, so the fault hits a
-    fleet that is busy. (On a loaded machine the first node alone could start them all while the
-    second still connects: the outage would then hit its start, which fails fast by design.)"""
+def under_load(nodes: Fleet, log: Path, started: int, workers: list[NodeProcess] | None = None) -> None:
+    """Wait until ``started`` runs have begun and each of ``workers`` (every node when None: the
+    nodes serving the jobs' queue) has started one, so the fault hits a fleet that is busy. (On a
+    loaded machine the first node alone could start them all while the second still connects: the
+    outage would then hit its start, which fails fast by design.)"""
     wait_for(lambda: started_count(log), lambda n: n >= started, timeout=30, what=f"load\n{nodes.describe()}")
-    pids = {node.pid for node in nodes.nodes if node.killed_at is None}
+    pids = {node.pid for node in (nodes.nodes if workers is None else workers) if node.killed_at is None}
     wait_for(
         lambda: pids <= {run.pid for run in read_runs(log)},
         lambda every: every,
@@ -112,7 +114,7 @@ def test_server_down_40s_under_load_with_jobs_longer_than_the_outage(
         wait_for(nodes.nodes[0].output, lambda out: "running queues" in out, timeout=30, what="the leader")
         for _ in range(2):
             nodes.start(defaults | {"CONVEYOR_LEADERSHIP": "false"})
-        under_load(nodes, run_log, 30)
+        under_load(nodes, run_log, 30, workers=nodes.nodes[1:])  # the leader serves a queue without jobs
         back = outage(cluster, seconds=40, crash="kill")
         wait_completed(dsn, fault_prefix, ids, timeout=60, what=nodes.describe())
         assert nodes.alive(), nodes.describe()
