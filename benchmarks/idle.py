@@ -117,7 +117,8 @@ async def read_counters(admin_dsn: str, dsn: str) -> tuple[int, dict[str, int] |
             cur = await conn.execute("SELECT stats_reset::text, dealloc FROM pg_stat_statements_info")
             # Told apart from any statement text: a reset or an eviction since the first reading.
             statements[RESET_KEY] = hash(await cur.fetchone())
-        except psycopg.errors.UndefinedTable:
+        except (psycopg.errors.UndefinedTable, psycopg.errors.ObjectNotInPrerequisiteState):
+            # The extension is not installed in this database, or not loaded by the server.
             statements = None
     return int(row[0]), statements
 
