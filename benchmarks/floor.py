@@ -23,14 +23,18 @@ import re
 import statistics
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import bench_jobs
 import psycopg
 from common import Figures, Settings, fresh_app
+from cpu_account import CpuWindow, ServerCpu
 from psycopg.conninfo import conninfo_to_dict
 from runtime import DRAIN_JOBS, drain_once, enqueue_all
 
+from conveyor import Conveyor
 from conveyor.engine._sqlfiles import quote_identifier
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.engine.postgres.schema import ERRORS_APPEND
@@ -101,9 +105,10 @@ def check_script() -> None:
         )
 
 
-async def run_floor(engine: PostgresEngine, jobs: int) -> float:
+async def run_floor(engine: PostgresEngine, jobs: int, window: CpuWindow | None = None) -> float:
     """Drain the ``jobs`` available jobs of queue ``default`` in ``engine``'s schema with pgbench;
-    the jobs per second from its start to its exit. Fails unless every job ended completed."""
+    the jobs per second from its start to its exit. Fails unless every job ended completed.
+    ``window`` (if given) measures the CPU used meanwhile (pgbench's as this process's children's)."""
     check_jobs(jobs)
     check_script()
     conninfo = conninfo_to_dict(engine.dsn)
@@ -116,12 +121,16 @@ async def run_floor(engine: PostgresEngine, jobs: int) -> float:
         "-U", str(conninfo.get("user", "postgres")), str(conninfo.get("dbname", "postgres")),
     ]  # fmt: skip
     env = {**os.environ, "PGOPTIONS": f"{SESSION} -c search_path={engine.prefix}"}
+    if window is not None:
+        window.start()
     started = time.perf_counter()
     process = await asyncio.create_subprocess_exec(
         *command, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     out, err = await process.communicate()
     seconds = time.perf_counter() - started
+    if window is not None:
+        window.stop()
     if process.returncode != 0:
         raise RuntimeError(f"pgbench failed ({process.returncode}): {err.decode()}{out.decode()}")
     async with await psycopg.AsyncConnection.connect(engine.dsn, autocommit=True) as conn:
@@ -134,13 +143,47 @@ async def run_floor(engine: PostgresEngine, jobs: int) -> float:
     return round(jobs / seconds, 1)
 
 
-async def floor_once(settings: Settings, jobs: int) -> float:
+async def floor_once(settings: Settings, jobs: int, window: CpuWindow | None = None) -> float:
     """The floor on a fresh schema holding ``jobs`` available jobs, inserted as ``drain`` inserts them."""
     async with fresh_app(settings, pool_size=2) as base:
         await enqueue_all(base, (bench_jobs.noop.new(n=n) for n in range(jobs)))
         engine = await base.engine()
         assert isinstance(engine, PostgresEngine)
-        return await run_floor(engine, jobs)
+        return await run_floor(engine, jobs, window)
+
+
+@dataclass(slots=True)
+class Costs:
+    """What the rounds of one variant cost, per job (microseconds of CPU) and per fetch."""
+
+    server_us: list[float] = field(default_factory=list)
+    client_us: list[float] = field(default_factory=list)
+    busy: list[float] = field(default_factory=list)
+    fetch_ms: list[float] = field(default_factory=list)
+    per_fetch: list[float] = field(default_factory=list)
+
+    def add(self, window: CpuWindow, jobs: int, client_seconds: float) -> None:
+        self.client_us.append(client_seconds / jobs * 1e6)
+        if window.server_seconds is not None:
+            self.server_us.append(window.server_seconds / jobs * 1e6)
+            cores = os.cpu_count() or 1
+            self.busy.append((window.server_seconds + client_seconds) / (window.wall * cores))
+
+
+class FetchRecorder:
+    """Notes the duration and size of each fetch that claimed something (``producer.fetch``)."""
+
+    def __init__(self) -> None:
+        self.durations: list[float] = []
+        self.counts: list[int] = []
+
+    def attach(self, app: Conveyor) -> object:
+        return app.on("producer.fetch", self._record)
+
+    def _record(self, event: str, data: dict[str, Any]) -> None:
+        if data["count"]:
+            self.durations.append(data["duration"])
+            self.counts.append(data["count"])
 
 
 async def drain_floor(settings: Settings) -> Figures:
@@ -154,23 +197,57 @@ async def drain_floor(settings: Settings) -> Figures:
     levels = (settings.concurrency,) if settings.concurrency is not None else (100, 20)
     check_jobs(jobs)
     check_script()
+    server = await ServerCpu.find(settings.dsn)
     measured: dict[str, list[float]] = {"floor": [], **{f"c{level}": [] for level in levels}}
+    costs = {variant: Costs() for variant in measured}
     for round_ in range(FLOOR_ROUNDS):
         variants = ["floor", *(f"c{level}" for level in levels)]
         for variant in variants if round_ % 2 == 0 else reversed(variants):
+            window = CpuWindow(server)
             if variant == "floor":
-                measured[variant].append(await floor_once(settings, jobs))
+                measured[variant].append(await floor_once(settings, jobs, window))
+                costs[variant].add(window, jobs, window.children)
             else:
-                drained = await drain_once(settings, jobs, int(variant[1:]))
+                fetches = FetchRecorder()
+                drained = await drain_once(
+                    settings, jobs, int(variant[1:]), prepare=fetches.attach, window=window
+                )
                 measured[variant].append(drained["jobs_per_s"])
+                costs[variant].add(window, jobs, window.own)
+                costs[variant].fetch_ms.append(statistics.median(fetches.durations) * 1000)
+                costs[variant].per_fetch.append(statistics.mean(fetches.counts))
     floor = statistics.median(measured["floor"])
     figures: Figures = {"jobs": jobs, "rounds": FLOOR_ROUNDS, "batch": BATCH, "clients": CLIENTS}
+    cores = os.cpu_count() or 1
     for variant, rates in measured.items():
         figures[f"{variant}_jobs_per_s"] = statistics.median(rates)
         figures[f"{variant}_range"] = [min(rates), max(rates)]
         if variant != "floor":
             figures[f"{variant}_ratio"] = round(statistics.median(rates) / floor, 3)
+    for variant, cost in costs.items():
+        client = "pgbench" if variant == "floor" else "node"
+        figures[f"{variant}_{client}_cpu_us_per_job"] = _median(cost.client_us)
+        if cost.server_us:
+            figures[f"{variant}_server_cpu_us_per_job"] = _median(cost.server_us)
+            figures[f"{variant}_cores_busy"] = _median(cost.busy, 2)
+        if variant == "floor":
+            continue
+        figures[f"{variant}_fetch_ms"] = _median(cost.fetch_ms, 3)
+        figures[f"{variant}_jobs_per_fetch"] = _median(cost.per_fetch)
+        level = int(variant[1:])
+        # However fast the node, a queue of limit C claims at most C jobs per fetch round trip.
+        figures[f"{variant}_latency_ceiling_ratio"] = round(
+            level / (_median(cost.fetch_ms, 3) / 1000) / floor, 3
+        )
+        if cost.server_us:
+            # However well the node overlaps its work, the cores do at most this much of it.
+            per_job = statistics.median(cost.server_us) + statistics.median(cost.client_us)
+            figures[f"{variant}_cpu_ceiling_ratio"] = round(cores * 1e6 / per_job / floor, 3)
     return figures | {"leadership": False}
+
+
+def _median(values: list[float], digits: int = 1) -> float:
+    return round(statistics.median(values), digits)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from typing import Any
 
 import bench_jobs
 from common import Figures, Settings, compared, fresh_app, latency_figures, percentile, rate
+from cpu_account import CpuWindow
 from loading import load_without_indexes
 
 from conveyor import Conveyor, JobRequest, JobState, Workflow
@@ -114,16 +115,23 @@ async def drain_once(
     history: int = 0,
     global_limit: int | None = None,
     prepare: Callable[[Conveyor], object] | None = None,
+    window: CpuWindow | None = None,
 ) -> Figures:
+    """Drain ``jobs`` no-op jobs with one node from its start; ``window`` (if given) measures the
+    CPU used over the same span (``cpu_account.py``)."""
     queue: Any = concurrency if global_limit is None else {"limit": concurrency, "global_limit": global_limit}
     async with fresh_app(settings, pool_size=NODE_POOL) as base:
         if history:
             await load_history(base, history)
         await enqueue_all(base, (bench_jobs.noop.new(n=n) for n in range(jobs)))
+        if window is not None:
+            window.start()
         started = time.perf_counter()
         async with running_node(base, {"default": queue}, prepare) as app:
             await written(app, jobs, timeout=max(60.0, jobs / 500))
             seconds = time.perf_counter() - started
+            if window is not None:
+                window.stop()
         await check_all_completed(base)
     return {
         "jobs": jobs,
