@@ -242,7 +242,8 @@ async def drain_floor(settings: Settings) -> Figures:
         if cost.server_us:
             # However well the node overlaps its work, the cores do at most this much of it.
             per_job = statistics.median(cost.server_us) + statistics.median(cost.client_us)
-            figures[f"{variant}_cpu_ceiling_ratio"] = round(cores * 1e6 / per_job / floor, 3)
+            if per_job > 0:  # /proc counts in clock ticks: a tiny run may see none
+                figures[f"{variant}_cpu_ceiling_ratio"] = round(cores * 1e6 / per_job / floor, 3)
     return figures | {"leadership": False}
 
 

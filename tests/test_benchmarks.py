@@ -181,6 +181,16 @@ def test_drain_floor_reports_each_drain_against_the_sql_floor(dsn: str) -> None:
         low, high = figures[f"{variant}_range"]
         assert low <= figures[f"{variant}_jobs_per_s"] <= high
     assert figures["c100_ratio"] > 0 and figures["c20_ratio"] > 0
+    # Where the CPU went. The server runs on this machine here, so its processes can be read; /proc
+    # counts in clock ticks (10 ms), which a run of 200 jobs may not fill.
+    assert figures["floor_server_cpu_us_per_job"] >= 0 and figures["floor_cores_busy"] >= 0
+    for level in (100, 20):
+        variant = f"c{level}"
+        assert figures[f"{variant}_node_cpu_us_per_job"] > 0
+        assert figures[f"{variant}_server_cpu_us_per_job"] >= 0
+        assert figures[f"{variant}_fetch_ms"] > 0 and 0 < figures[f"{variant}_jobs_per_fetch"] <= level
+        assert figures[f"{variant}_latency_ceiling_ratio"] > 0
+        assert figures.get(f"{variant}_cpu_ceiling_ratio", 1) > 0
 
 
 def test_the_floor_script_is_the_engine_fetch_and_ack_of_this_checkout() -> None:
