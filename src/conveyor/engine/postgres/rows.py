@@ -15,7 +15,7 @@ from psycopg.adapt import Transformer
 from conveyor._options import check_aware
 from conveyor.engine._salvage import COLUMNS, UNREAD, describe, salvage_job
 from conveyor.errors import ValidationError
-from conveyor.job import Job, JobState
+from conveyor.job import Job, JobState, stored_job
 from conveyor.request import JobRequest
 
 
@@ -73,7 +73,7 @@ def job_from_row(row: Sequence[Any]) -> Job:
         raise Unfit(job_id)
     if errors and not all(type(e) is dict for e in errors):
         raise Unfit(job_id)
-    return Job(
+    return stored_job(
         job_id,
         _STATES[state],
         queue,

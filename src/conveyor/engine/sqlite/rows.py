@@ -17,7 +17,7 @@ import orjson
 from conveyor._options import check_aware
 from conveyor.engine._salvage import COLUMNS, UNREAD, describe, salvage_job
 from conveyor.errors import ValidationError
-from conveyor.job import Job, JobState
+from conveyor.job import Job, JobState, stored_job
 from conveyor.request import JobRequest
 
 #: Distinct tag lists remembered per insert; more are encoded each time.
@@ -75,7 +75,7 @@ def job_from_row(row: Sequence[Any]) -> Job:
     tags, attempted_by = loads(row[6]), loads(row[11])
     if not (_text_list(tags) and _text_list(attempted_by)):
         raise ValueError(f"job {row[0]} needs salvage")
-    return Job(
+    return stored_job(
         id=row[0],
         state=JobState(row[1]),
         queue=row[2],
