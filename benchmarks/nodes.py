@@ -25,6 +25,7 @@ from pathlib import Path
 import bench_jobs
 import psycopg
 from common import Figures, Settings, fresh_app, rate
+from cpu_account import ServerCpu
 
 from conveyor import Conveyor
 from conveyor.engine._sqlfiles import quote_identifier
@@ -115,8 +116,11 @@ async def drain_with_nodes(settings: Settings, jobs: int, concurrency: int, node
                 progress = asyncio.Event()
                 readers = [asyncio.create_task(p.follow(progress)) for p in started]
                 await base.enqueue_many(bench_jobs.tally.new(n=n) for n in range(jobs))
+                server = await ServerCpu.find(engine.dsn)
+                server_began = server.seconds() if server is not None else 0.0
                 began = time.perf_counter()
                 seconds = await _until_written(started, progress, jobs, began)
+                server_cpu = server.seconds() - server_began if server is not None else None
                 runs: list[int] = []
                 for process in started:
                     runs += await process.stop()
@@ -133,6 +137,8 @@ async def drain_with_nodes(settings: Settings, jobs: int, concurrency: int, node
         "seconds": round(seconds, 4),
         "jobs_per_s": rate(jobs, seconds),
         "node_cpu_s": round(sum(p.cpu for p in started), 3),
+        # The database server's, over the same span (None when its processes cannot be read here).
+        "server_cpu_s": round(server_cpu, 3) if server_cpu is not None else None,
         "runs": len(runs),
         "double_runs": sum(c - 1 for c in counts.values() if c > 1),
         "missing": sum(1 for n in range(jobs) if n not in counts),
@@ -154,6 +160,16 @@ async def _until_written(
         except TimeoutError:
             continue
     return time.perf_counter() - began
+
+
+def _per_job(results: list[Figures], variant: str, jobs: int) -> Figures:
+    """The nodes' and the server's CPU per job (microseconds, medians): where a variant's time went."""
+    node_cpu = statistics.median(r["node_cpu_s"] for r in results)
+    figures: Figures = {f"{variant}_cpu_us_per_job": round(node_cpu / jobs * 1e6, 1)}
+    server = [r["server_cpu_s"] for r in results if r["server_cpu_s"] is not None]
+    if server:
+        figures[f"{variant}_server_cpu_us_per_job"] = round(statistics.median(server) / jobs * 1e6, 1)
+    return figures
 
 
 async def _attempts(base: Conveyor) -> int:
@@ -200,6 +216,8 @@ async def drain_nodes(settings: Settings) -> Figures:
         "ratio": round(statistics.median(many_rates) / statistics.median(one_rates), 3),
         "one_node_cpu_s": statistics.median(r["node_cpu_s"] for r in one),
         "nodes_cpu_s": statistics.median(r["node_cpu_s"] for r in many),
+        **_per_job(one, "one_node", jobs),
+        **_per_job(many, "nodes", jobs),
         "double_runs": sum(r["double_runs"] for r in every),
         "missing": sum(r["missing"] for r in every),
         "not_completed_once": sum(r["not_completed_once"] for r in every),

@@ -239,3 +239,7 @@ def test_drain_nodes_runs_every_job_once_with_one_node_and_with_four(dsn: str) -
     assert figures["nodes_range"][0] <= figures["nodes_jobs_per_s"] <= figures["nodes_range"][1]
     assert figures["ratio"] > 0
     assert figures["double_runs"] == 0 and figures["missing"] == 0 and figures["not_completed_once"] == 0
+    # Where the CPU went, per job: the node processes' (counted in ticks, so possibly 0 on a run this
+    # small) and the local server's.
+    for variant in ("one_node", "nodes"):
+        assert figures[f"{variant}_cpu_us_per_job"] >= 0 and figures[f"{variant}_server_cpu_us_per_job"] >= 0
