@@ -172,6 +172,12 @@ class JobIds(Sequence[JobId]):
         items = [*shown(range(half)), "...", *shown(range(count - half, count))]
         return f"JobIds([{', '.join(items)}], len={count})"
 
+    def __sizeof__(self) -> int:
+        """Bytes the object holds, its array of ids and its conflict bitmap included (as an
+        ``array``'s own size includes its items)."""
+        bits = 0 if self._conflicts is None else sys.getsizeof(self._conflicts)
+        return object.__sizeof__(self) + sys.getsizeof(self._ids) + bits
+
     def __reduce__(self) -> tuple[Any, ...]:
         return _unpickled, (self._ids, self._conflicts)
 
