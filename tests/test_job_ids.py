@@ -100,7 +100,7 @@ def test_concatenation_makes_a_new_job_ids() -> None:
     joined = ids[:3] + ids[8:]
     assert type(joined) is JobIds and model(joined) == [(type(i), int(i)) for i in MIXED[:3] + MIXED[8:]]
     assert model(ids + [ExistingJobId(11), 12]) == [  # noqa: RUF005
-        (type(i), int(i)) for i in [*MIXED, ExistingJobId(11), 12]
+        (type(i), int(i)) for i in [*MIXED, ExistingJobId(11), JobId(12)]
     ]
     assert [0] + ids == [0, *range(1, 11)] and type((0,) + ids) is JobIds  # noqa: RUF005
     assert ids == MIXED  # unchanged
