@@ -8,9 +8,9 @@ benchmark harness is counted:
   (``VmHWM``); limit 64 MiB. It fails too if the node never had 900 jobs executing at once (then
   it did not measure what it claims).
 * ``enqueue-1m``: one ``enqueue_many`` of 1,000,000 requests from a generator (``--jobs`` to
-  change). The figure is the peak RSS during the call less the RSS before it, sampled every 5 ms,
-  less what the returned list of ids occupies (a million ``JobId`` values are 48 bytes each, about
-  54 MiB: the result, not the streaming); limit 50 MiB on what is left. The raw growth is shown too.
+  change). The figure is the peak RSS during the call less the RSS before it, sampled every 5 ms:
+  the streaming and the result together; limit 50 MiB. ``ids_mb`` says what the result occupies (a
+  ``JobIds``, 8 bytes an id: about 8 MiB for a million) and ``growth_beyond_ids_mb`` the rest.
 
 ``soak`` (``--minutes``, default 30) runs a node (queue ``soak``, limit 20, leadership and a pruner
 on a 60 s retention) while this process enqueues about 36 jobs a second that end every way a job
@@ -147,10 +147,10 @@ async def enqueue_1m(settings: Settings) -> Figures:
         "growth_beyond_ids_mb": round(beyond, 1),
         "limit_mb": ENQUEUE_LIMIT_MB,
     }
-    if beyond > ENQUEUE_LIMIT_MB:
+    if growth > ENQUEUE_LIMIT_MB:
         figures["exceeded"] = (
-            f"enqueue_many of {jobs:,} streamed requests grew RSS by {beyond:.1f} MiB beyond its "
-            f"result (limit {ENQUEUE_LIMIT_MB:.0f} MiB)"
+            f"enqueue_many of {jobs:,} streamed requests grew RSS by {growth:.1f} MiB, its result "
+            f"included (limit {ENQUEUE_LIMIT_MB:.0f} MiB)"
         )
     return figures
 

@@ -394,7 +394,7 @@ async def test_conveyor_reads_oban_py_jobs_and_oban_py_reads_conveyor_jobs(
         JobRequest(worker=ADD, args={"a": 1, "b": 1}, scheduled_at=later),
     ]
     ids = await conveyor_app.enqueue_many(requests)
-    read = (await oban_py("get", dsn=dsn, prefix=prefix, ids=ids))["jobs"]
+    read = (await oban_py("get", dsn=dsn, prefix=prefix, ids=ids.tolist()))["jobs"]
     for job_id, request, found in zip(ids, requests, read, strict=True):
         ours = await conveyor_app.get_job(job_id)
         assert ours is not None and found is not None

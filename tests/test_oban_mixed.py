@@ -18,7 +18,7 @@ import os
 import signal
 import tempfile
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -275,7 +275,7 @@ async def states(engine: PostgresEngine, ids: Iterable[int]) -> dict[int, JobSta
     return found
 
 
-async def final(engine: PostgresEngine, ids: list[int], timeout: float = 30.0) -> None:
+async def final(engine: PostgresEngine, ids: Sequence[int], timeout: float = 30.0) -> None:
     async def done() -> bool:
         return all(s.is_final for s in (await states(engine, ids)).values())
 
@@ -516,7 +516,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
 }
 
 
-async def settled(app: Conveyor, ids: list[int]) -> None:
+async def settled(app: Conveyor, ids: Sequence[int]) -> None:
     """Every job has run once (none waits or runs: snoozed and failed ones wait far out)."""
 
     async def ran() -> bool:
@@ -526,11 +526,11 @@ async def settled(app: Conveyor, ids: list[int]) -> None:
     await until(ran, "every outcome job to run once")
 
 
-async def summaries(app: Conveyor, ids: list[int]) -> dict[str, dict[str, Any]]:
+async def summaries(app: Conveyor, ids: Sequence[int]) -> dict[str, dict[str, Any]]:
     return {name: summary(await app.get_job(job_id)) for name, job_id in zip(OUTCOME_JOBS, ids, strict=True)}
 
 
-async def assert_error_texts(app: Conveyor, ids: list[int]) -> None:
+async def assert_error_texts(app: Conveyor, ids: Sequence[int]) -> None:
     cancelled, too_slow = await app.get_job(ids[1]), await app.get_job(ids[4])
     assert cancelled is not None and "not today, ada" in cancelled.errors[0]["error"]
     assert too_slow is not None and "timed out after 0.2s" in too_slow.errors[0]["error"]

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     )
     from conveyor.filters import JobFilter
     from conveyor.inbox import receive, receive_sync, signals, wait_for_signal, wait_for_signal_sync
-    from conveyor.job import ExistingJobId, Job, JobId, JobState
+    from conveyor.job import ExistingJobId, Job, JobId, JobIds, JobState
     from conveyor.outcomes import Cancel, Discard, Record, Snooze
     from conveyor.progress import progress, progress_sync
     from conveyor.queue_settings import QueueSettings
@@ -73,6 +73,7 @@ _LOCATIONS = {
     "JobFailedError": "conveyor.errors",
     "JobFilter": "conveyor.filters",
     "JobId": "conveyor.job",
+    "JobIds": "conveyor.job",
     "JobNotFoundError": "conveyor.errors",
     "JobRequest": "conveyor.request",
     "JobState": "conveyor.job",
@@ -148,6 +149,7 @@ __all__ = [
     "JobFailedError",
     "JobFilter",
     "JobId",
+    "JobIds",
     "JobNotFoundError",
     "JobRequest",
     "JobState",

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from conveyor.errors import ValidationError
-from conveyor.job import ExistingJobId, JobId
+from conveyor.job import ExistingJobId, JobId, JobIds
 
 QUEUE_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:\-]{0,127}")
 MAX_SMALLINT = 32767
@@ -187,6 +187,8 @@ FLOAT_AGAIN = 2.0**64
 def _refuse(value: Any) -> Any:
     if type(value) in _JOB_IDS:
         return int(value)
+    if type(value) is JobIds:  # what enqueue_many returned: a list of ints
+        return value.tolist()
     raise TypeError  # orjson reports "Type is not JSON serializable"; _unfaithful says where and why
 
 
@@ -211,7 +213,7 @@ def _plain(values: Iterable[Any]) -> bool:
         elif kind is list or kind is tuple:
             if not _plain(item):
                 return False
-        else:
+        elif kind is not JobIds:  # a JobIds holds 64-bit ints only (stored as a list)
             return False
     return True
 
@@ -269,7 +271,7 @@ def _unfaithful(value: Any, path: str, depth: int) -> Unfaithful | None:
     kind = type(value)
     if kind is str:
         return _bad_text(value, path)
-    if kind is bool or value is None:
+    if kind is bool or value is None or kind is JobIds:
         return None
     if kind is int or kind in _JOB_IDS:
         if MIN_JSON_INT <= value <= MAX_JSON_INT:

@@ -4,7 +4,7 @@ app module stays a list of entry points."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -31,7 +31,7 @@ async def enqueue_workflow(
     conn: Any = None,
     now: datetime | None = None,
     transform: Callable[[JobRequest], JobRequest] | None = None,
-) -> list[int]:
+) -> Sequence[int]:
     """Insert every step atomically (those with dependencies suspended); steps added to a stored
     workflow whose dependencies already ended settle at once. ``transform``: the app's enqueue hooks."""
     requests, hold = workflow.requests()

@@ -45,7 +45,7 @@ from conveyor.errors import ConveyorError, JobNotFoundError, ValidationError
 from conveyor.filters import JobFilter
 from conveyor.fleet import LeaderInfo, QueueInfo
 from conveyor.inbox import MAX_MESSAGES, encode_message
-from conveyor.job import FINAL_STATES, Job, JobId, JobState, job_ids
+from conveyor.job import FINAL_STATES, Job, JobId, JobIds, JobState, job_ids
 from conveyor.limits import GlobalLimit, RateLimit
 from conveyor.recorded import decode_result
 from conveyor.request import JobRequest
@@ -471,9 +471,10 @@ class Conveyor:
         *,
         conn: Any = None,
         now: datetime | None = None,
-    ) -> list[JobId]:
-        """Insert many jobs atomically, streamed in chunks; return their ids in order. A
-        ``Workflow`` inserts its steps, in the order they were added (see ``conveyor.workflow``)."""
+    ) -> JobIds:
+        """Insert many jobs atomically, streamed in chunks; return their ids in order, as a
+        ``JobIds`` (an immutable sequence of ``JobId`` values, 8 bytes an id). A ``Workflow``
+        inserts its steps, in the order they were added (see ``conveyor.workflow``)."""
         return await self._enqueue_many(requests, conn, now, self._enqueue_transform())
 
     async def _enqueue_many(
@@ -482,7 +483,7 @@ class Conveyor:
         conn: Any,
         now: datetime | None,
         transform: RequestTransform | None,
-    ) -> list[JobId]:
+    ) -> JobIds:
         if isinstance(requests, Batch):
             requests = requests.workflow()
         if effective_mode(self.testing) == "inline":
@@ -508,7 +509,7 @@ class Conveyor:
         *,
         conn: Any = None,
         now: datetime | None = None,
-    ) -> list[JobId]:
+    ) -> JobIds:
         # The hooks read the caller's context here, in its thread (the call may go on elsewhere).
         transform = self._enqueue_transform()
         inline = effective_mode(self.testing) == "inline"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -37,7 +37,7 @@ class TagHook:
         return lambda request: request.with_meta({**request.meta, key: value})
 
 
-async def metas(app: Conveyor, ids: list[int]) -> list[dict[str, Any]]:
+async def metas(app: Conveyor, ids: Sequence[int]) -> list[dict[str, Any]]:
     found = [await app.get_job(i) for i in ids]
     return [dict(job.meta) for job in found if job is not None]
 

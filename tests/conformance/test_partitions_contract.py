@@ -4,6 +4,7 @@ partition with the whole limit to itself, claimed fairly and in priority order w
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -33,7 +34,7 @@ async def claim(engine: Engine, demand: int, limits: FetchLimits, *, at: Any = T
     return [j.id for j in jobs]
 
 
-async def tenants_of(engine: Engine, ids: list[int]) -> list[Any]:
+async def tenants_of(engine: Engine, ids: Sequence[int]) -> list[Any]:
     found = {j.id: j for j in await engine.list_jobs(JobFilter(ids=tuple(ids), limit=1000))}
     return [found[i].args.get("tenant") for i in ids]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Sequence
 
 from conveyor import Conveyor, JobState
 from conveyor.acks import Ack
@@ -11,7 +12,7 @@ from conveyor.engine.base import Engine
 from tests.conformance import jobs
 
 
-async def wait_final(app: Conveyor, ids: list[int], states: set[JobState], timeout: float = 15) -> None:
+async def wait_final(app: Conveyor, ids: Sequence[int], states: set[JobState], timeout: float = 15) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while asyncio.get_running_loop().time() < deadline:
         found = [await app.get_job(i) for i in ids]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -225,7 +226,7 @@ async def claim_all(engine: Engine) -> list[int]:
     return [j.id for j in await engine.fetch_jobs("default", 5000, node="n", producer=uid(1), now=T0)]
 
 
-async def ack_all(engine: Engine, ids: list[int], outcome: JobState = JobState.COMPLETED) -> None:
+async def ack_all(engine: Engine, ids: Sequence[int], outcome: JobState = JobState.COMPLETED) -> None:
     await engine.ack_jobs([Ack(i, 1, outcome) for i in ids], now=T0)
 
 

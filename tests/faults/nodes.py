@@ -68,7 +68,7 @@ def enqueue(dsn: str, prefix: str, log: Path, seconds: Sequence[float], **option
     app = Conveyor(dsn, prefix=prefix)
     try:
         requests = (jobs.logged.new(log=str(log), seconds=s).with_options(**options) for s in seconds)
-        return app.enqueue_many_sync(requests)
+        return list(app.enqueue_many_sync(requests))
     finally:
         app.close_sync()
 

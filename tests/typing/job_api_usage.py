@@ -3,7 +3,7 @@ Lines marked ``# E`` must be errors; the rest must type-check."""
 
 from __future__ import annotations
 
-from conveyor import Conveyor, JobCount, JobId, JobRequest, job
+from conveyor import Conveyor, JobCount, JobId, JobIds, JobRequest, job
 
 
 @job
@@ -28,3 +28,15 @@ async def count(app: Conveyor) -> None:
     wrong: int = await app.count_jobs(estimate=True)  # E: a JobCount, not an int
     await app.count_jobs(exact_up_to=100)  # E: exact_up_to needs estimate=True
     del exact, estimated, wrong
+
+
+async def many(app: Conveyor) -> None:
+    ids: JobIds = await app.enqueue_many([send.new("a@example.com")])
+    first: JobId = ids[0]
+    rest: JobIds = ids[1:]
+    both: JobIds = ids + rest
+    plain: list[int] = ids.tolist()
+    blocking: JobIds = app.enqueue_many_sync([send.new("b@example.com")])
+    ids.append(first)  # E: immutable
+    wrong: list[JobId] = app.enqueue_many_sync([])  # E: a JobIds, not a list
+    del first, rest, both, plain, blocking, wrong

@@ -7,11 +7,11 @@ database already holds is the engine's part (a lookup, or ON CONFLICT)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from conveyor.job import ExistingJobId
+from conveyor.job import JobIds, JobIdsBuilder
 from conveyor.request import JobRequest
 from conveyor.unique import stored_meta
 
@@ -47,18 +47,23 @@ def unique_plan(
 
 
 def resolve_outcomes(
-    outcomes: Sequence[int | str | None], new_ids: Sequence[int], first_of_key: dict[str, int]
-) -> list[int]:
-    """The ids of an insert in input order. ``outcomes`` has, per input position, None for a new
-    row (they took ``new_ids`` in order), an int for the stored job a request conflicted with, or
-    the key of an earlier request of the insert whose id it shares (a conflict too)."""
-    ids: list[int] = []
+    count: int, collapsed: Mapping[int, int | str], new_ids: Iterable[int], first_of_key: Mapping[str, int]
+) -> JobIds:
+    """The ids of an insert of ``count`` requests in input order. ``collapsed`` maps the position
+    of each request that was not written to the stored job it conflicted with (an int) or to the
+    key of an earlier request of the insert whose id it shares (a str: a conflict too); the other
+    positions are new rows, which took ``new_ids`` in order."""
+    ids = JobIdsBuilder()
+    if not collapsed:  # the common case: all new
+        ids.extend_new(new_ids)
+        return ids.build()
     fresh = iter(new_ids)
-    for outcome in outcomes:
+    for position in range(count):
+        outcome = collapsed.get(position)
         if outcome is None:
             ids.append(next(fresh))
         elif isinstance(outcome, str):
-            ids.append(ExistingJobId(ids[first_of_key[outcome]]))
+            ids.append(ids[first_of_key[outcome]], conflict=True)
         else:
-            ids.append(ExistingJobId(outcome))
-    return ids
+            ids.append(outcome, conflict=True)
+    return ids.build()

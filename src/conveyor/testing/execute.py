@@ -16,7 +16,7 @@ from conveyor.context import JobContext
 from conveyor.current_app import current_app, using_app
 from conveyor.definition import definition_of
 from conveyor.errors import ValidationError
-from conveyor.job import Job, JobId, JobState
+from conveyor.job import Job, JobIds, JobIdsBuilder, JobState
 from conveyor.outcomes import Outcome
 from conveyor.request import JobRequest
 
@@ -107,12 +107,12 @@ def _resolve(worker: str) -> Any:
     return import_definition(worker)
 
 
-async def run_inline(app: Conveyor, requests: list[JobRequest]) -> list[JobId]:
+async def run_inline(app: Conveyor, requests: list[JobRequest]) -> JobIds:
     """Inline mode's enqueue: each job runs at once, in order; the first exception stops the rest
     and propagates. Nothing is stored."""
-    ids = []
+    ids = JobIdsBuilder()
     for request in requests:
         job = job_of(request)
         await process_job(job, app=app)
-        ids.append(JobId(job.id))
-    return ids
+        ids.append(job.id)
+    return ids.build()

@@ -17,6 +17,7 @@ from conveyor.engine.postgres.jobs import PostgresJobs
 from conveyor.engine.postgres.listener import PostgresListener
 from conveyor.engine.postgres.relay import PostgresRelay
 from conveyor.engine.postgres.stats import PostgresStats
+from conveyor.job import JobIds
 from conveyor.request import JobRequest
 
 
@@ -47,7 +48,7 @@ class PostgresEngine(PostgresJobs, PostgresHotPath, PostgresCluster, PostgresRel
         conn: Any = None,
         now: datetime | None = None,
         hold: Sequence[int] = (),
-    ) -> list[int]:
+    ) -> JobIds:
         if conn is not None:
             driver = await foreign.async_driver_connection(conn)
             return await self._inserter.insert(driver, requests, now, hold)
@@ -61,7 +62,7 @@ class PostgresEngine(PostgresJobs, PostgresHotPath, PostgresCluster, PostgresRel
         conn: Any,
         now: datetime | None = None,
         hold: Sequence[int] = (),
-    ) -> list[int]:
+    ) -> JobIds:
         return self._inserter.insert_sync(foreign.sync_driver_connection(conn), requests, now, hold)
 
     # -- polling -----------------------------------------------------------------------------

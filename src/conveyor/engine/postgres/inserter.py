@@ -53,7 +53,7 @@ from conveyor.engine.postgres.rows import (
     take_requests,
 )
 from conveyor.errors import ValidationError
-from conveyor.job import ExistingJobId, JobId
+from conveyor.job import ExistingJobId, JobIds, JobIdsBuilder
 from conveyor.request import JobRequest
 
 #: Jobs per ``insert_jobs.sql`` statement: large enough to amortise round trips, small enough that a
@@ -100,7 +100,7 @@ class CopyIn:
 
 
 Step = Atomic | Execute | CopyIn
-Steps = Generator[Step, Any, list[int]]
+Steps = Generator[Step, Any, JobIds]
 
 
 def _copy_capable(conn: psycopg.Connection[Any] | foreign.AsyncDriver) -> bool:
@@ -135,7 +135,7 @@ class Inserter:
         now: datetime | None,
         hold: Sequence[int] = (),
         side: AsyncConnectionPool | None = None,
-    ) -> list[int]:
+    ) -> JobIds:
         """``side``: a pool a second connection may be taken from, to reserve ids there while COPY
         runs on ``conn`` (see ``SideConnection``)."""
         steps = self.steps(requests, now, copy=_copy_capable(conn), hold=hold)
@@ -147,7 +147,7 @@ class Inserter:
         requests: Iterable[JobRequest],
         now: datetime | None,
         hold: Sequence[int] = (),
-    ) -> list[int]:
+    ) -> JobIds:
         return run_sync(conn, self.steps(requests, now, copy=_copy_capable(conn), hold=hold))
 
     def steps(
@@ -167,7 +167,7 @@ class Inserter:
         source = iter(requests)
         head = take_requests(source, COPY_THRESHOLD)
         if not head:
-            return []
+            return JobIds()
         source = itertools.chain(head, source)
         if len(head) < COPY_THRESHOLD or not copy:
             return (yield from self._statement_steps(source, clock))
@@ -178,24 +178,26 @@ class Inserter:
         chunks = request_chunks(requests)
         first = next(chunks, None)
         if first is None:
-            return []
+            return JobIds()
         second = next(chunks, None)
         # One statement is atomic by itself: no transaction round trips. A unique request that may
         # replace fields of a stored job takes a second statement.
         if second is not None or any(r.unique is not None and r.unique.replace for r in first):
             yield Atomic()
         claims = UniqueClaims()
-        ids: list[int] = []
+        ids = JobIdsBuilder()
         for chunk in (first, *(() if second is None else (second,)), *chunks):
             if not any(request.unique is not None for request in chunk):
                 records = records_json([request_record(request) for request in chunk])
                 rows = yield Execute(self._statement, {"jobs": records, "now": now, "channel": self._channel})
-                ids += [row[0] for row in rows]
+                ids.extend_new(row[0] for row in rows)
                 continue
-            ids += yield from self._unique_steps(chunk, now, claims)
-        return ids
+            ids.extend((yield from self._unique_steps(chunk, now, claims)))
+        return ids.build()
 
-    def _unique_steps(self, chunk: list[JobRequest], now: datetime | None, claims: UniqueClaims) -> Steps:
+    def _unique_steps(
+        self, chunk: list[JobRequest], now: datetime | None, claims: UniqueClaims
+    ) -> Generator[Step, Any, list[int]]:
         """One ``insert_unique_jobs.sql`` for a chunk holding unique requests (see ``UniqueClaims``)."""
         keys, records = claims.plan(chunk)
         rows = yield Execute(
@@ -216,7 +218,7 @@ class Inserter:
         formatter = copy_rows(clock, binary=binary)
         statement = self._copy_binary if binary else self._copy
         claims = UniqueClaims()
-        ids: list[int] = []
+        ids = JobIdsBuilder()
         size = FIRST_COPY_CHUNK
         rows = formatter.take(source, size)
         reserved: list[int] | None = None  # the ids of ``rows``, when reserved ahead
@@ -235,12 +237,12 @@ class Inserter:
             uniques = take_unique_run(source, INSERT_CHUNK)
             if not uniques:
                 break
-            ids += yield from self._unique_steps(uniques, clock, claims)
+            ids.extend((yield from self._unique_steps(uniques, clock, claims)))
             rows = formatter.take(source, size)
         if formatter.available_queues:
             queues = sorted(formatter.available_queues)
             yield Execute(self._notify, {"channel": self._channel, "queues": queues})
-        return ids
+        return ids.build()
 
     def _reservation(self, rows: list[bytes]) -> Execute:
         """The statement reserving the ids of ``rows``."""
@@ -278,10 +280,10 @@ class Lookahead:
             # Short: the stream ended, or a unique request is next (handed back to the source).
             self._open = len(taken) == count
 
-    def finish(self, ids: list[int], chunk_ids: list[int]) -> list[bytes]:
+    def finish(self, ids: JobIdsBuilder, chunk_ids: list[int]) -> list[bytes]:
         """Once the blocks are written, before the COPY ends: the current chunk's ids join ``ids``
-        as ``JobId`` values (made while the server still ingests), and the next rows are complete."""
-        ids += map(JobId, chunk_ids)
+        (8 bytes each, while the server still ingests), and the next rows are complete."""
+        ids.extend_new(chunk_ids)
         self._more(self._size)
         return self.rows
 
@@ -375,7 +377,7 @@ def take_unique_run(source: Pushback, size: int) -> list[JobRequest]:
 
 async def run_async(
     conn: foreign.AsyncDriver, steps: Steps, side: AsyncConnectionPool | None = None
-) -> list[int]:
+) -> JobIds:
     """Run the steps on an async connection: psycopg's, or a caller's asyncpg one (which is never
     asked for COPY: see ``_copy_capable``). With ``side``, ``CopyIn.ahead`` statements run on a
     second connection from it (``SideConnection``)."""
@@ -390,7 +392,7 @@ async def run_async(
             try:
                 step = steps.send(result)
             except StopIteration as stop:
-                ids: list[int] = stop.value
+                ids: JobIds = stop.value
                 return ids
             result = None
             if isinstance(step, Atomic):
@@ -461,7 +463,7 @@ class SideConnection:
             return await cur.fetchall()
 
 
-def run_sync(conn: psycopg.Connection[Any], steps: Steps) -> list[int]:
+def run_sync(conn: psycopg.Connection[Any], steps: Steps) -> JobIds:
     """Run the steps on a caller's blocking connection: always inside a savepoint (or transaction),
     so a failure leaves the caller's transaction usable."""
     with ExitStack() as stack:
@@ -473,7 +475,7 @@ def run_sync(conn: psycopg.Connection[Any], steps: Steps) -> list[int]:
             try:
                 step = steps.send(result)
             except StopIteration as stop:
-                ids: list[int] = stop.value
+                ids: JobIds = stop.value
                 return ids
             result = None
             if isinstance(step, Execute):

@@ -35,6 +35,7 @@ from conveyor.engine.sqlite.listener import SqliteListener
 from conveyor.engine.sqlite.relay import SqliteRelay
 from conveyor.engine.sqlite.rows import InsertRows, check_now, time_text, utc_clock
 from conveyor.engine.sqlite.stats import SqliteStats
+from conveyor.job import JobIds
 from conveyor.request import JobRequest
 
 
@@ -54,13 +55,13 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay, Sqlite
         conn: Any = None,
         now: datetime | None = None,
         hold: Sequence[int] = (),
-    ) -> list[int]:
+    ) -> JobIds:
         check_now(now)
         if conn is not None:
             driver = await foreign.async_driver_connection(conn)
             first, rest = inserter.split(requests)
             if not first:
-                return []
+                return JobIds()
             builder = InsertRows(utc_clock(now))
             steps = inserter.holding(
                 inserter.insert_steps(inserter.chunk_requests(first, rest), builder, None), hold
@@ -70,9 +71,9 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay, Sqlite
             return inserted.ids
         first, rest = inserter.split(requests)
         if not first:
-            return []
+            return JobIds()
 
-        def run(tx: Tx) -> list[int]:
+        def run(tx: Tx) -> JobIds:
             builder = InsertRows(utc_clock(now))
             chunks = inserter.chunk_requests(first, rest)
             steps = inserter.holding(
@@ -93,12 +94,12 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay, Sqlite
         conn: Any,
         now: datetime | None = None,
         hold: Sequence[int] = (),
-    ) -> list[int]:
+    ) -> JobIds:
         check_now(now)
         driver = foreign.sync_driver_connection(conn)
         first, rest = inserter.split(requests)
         if not first:
-            return []
+            return JobIds()
         builder = InsertRows(utc_clock(now))
         steps = inserter.holding(
             inserter.insert_steps(inserter.chunk_requests(first, rest), builder, None), hold

@@ -30,6 +30,7 @@ from conveyor.engine import _payloads as payloads
 from conveyor.engine._unique_plan import resolve_outcomes, unique_plan
 from conveyor.engine.sqlite.rows import INSERT_COLUMNS, InsertRows, take_requests
 from conveyor.engine.sqlite.schema import FILES
+from conveyor.job import JobIds
 from conveyor.request import JobRequest
 
 #: Jobs per chunk pulled from the caller's iterable and prepared at once.
@@ -51,7 +52,7 @@ Steps = Generator[Step, Any, "Inserted"]
 
 @dataclass(frozen=True, slots=True)
 class Inserted:
-    ids: list[int]
+    ids: JobIds
     #: Queues that gained available jobs (notified on "insert").
     queues: list[str]
 
@@ -96,17 +97,19 @@ def insert_steps(
     first_id: int | None = None
     total = 0
     width = INSERT_COLUMNS * ROWS_PER_STATEMENT
-    #: Per input position: None (a new row, in order), an int (an existing job's id), or a str (the
-    #: key of an earlier request of this insert, whose id it shares).
-    outcomes: list[int | str | None] = []
+    positions = 0  # requests taken so far
+    #: The input positions of the requests not written, each with an int (an existing job's id) or
+    #: a str (the key of an earlier request of this insert, whose id it shares). Every other
+    #: position is a new row, and they took the new ids in order.
+    collapsed: dict[int, int | str] = {}
     first_of_key: dict[str, int] = {}  # key -> input position of the request that claimed it
     for batch in chunks:
         if not any(request.unique is not None for request in batch):  # the common case: all new
-            outcomes += [None] * len(batch)
             values = builder.values(batch)
         else:
-            writes, metas = yield from unique_writes(batch, builder, first_of_key, outcomes)
+            writes, metas = yield from unique_writes(batch, builder, first_of_key, collapsed, positions)
             values = builder.values(writes, metas)
+        positions += len(batch)
         if not values:
             continue
         start = 0
@@ -121,50 +124,48 @@ def insert_steps(
         if full_end < len(values):
             yield ("execute", insert_statement((len(values) - full_end) // INSERT_COLUMNS), values[full_end:])
         total += len(values) // INSERT_COLUMNS
-    new_ids: list[int] = []
+    new_ids: Sequence[int] = ()
     if first_id is not None:
         last = yield ("execute", LAST_ID, ())
         if last and last[0][0] == first_id + total - 1:
-            new_ids = list(range(first_id, first_id + total))
+            new_ids = range(first_id, first_id + total)
         else:  # not consecutive (a trigger inserted rows too?): read them back, in id order
             new_ids = [row[0] for row in (yield ("execute", IDS, (first_id, total)))]
     queues = sorted(builder.available_queues)
     for queue_name in queues if notify else ():
         payload = payloads.encode({"queue": queue_name})
         yield ("execute", NOTIFY, ("insert", payload, source, builder.clock_text))
-    if len(new_ids) == len(outcomes):  # nothing unique collapsed: the common case
-        return Inserted(new_ids, queues)
-    return Inserted(resolve_outcomes(outcomes, new_ids, first_of_key), queues)
+    return Inserted(resolve_outcomes(positions, collapsed, new_ids, first_of_key), queues)
 
 
 def unique_writes(
     batch: list[JobRequest],
     builder: InsertRows,
     first_of_key: dict[str, int],
-    outcomes: list[int | str | None],
+    collapsed: dict[int, int | str],
+    offset: int,
 ) -> Generator[Step, Any, tuple[list[JobRequest], dict[int, bytes]]]:
     """The requests of a chunk holding unique ones that must be written, and their stored metas.
-    Each request's outcome is appended to ``outcomes`` (see ``insert_steps``); the stored jobs the
-    claimed keys already have are looked up first, and replaced where the request says so."""
-    plan = unique_plan(batch, builder.clock, first_of_key, len(outcomes))
+    The chunk's first request is input position ``offset``; those not written join ``collapsed``
+    (see ``insert_steps``). The stored jobs the claimed keys already have are looked up first, and
+    replaced where the request says so."""
+    plan = unique_plan(batch, builder.clock, first_of_key, offset)
     existing: dict[str, int] = {}
     if plan.claimed:
         found = yield ("execute", UNIQUE_LOOKUP, (orjson.dumps(plan.claimed).decode(),))
         existing = {str(key): int(job_id) for key, job_id in found}
     writes: list[JobRequest] = []
     replacing: list[dict[str, Any]] = []
-    for request, key in zip(batch, plan.keys, strict=True):
+    for position, (request, key) in enumerate(zip(batch, plan.keys, strict=True), offset):
         if key is None:
-            outcomes.append(None)
             writes.append(request)
         elif key in existing:
-            if first_of_key[key] == len(outcomes) and request.unique and request.unique.replace:
+            if first_of_key[key] == position and request.unique and request.unique.replace:
                 replacing.append(builder.replacement(request, existing[key]))
-            outcomes.append(existing[key])
-        elif first_of_key[key] != len(outcomes):
-            outcomes.append(key)
+            collapsed[position] = existing[key]
+        elif first_of_key[key] != position:
+            collapsed[position] = key
         else:
-            outcomes.append(None)
             writes.append(request)
     if replacing:
         params = {"jobs": orjson.dumps(replacing).decode(), "now": builder.clock_text}
