@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conveyor import ExistingJobId, JobId, JobIds, JobRequest
-from conveyor.job import JobIdsBuilder, job_ids
+from conveyor.job_ids import JobIdsBuilder, job_ids
 
 #: Positions 2 and 9 are conflicts (9 sits in the bitmap's second byte).
 MIXED = [ExistingJobId(i) if i in (3, 10) else JobId(i) for i in range(1, 11)]

@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     )
     from conveyor.filters import JobFilter
     from conveyor.inbox import receive, receive_sync, signals, wait_for_signal, wait_for_signal_sync
-    from conveyor.job import ExistingJobId, Job, JobId, JobIds, JobState
+    from conveyor.job import ExistingJobId, Job, JobId, JobState
+    from conveyor.job_ids import JobIds
     from conveyor.outcomes import Cancel, Discard, Record, Snooze
     from conveyor.progress import progress, progress_sync
     from conveyor.queue_settings import QueueSettings
@@ -73,7 +74,7 @@ _LOCATIONS = {
     "JobFailedError": "conveyor.errors",
     "JobFilter": "conveyor.filters",
     "JobId": "conveyor.job",
-    "JobIds": "conveyor.job",
+    "JobIds": "conveyor.job_ids",
     "JobNotFoundError": "conveyor.errors",
     "JobRequest": "conveyor.request",
     "JobState": "conveyor.job",

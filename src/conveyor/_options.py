@@ -18,7 +18,8 @@ from typing import Any
 import orjson
 
 from conveyor.errors import ValidationError
-from conveyor.job import ExistingJobId, JobId, JobIds
+from conveyor.job import ExistingJobId, JobId
+from conveyor.job_ids import JobIds
 
 QUEUE_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:\-]{0,127}")
 MAX_SMALLINT = 32767

@@ -45,7 +45,8 @@ from conveyor.errors import ConveyorError, JobNotFoundError, ValidationError
 from conveyor.filters import JobFilter
 from conveyor.fleet import LeaderInfo, QueueInfo
 from conveyor.inbox import MAX_MESSAGES, encode_message
-from conveyor.job import FINAL_STATES, Job, JobId, JobIds, JobState, job_ids
+from conveyor.job import FINAL_STATES, Job, JobId, JobState
+from conveyor.job_ids import JobIds, job_ids
 from conveyor.limits import GlobalLimit, RateLimit
 from conveyor.recorded import decode_result
 from conveyor.request import JobRequest

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from conveyor.job import JobIds, JobIdsBuilder
+from conveyor.job_ids import JobIds, JobIdsBuilder
 from conveyor.request import JobRequest
 from conveyor.unique import stored_meta
 

@@ -16,7 +16,8 @@ from conveyor.context import JobContext
 from conveyor.current_app import current_app, using_app
 from conveyor.definition import definition_of
 from conveyor.errors import ValidationError
-from conveyor.job import Job, JobIds, JobIdsBuilder, JobState
+from conveyor.job import Job, JobState
+from conveyor.job_ids import JobIds, JobIdsBuilder
 from conveyor.outcomes import Outcome
 from conveyor.request import JobRequest
 

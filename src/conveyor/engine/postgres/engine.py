@@ -17,7 +17,7 @@ from conveyor.engine.postgres.jobs import PostgresJobs
 from conveyor.engine.postgres.listener import PostgresListener
 from conveyor.engine.postgres.relay import PostgresRelay
 from conveyor.engine.postgres.stats import PostgresStats
-from conveyor.job import JobIds
+from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest
 
 

@@ -53,7 +53,8 @@ from conveyor.engine.postgres.rows import (
     take_requests,
 )
 from conveyor.errors import ValidationError
-from conveyor.job import ExistingJobId, JobIds, JobIdsBuilder
+from conveyor.job import ExistingJobId
+from conveyor.job_ids import JobIds, JobIdsBuilder
 from conveyor.request import JobRequest
 
 #: Jobs per ``insert_jobs.sql`` statement: large enough to amortise round trips, small enough that a

@@ -35,7 +35,7 @@ from conveyor.engine.sqlite.listener import SqliteListener
 from conveyor.engine.sqlite.relay import SqliteRelay
 from conveyor.engine.sqlite.rows import InsertRows, check_now, time_text, utc_clock
 from conveyor.engine.sqlite.stats import SqliteStats
-from conveyor.job import JobIds
+from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest
 
 

@@ -30,7 +30,7 @@ from conveyor.engine import _payloads as payloads
 from conveyor.engine._unique_plan import resolve_outcomes, unique_plan
 from conveyor.engine.sqlite.rows import INSERT_COLUMNS, InsertRows, take_requests
 from conveyor.engine.sqlite.schema import FILES
-from conveyor.job import JobIds
+from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest
 
 #: Jobs per chunk pulled from the caller's iterable and prepared at once.
