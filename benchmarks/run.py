@@ -23,6 +23,7 @@ from idle import idle
 from insert import insert_asyncpg, insert_bulk, insert_single, insert_unique, insert_unique_bulk
 from insert_copy import insert_copy
 from memory import memory, soak
+from node_cost import node_cost
 from nodes import drain_nodes
 from relay import relay, wait_many
 from runtime import (
@@ -52,6 +53,7 @@ SCENARIOS: dict[str, Scenario] = {
     "insert-asyncpg": insert_asyncpg,
     "drain": drain,
     "drain-floor": drain_floor,
+    "node-cost": node_cost,
     "latency": latency,
     "idle": idle,
     "cpu": cpu,

@@ -243,3 +243,13 @@ def test_drain_nodes_runs_every_job_once_with_one_node_and_with_four(dsn: str) -
     # small) and the local server's.
     for variant in ("one_node", "nodes"):
         assert figures[f"{variant}_cpu_us_per_job"] >= 0 and figures[f"{variant}_server_cpu_us_per_job"] >= 0
+
+
+def test_node_cost_reports_the_cpu_a_node_spends_per_job_without_the_database(dsn: str) -> None:
+    low, high = run_benchmarks(dsn, "node-cost", "--jobs", "500")
+    assert (low["concurrency"], high["concurrency"]) == (100, 20)
+    for figures in (low, high):
+        assert figures["jobs"] == 500 and figures["rounds"] == 5
+        first, last = figures["cpu_us_range"]
+        # Every job is decoded, run and acked: that costs microseconds, not nothing and not seconds.
+        assert 0 < first <= figures["cpu_us_per_job"] <= last < 10_000

@@ -1,0 +1,136 @@
+"""``node-cost``: the CPU a node spends on each job of its own, with no database round trip.
+
+A drain's ratio to the SQL floor follows the CPU spent per job by the server and by the node
+(``cpu_account.py``), and the node's share is the only one Python code can change. Measured in a
+drain it comes with the noise of the server sharing the cores; here it stands alone. The node's
+real parts run (a ``Producer`` claiming for a queue at limit C, the ``JobRunner`` running
+``bench_jobs.noop`` on the loop, the ``Acker`` gathering batches) against a stand-in engine: its
+fetch decodes real rows (read once from PostgreSQL with the engine's own fetch, then served again
+under new ids) with the engine's own decoder, and its ack encodes each batch as the engine does
+(``ack_record`` and orjson), then yields to the loop once, as a round trip would. What is left out
+is psycopg's share: sending statements and parsing their results (``drain-floor``'s
+``cN_node_cpu_us_per_job`` includes it).
+
+Reported per concurrency (100 and 20, or ``--concurrency``): the median and range over
+``NODE_COST_ROUNDS`` rounds of the process's CPU time per job, in microseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+import bench_jobs
+import orjson
+from common import Figures, Settings, fresh_app
+
+from conveyor._resolver import Resolver
+from conveyor._runtime.acker import Acker
+from conveyor._runtime.job_link import JobLink
+from conveyor._runtime.producer import Producer
+from conveyor._runtime.runner import JobRunner
+from conveyor.acks import Ack
+from conveyor.engine.postgres import PostgresEngine
+from conveyor.engine.postgres.hot_path import ack_record
+from conveyor.engine.postgres.rows import naive_utc, read_jobs
+from conveyor.job import Job
+from conveyor.telemetry import Telemetry
+
+NODE_COST_JOBS = 100_000
+NODE_COST_LEVELS = (100, 20)
+NODE_COST_ROUNDS = 5
+#: Rows read from the database once, served again and again under new ids.
+SAMPLE_ROWS = 100
+
+
+class StandInEngine:
+    """The two calls a producer and an acker make, without the database (see the module doc)."""
+
+    def __init__(self, rows: Sequence[tuple[Any, ...]], jobs: int) -> None:
+        self.rows = rows
+        self.jobs = jobs
+        self.served = 0
+
+    async def fetch_jobs(self, queue: str, demand: int, **_: Any) -> list[Job]:
+        await asyncio.sleep(0)
+        count = min(demand, self.jobs - self.served)
+        first, self.served = self.served, self.served + max(count, 0)
+        rows = self.rows
+        return read_jobs([(first + i + 1, *rows[i % len(rows)][1:]) for i in range(count)])
+
+    async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
+        orjson.dumps([ack_record(ack) for ack in acks]).decode()
+        naive_utc(now)
+        await asyncio.sleep(0)
+        return [ack.job_id for ack in acks]
+
+    def is_transient(self, exc: BaseException) -> bool:
+        return False
+
+
+async def sample_rows(settings: Settings) -> list[tuple[Any, ...]]:
+    """``SAMPLE_ROWS`` rows of ``noop`` jobs as the engine's fetch returns them."""
+    async with fresh_app(settings, pool_size=2) as base:
+        await base.enqueue_many(bench_jobs.noop.new(n=n) for n in range(SAMPLE_ROWS))
+        engine = await base.engine()
+        assert isinstance(engine, PostgresEngine)
+        params = {"queue": "default", "demand": SAMPLE_ROWS, "node": "n", "producer": "p", "now": None}
+        async with engine.hot_pool.connection() as conn:
+            cur = await conn.execute(engine._fetch_statement, params)
+            return [tuple(row) for row in await cur.fetchall()]
+
+
+async def cost_once(rows: Sequence[tuple[Any, ...]], jobs: int, limit: int) -> float:
+    """CPU microseconds per job of one node-side drain of ``jobs`` at ``limit``."""
+    engine: Any = StandInEngine(rows, jobs)
+    telemetry = Telemetry()
+    with ThreadPoolExecutor(1) as threads:
+        runner = JobRunner(Resolver(), telemetry, threads=threads, processes=None)
+        acker = Acker(engine, telemetry=telemetry)
+        link = JobLink(engine, telemetry, progress_interval=0.5, poll_interval=1.0)
+        producer = Producer(
+            "default", limit, engine=engine, runner=runner, acker=acker, node="n", poll_interval=1, link=link
+        )
+        done = asyncio.Event()
+
+        async def check(acks: Sequence[Ack]) -> None:
+            if acker.written >= jobs:
+                done.set()
+
+        acker.hooks.append(check)
+        await acker.start()
+        await producer.start()
+        began = time.process_time()
+        producer.wake()
+        await done.wait()
+        spent = time.process_time() - began
+        await producer.stop()
+        await acker.stop()
+    return spent / jobs * 1e6
+
+
+async def node_cost(settings: Settings) -> list[Figures]:
+    if settings.engine != "postgres":
+        raise RuntimeError("node-cost reads its sample rows from PostgreSQL")
+    jobs = settings.job_count(NODE_COST_JOBS)
+    levels = (settings.concurrency,) if settings.concurrency is not None else NODE_COST_LEVELS
+    rows = await sample_rows(settings)
+    measured: dict[int, list[float]] = {level: [] for level in levels}
+    for _ in range(NODE_COST_ROUNDS):
+        for level in levels:
+            measured[level].append(await cost_once(rows, jobs, level))
+    return [
+        {
+            "jobs": jobs,
+            "concurrency": level,
+            "rounds": NODE_COST_ROUNDS,
+            "cpu_us_per_job": round(statistics.median(costs), 2),
+            "cpu_us_range": [round(min(costs), 2), round(max(costs), 2)],
+        }
+        for level, costs in measured.items()
+    ]
