@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import multiprocessing
-import multiprocessing.connection
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from conveyor._runtime.process_worker import MainModule, main_module
+from conveyor._runtime.process_worker import Channel, MainModule, main_module
 from conveyor.job import Job
 
 
@@ -44,8 +43,8 @@ class _Worker:
     """One worker process and the node's end of its connection (a socket pair)."""
 
     def __init__(self, main: MainModule, preload: Sequence[str]) -> None:
-        parent, child = multiprocessing.Pipe()
-        self.conn = parent
+        parent, child = socket.socketpair()
+        self.conn = Channel(parent.detach())
         fd = child.fileno()
         # The node's sys.path comes first, so the worker finds Conveyor and the job modules where
         # the node found them (a script's folder, a path added at run time).

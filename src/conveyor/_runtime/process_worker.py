@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import multiprocessing.connection
 import os
-import runpy
+import pickle
+import select
 import sys
 import time
-import traceback
 import types
 from typing import Any
 
@@ -47,12 +46,54 @@ def main_module() -> MainModule:
     return ("path", os.path.abspath(path)) if isinstance(path, str) else None
 
 
+class Channel:
+    """One end of the socket pair between the node and a worker: whole pickled messages, each
+    preceded by its length (8 bytes, big-endian). ``multiprocessing.connection`` would do the same
+    but costs a worker ~14 ms of imports (``multiprocessing``, ``tempfile``, ``subprocess``...)
+    before its first job."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def send(self, message: object) -> None:
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        view = memoryview(len(data).to_bytes(8, "big") + data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def recv(self) -> Any:
+        """The next message; EOFError when the other end is closed."""
+        return pickle.loads(self._read(int.from_bytes(self._read(8), "big")))
+
+    def poll(self) -> bool:
+        """Whether something (a message, or the other end's close) can be read now."""
+        return bool(select.select([self._fd], [], [], 0)[0])
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def _read(self, size: int) -> bytes:
+        chunks = []
+        while size:
+            chunk = os.read(self._fd, size)
+            if not chunk:
+                raise EOFError("the other end of the channel is closed")
+            chunks.append(chunk)
+            size -= len(chunk)
+        return b"".join(chunks)
+
+
 def serve(fd: int, main: MainModule, preload: list[str]) -> None:
     """The worker process's loop, on the connection the node passed as ``fd``."""
     from conveyor._resolver import Resolver
     from conveyor._runtime.invoke import call_blocking
 
-    conn = multiprocessing.connection.Connection(fd)
+    conn = Channel(fd)
     loader = _MainLoader(main)
     for module in preload:  # a module that fails here fails its job later, with the reason
         with contextlib.suppress(BaseException):
@@ -73,12 +114,19 @@ def serve(fd: int, main: MainModule, preload: list[str]) -> None:
         except Outcome as outcome:
             reply = ("outcome", outcome)
         except BaseException as exc:
-            reply = ("error", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+            reply = ("error", (f"{type(exc).__name__}: {exc}", _formatted()))
         try:
             link.flush()
             conn.send(reply)
         except Exception as exc:  # an unpicklable result is the job's error, not the pool's
-            conn.send(("error", (f"result could not be sent back: {exc!r}", traceback.format_exc())))
+            conn.send(("error", (f"result could not be sent back: {exc!r}", _formatted())))
+
+
+def _formatted() -> str:
+    """The exception being handled, formatted (``traceback`` is imported by the first job that fails)."""
+    import traceback
+
+    return traceback.format_exc()
 
 
 class _MainLoader:
@@ -102,6 +150,8 @@ class _MainLoader:
         if self._loaded or self._main is None:
             return
         self._loaded = True
+        import runpy
+
         kind, where = self._main
         # Run under another name, so its ``if __name__ == "__main__":`` block stays out (as with
         # multiprocessing's spawn), then stand in for this process's own ``__main__``.
@@ -120,7 +170,7 @@ class _PipeLink:
     every ``PROGRESS_SPACING`` seconds, and once more before the result), where the node writes it.
     Waiting for signals needs the node: ``receive`` refuses, ``wait_for_signal`` works."""
 
-    def __init__(self, conn: multiprocessing.connection.Connection) -> None:
+    def __init__(self, conn: Channel) -> None:
         self._conn = conn
         self._sent_at = 0.0
         self._pending: JobContext | None = None

@@ -1,0 +1,102 @@
+"""The process pool on its own (no database): its channel to the workers, what a worker imports, and
+a job stopped from outside (a cancel, a timeout) killing only its own process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+
+import pytest
+
+from conveyor._runtime.process_pool import ProcessPool, WorkerProcessDied
+from conveyor._runtime.process_worker import Channel
+from conveyor.testing.execute import job_of
+from tests import runtime_jobs as jobs
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="the process pool needs POSIX")
+
+
+async def sent(pool: ProcessPool, timeout: float = 10.0) -> None:
+    """Until the pool has handed a job to a worker."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not pool._busy:
+        assert loop.time() < deadline, "no job was handed to a worker"
+        await asyncio.sleep(0.01)
+
+
+def name_of(function: object) -> str:
+    return f"{jobs.__name__}.{getattr(function, '__name__', '')}"
+
+
+def test_channel_carries_whole_messages_both_ways_and_reports_a_closed_end() -> None:
+    left_socket, right_socket = socket.socketpair()
+    left, right = Channel(left_socket.detach()), Channel(right_socket.detach())
+    big = "x" * 3_000_000  # far beyond a socket's buffer: written and read in several pieces
+    try:
+        assert not right.poll()
+        writer = threading.Thread(target=left.send, args=(("ok", big),))
+        writer.start()
+        assert right.recv() == ("ok", big)
+        writer.join()
+        right.send(("progress", {"done": 1}))
+        assert left.poll()
+        assert left.recv() == ("progress", {"done": 1})
+        left.close()
+        assert right.poll()  # the close is readable
+        with pytest.raises(EOFError):
+            right.recv()
+    finally:
+        left.close()
+        right.close()
+
+
+@pytest.fixture
+async def pool() -> object:
+    started = ProcessPool(1)
+    await started.start(preload=[jobs.__name__])
+    try:
+        yield started
+    finally:
+        await started.stop()
+
+
+async def test_a_worker_runs_its_first_job_without_importing_multiprocessing(pool: ProcessPool) -> None:
+    """The node and its workers talk over ``Channel``: a worker never pays for ``multiprocessing``
+    (nor for ``runpy`` until a job needs the node's main script)."""
+    unwanted = ["multiprocessing", "multiprocessing.connection", "tempfile", "runpy"]
+    job = job_of(jobs.process_modules.new(names=unwanted))
+    assert await pool.run(name_of(jobs.process_modules), job) == []
+
+
+async def test_a_large_result_comes_back_whole(pool: ProcessPool) -> None:
+    job = job_of(jobs.process_echo.new(text="abc", times=1_000_000))
+    assert await pool.run(name_of(jobs.process_echo), job) == "abc" * 1_000_000
+
+
+async def test_a_job_cancelled_from_outside_kills_its_process_and_the_pool_replaces_it(
+    pool: ProcessPool,
+) -> None:
+    (before,) = pool._all
+    sleeper = job_of(jobs.process_sleep.new(seconds=30))
+    task = asyncio.create_task(pool.run(name_of(jobs.process_sleep), sleeper))
+    await sent(pool)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert before.process.returncode is not None  # killed, not left running
+    pid = await pool.run(name_of(jobs.process_pid), job_of(jobs.process_pid.new()))
+    assert pid != before.pid and pid in {worker.pid for worker in pool._all}
+
+
+async def test_kill_fails_only_the_job_of_that_process(pool: ProcessPool) -> None:
+    sleeper = job_of(jobs.process_sleep.new(seconds=30))
+    task = asyncio.create_task(pool.run(name_of(jobs.process_sleep), sleeper))
+    await sent(pool)
+    assert pool.kill(sleeper.id)
+    with pytest.raises(WorkerProcessDied):
+        await task
+    echo = job_of(jobs.process_echo.new(text="a", times=2))
+    assert await pool.run(name_of(jobs.process_echo), echo) == "aa"
