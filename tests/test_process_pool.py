@@ -5,17 +5,27 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import threading
 
 import pytest
 
-from conveyor._runtime.process_pool import ProcessPool, WorkerProcessDied
+from conveyor._runtime.process_pool import ZYGOTE, ProcessPool, WorkerProcessDied
 from conveyor._runtime.process_worker import Channel
 from conveyor.testing.execute import job_of
 from tests import runtime_jobs as jobs
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the process pool needs POSIX")
+
+
+async def ready(pool: ProcessPool, timeout: float = 10.0) -> None:
+    """Until every worker of the pool is started (they come up in the background)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while len(pool._all) < pool.size:
+        assert loop.time() < deadline, "the pool's workers did not start"
+        await asyncio.sleep(0.01)
 
 
 async def sent(pool: ProcessPool, timeout: float = 10.0) -> None:
@@ -25,6 +35,11 @@ async def sent(pool: ProcessPool, timeout: float = 10.0) -> None:
     while not pool._busy:
         assert loop.time() < deadline, "no job was handed to a worker"
         await asyncio.sleep(0.01)
+
+
+def parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
 
 
 def name_of(function: object) -> str:
@@ -53,11 +68,12 @@ def test_channel_carries_whole_messages_both_ways_and_reports_a_closed_end() -> 
         right.close()
 
 
-@pytest.fixture
-async def pool() -> object:
-    started = ProcessPool(1)
+@pytest.fixture(params=[True, False] if ZYGOTE else [False], ids=lambda z: "zygote" if z else "spawn")
+async def pool(request: pytest.FixtureRequest) -> object:
+    started = ProcessPool(1, zygote=request.param)
     await started.start(preload=[jobs.__name__])
     try:
+        await ready(started)
         yield started
     finally:
         await started.stop()
@@ -86,7 +102,8 @@ async def test_a_job_cancelled_from_outside_kills_its_process_and_the_pool_repla
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert before.process.returncode is not None  # killed, not left running
+    assert not before.is_alive()  # killed, not left running
+    assert before.exitcode(wait=5) == -signal.SIGKILL  # a forked worker's code comes from the zygote
     pid = await pool.run(name_of(jobs.process_pid), job_of(jobs.process_pid.new()))
     assert pid != before.pid and pid in {worker.pid for worker in pool._all}
 
@@ -100,3 +117,30 @@ async def test_kill_fails_only_the_job_of_that_process(pool: ProcessPool) -> Non
         await task
     echo = job_of(jobs.process_echo.new(text="a", times=2))
     assert await pool.run(name_of(jobs.process_echo), echo) == "aa"
+
+
+async def test_a_crashing_worker_fails_its_job_with_its_exit_code(pool: ProcessPool) -> None:
+    with pytest.raises(WorkerProcessDied, match="exited with code 1"):
+        await pool.run(name_of(jobs.process_crash), job_of(jobs.process_crash.new()))
+    assert await pool.run(name_of(jobs.process_pid), job_of(jobs.process_pid.new())) != os.getpid()
+
+
+@pytest.mark.skipif(not ZYGOTE, reason="workers are forked by a zygote on Linux only")
+async def test_workers_are_forked_by_the_zygote_and_started_afresh_once_it_is_gone() -> None:
+    pool = ProcessPool(2)
+    await pool.start(preload=[jobs.__name__])
+    try:
+        await ready(pool)
+        assert pool._zygote is not None
+        zygote = pool._zygote.process.pid
+        assert {parent_of(worker.pid) for worker in pool._all} == {zygote}
+        os.kill(zygote, signal.SIGKILL)
+        pool._zygote.process.wait()
+        # Its workers carry on; one that dies is replaced by a fresh interpreter.
+        crash = job_of(jobs.process_crash.new())
+        with pytest.raises(WorkerProcessDied):
+            await pool.run(name_of(jobs.process_crash), crash)
+        pids = {await pool.run(name_of(jobs.process_pid), job_of(jobs.process_pid.new())) for _ in range(4)}
+        assert len(pool._all) == 2 and pids <= {worker.pid for worker in pool._all}
+    finally:
+        await pool.stop()
