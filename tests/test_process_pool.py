@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from conveyor._runtime.process_pool import ZYGOTE, ProcessPool, WorkerProcessDied
+from conveyor._runtime.process_pool import ZYGOTE, ProcessPool, RemoteError, WorkerProcessDied
 from conveyor._runtime.process_worker import Channel
 from conveyor.testing.execute import job_of
 from tests import runtime_jobs as jobs
@@ -142,5 +142,26 @@ async def test_workers_are_forked_by_the_zygote_and_started_afresh_once_it_is_go
             await pool.run(name_of(jobs.process_crash), crash)
         pids = {await pool.run(name_of(jobs.process_pid), job_of(jobs.process_pid.new())) for _ in range(4)}
         assert len(pool._all) == 2 and pids <= {worker.pid for worker in pool._all}
+    finally:
+        await pool.stop()
+
+
+@pytest.mark.skipif(not ZYGOTE, reason="workers are forked by a zygote on Linux only")
+async def test_ctrl_c_leaves_the_zygote_to_the_node_and_interrupts_jobs_as_in_a_fresh_interpreter() -> None:
+    pool = ProcessPool(1)
+    await pool.start(preload=[jobs.__name__])
+    try:
+        await ready(pool)
+        assert pool._zygote is not None
+        os.kill(pool._zygote.process.pid, signal.SIGINT)
+        sleeper = job_of(jobs.process_sleep.new(seconds=30))
+        task = asyncio.create_task(pool.run(name_of(jobs.process_sleep), sleeper))
+        await sent(pool)
+        await asyncio.sleep(0.2)  # the job is sleeping
+        os.kill(pool._busy[sleeper.id].pid, signal.SIGINT)
+        with pytest.raises(RemoteError, match="KeyboardInterrupt"):
+            await task
+        assert pool._zygote.process.poll() is None  # still there to fork
+        assert not pool._zygote.gone
     finally:
         await pool.stop()

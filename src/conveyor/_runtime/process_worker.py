@@ -143,6 +143,9 @@ def serve_zygote(fd: int, main: MainModule, preload: list[str]) -> None:
     import signal
     import socket
 
+    # Ctrl-C reaches the whole process group: the node stops the zygote itself (its workers get
+    # SIGINT as fresh interpreters would).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     loader = _preloaded(main, preload)
     control = socket.socket(fileno=fd)
     wake_read, wake_write = os.pipe()
@@ -179,6 +182,7 @@ def _zygote_loop(control: Any, wake_read: int, wake_write: int, loader: _MainLoa
             try:
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.default_int_handler)
                 control.close()
                 os.close(wake_read)
                 os.close(wake_write)
