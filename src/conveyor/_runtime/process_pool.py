@@ -5,8 +5,9 @@ only the job it was running; the pool replaces it and carries on. A worker is ne
 node, because the node runs threads and database connections that a fork would copy. On Linux the
 pool starts one fresh interpreter, the zygote (``process_worker.serve_zygote``), which imports what
 workers need once and forks each worker from itself: the pool's start pays for those imports once
-instead of once per worker (on two busy cores, two workers were ready in ~95 ms this way against
-~185 ms as two fresh interpreters), and a replacement is ready in a few milliseconds. Elsewhere, or
+instead of once per worker (two workers were ready in ~95 ms this way against ~185 ms as two fresh
+interpreters on two cores busy with other work; ~90 ms either way on idle cores), and a worker that
+died is replaced in ~2 ms instead of ~90 ms. Elsewhere, or
 when the zygote is gone, each worker is a fresh interpreter of its own. Workers are started in the
 background while the node goes on starting; unlike ``multiprocessing``'s spawn they do not run the
 node's main script unless a job defined there needs it.
