@@ -14,6 +14,7 @@ import pytest
 from conveyor._runtime.process_pool import ZYGOTE, ProcessPool, RemoteError, WorkerProcessDied
 from conveyor._runtime.process_worker import Channel
 from conveyor.testing.execute import job_of
+from tests import helpers
 from tests import runtime_jobs as jobs
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="the process pool needs POSIX")
@@ -165,3 +166,15 @@ async def test_ctrl_c_leaves_the_zygote_to_the_node_and_interrupts_jobs_as_in_a_
         assert not pool._zygote.gone
     finally:
         await pool.stop()
+
+
+@pytest.mark.parametrize(
+    "zygote", [True, False] if ZYGOTE else [False], ids=["zygote", "spawn"][: 2 if ZYGOTE else 1]
+)
+async def test_a_pool_stopped_while_its_workers_start_leaves_no_process(zygote: bool) -> None:
+    before = helpers.worker_processes()
+    pool = ProcessPool(2, zygote=zygote)
+    await pool.start(preload=[jobs.__name__])
+    await pool.stop()  # the workers (or the zygote) are still importing
+    assert not pool._all
+    assert helpers.worker_processes() - before == set()
