@@ -22,14 +22,13 @@ from collections.abc import Awaitable, Callable
 import bench_jobs
 from common import Figures, Settings, fresh_app
 from runtime import (
-    CPU_POLL,
     NODE_POOL,
+    acked,
     calibrate,
     check_all_completed,
     run_multiprocessing,
     run_sequential,
     running_node,
-    written,
 )
 
 from conveyor import Conveyor
@@ -49,7 +48,7 @@ async def node_from_start(base: Conveyor, loops: int, jobs: int, limit: int, job
     queue = {"cpu": {"limit": limit, "executor": "process"}}
     started = time.perf_counter()
     async with running_node(base, queue) as app:
-        await written(app, jobs, timeout=60.0 + jobs * job_ms / 1000, poll=CPU_POLL)
+        await acked(app, jobs, timeout=60.0 + jobs * job_ms / 1000)
         seconds = time.perf_counter() - started
     await check_all_completed(base)
     return seconds

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -159,3 +160,18 @@ class Events:
             return self.named(event)
 
         return await poll(probe, done, timeout=timeout, what=f"event {event}")
+
+
+def worker_processes() -> set[int]:
+    """Pids of this process's children that are process-pool workers (Linux: read from /proc)."""
+    found: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as children:
+            for pid in children.read().split():
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                        if b"process_worker" in cmdline.read():
+                            found.add(int(pid))
+                except OSError:
+                    continue
+    return found

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -197,6 +198,22 @@ def process_pid() -> int:
 @job(executor="process")
 def process_crash() -> None:
     os._exit(1)
+
+
+@job(record=True, executor="process")
+def process_modules(names: list[str]) -> list[str]:
+    """Which of ``names`` the worker process has imported."""
+    return [name for name in names if name in sys.modules]
+
+
+@job(record=True, executor="process")
+def process_echo(text: str, times: int) -> str:
+    return text * times
+
+
+@job(executor="process")
+def process_sleep(seconds: float) -> None:
+    time.sleep(seconds)
 
 
 # -- load and shutdown ----------------------------------------------------------------------------

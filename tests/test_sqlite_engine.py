@@ -42,7 +42,7 @@ from conveyor.engine.base import Engine
 from conveyor.engine.sqlite import SqliteEngine, schema
 from conveyor.engine.sqlite.database import MEMORY
 from conveyor.engines import default_database_url, engine_from_url
-from tests import runtime_jobs
+from tests import helpers, runtime_jobs
 from tests.sqlite_procs import fetch_all
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -703,6 +703,23 @@ async def test_busy_timeout_bounds_the_wait(db_path: str) -> None:
 
 
 # -- end to end -----------------------------------------------------------------------------------
+async def test_process_workers_stop_when_the_schema_check_fails(tmp_path: Path) -> None:
+    """The app starts the pool's workers before it checks the schema; a failed check stops them."""
+    before = helpers.worker_processes()
+    app = Conveyor(
+        database_url=f"sqlite:///{tmp_path}/jobs.db",
+        queues={"cpu": {"limit": 2, "executor": "process"}},
+        processes=2,
+    )
+    try:
+        with pytest.raises(Exception, match="not installed"):
+            await app.start()
+        assert app.node is None
+        assert helpers.worker_processes() - before == set()
+    finally:
+        await app.close()
+
+
 async def test_a_node_runs_async_thread_and_process_jobs(tmp_path: Path) -> None:
     app = Conveyor(
         database_url=f"sqlite:///{tmp_path}/jobs.db",

@@ -235,8 +235,7 @@ class Conveyor:
         """Open the database and, when queues are configured, start this process's node."""
         engine = await self.engine()
         if self.settings.queues and self.node is None and effective_mode(self.testing) == "disabled":
-            await engine.check_schema()
-            self.node = Node(
+            node = Node(
                 self.settings,
                 engine,
                 self.resolver,
@@ -245,7 +244,16 @@ class Conveyor:
                 clock=self.clock,
                 app=self,
             )
-            await self.node.start()
+            # Process workers take ~70 ms to import what they need: let them start while the schema
+            # is checked (a round trip of several ms).
+            await node.start_pool()
+            try:
+                await engine.check_schema()
+            except BaseException:
+                await node.stop_pool()
+                raise
+            self.node = node
+            await node.start()
 
     def crontab(self) -> list[CronEntry]:
         """The cron entries this app's node runs: the configured ``crontab``, then the ``@job(cron=...)``

@@ -153,15 +153,30 @@ class Node:
         self._listener: Stoppable | None = None
         self._control_tasks: set[asyncio.Task[None]] = set()
         self.started = False
+        self._pool_started = False
 
-    async def start(self) -> None:
-        if self.started:
+    async def start_pool(self) -> None:
+        """Start the process pool's workers (or arrange for them to start with the first process
+        job). ``start`` does it first; the app calls it even sooner, before its schema check, so the
+        workers' imports overlap that round trip. A node that is then not started must be stopped
+        (``stop_pool``)."""
+        if self._pool_started:
             return
+        self._pool_started = True
         process_jobs = self._process_job_modules()
         if process_jobs is not None:
             await self.processes.start(preload=process_jobs)
         else:
             await self.processes.start_lazily()
+
+    async def stop_pool(self) -> None:
+        """Stop the workers of a pool started by ``start_pool`` for a node that never started."""
+        await self.processes.stop()
+
+    async def start(self) -> None:
+        if self.started:
+            return
+        await self.start_pool()
         await self.acker.start()
         await self.link.start()
         if self.settings.notifications:

@@ -1,28 +1,49 @@
 """A pool of worker processes for CPU-bound jobs, one job per process at a time.
 
 Unlike ``concurrent.futures.ProcessPoolExecutor``, a process that dies (crash, kill, timeout) fails
-only the job it was running; the pool replaces it and carries on. Each worker is a fresh interpreter
-(``process_worker``), never a fork of the node, because the node runs threads and database
-connections that a fork would copy. Workers are started all at once and import what they need
-while the node goes on starting; unlike ``multiprocessing``'s spawn they do not run the node's main
-script unless a job defined there needs it.
+only the job it was running; the pool replaces it and carries on. A worker is never a fork of the
+node, because the node runs threads and database connections that a fork would copy. On Linux the
+pool starts one fresh interpreter, the zygote (``process_worker.serve_zygote``), which imports what
+workers need once and forks each worker from itself: the pool's start pays for those imports once
+instead of once per worker (two workers were ready in ~95 ms this way against ~185 ms as two fresh
+interpreters on two cores busy with other work; ~90 ms either way on idle cores), and a worker that
+died is replaced in ~2 ms instead of ~90 ms. Elsewhere, or
+when the zygote is gone, each worker is a fresh interpreter of its own. Workers are started in the
+background while the node goes on starting; unlike ``multiprocessing``'s spawn they do not run the
+node's main script unless a job defined there needs it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import multiprocessing
-import multiprocessing.connection
+import logging
 import os
+import pickle
+import select
+import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from conveyor._runtime.process_worker import MainModule, main_module
+from conveyor._runtime.process_worker import Channel, MainModule, main_module
 from conveyor.job import Job
+
+log = logging.getLogger("conveyor.process_pool")
+
+#: Whether workers can be forked by a zygote: pidfds (signalling a process that is not our child
+#: without risk of a reused pid) and passing descriptors over a Unix socket.
+ZYGOTE = (
+    sys.platform == "linux"
+    and hasattr(os, "pidfd_open")
+    and hasattr(signal, "pidfd_send_signal")
+    and hasattr(socket, "send_fds")
+)
 
 
 class WorkerProcessDied(Exception):
@@ -40,24 +61,147 @@ class RemoteError(Exception):
         return self.description
 
 
-class _Worker:
-    """One worker process and the node's end of its connection (a socket pair)."""
+def _interpreter(entry: str, fd: int, main: MainModule, preload: Sequence[str]) -> subprocess.Popen[bytes]:
+    """A fresh interpreter running ``process_worker.<entry>`` on ``fd``."""
+    # The node's sys.path comes first, so the worker finds Conveyor and the job modules where
+    # the node found them (a script's folder, a path added at run time).
+    code = (
+        f"import sys; sys.path[:] = {sys.path!r}; "
+        f"from conveyor._runtime.process_worker import {entry}; "
+        f"{entry}({fd}, {main!r}, {list(preload)!r})"
+    )
+    return subprocess.Popen([sys.executable, "-c", code], pass_fds=(fd,))
+
+
+class _Zygote:
+    """The node's side of the zygote: ask it for a worker, learn the exit codes of its workers.
+    Thread-safe (workers are added from threads)."""
 
     def __init__(self, main: MainModule, preload: Sequence[str]) -> None:
-        parent, child = multiprocessing.Pipe()
-        self.conn = parent
-        fd = child.fileno()
-        # The node's sys.path comes first, so the worker finds Conveyor and the job modules where
-        # the node found them (a script's folder, a path added at run time).
-        code = (
-            f"import sys; sys.path[:] = {sys.path!r}; "
-            "from conveyor._runtime.process_worker import serve; "
-            f"serve({fd}, {main!r}, {list(preload)!r})"
-        )
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            self.process = subprocess.Popen([sys.executable, "-c", code], pass_fds=(fd,))
+            self.process = _interpreter("serve_zygote", theirs.fileno(), main, preload)
         except BaseException:
-            parent.close()
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self._control = ours
+        self._lock = threading.Lock()
+        self._exits: dict[int, int] = {}
+        #: Set when the zygote cannot fork any more (it exited, or the pool is stopping).
+        self.gone = False
+
+    def fork(self) -> tuple[int, int, Channel]:
+        """A new worker: its pid, a pidfd for it and the node's end of its channel."""
+        ours, theirs = socket.socketpair()
+        try:
+            with self._lock:
+                socket.send_fds(self._control, [b"fork"], [theirs.fileno()])
+                theirs.close()
+                while True:
+                    message, fds = self._receive(None)
+                    if message[0] == "forked":
+                        return message[1], fds[0], Channel(ours.detach())
+        except BaseException:
+            self.gone = True
+            ours.close()
+            theirs.close()
+            raise
+
+    def exit_code(self, pid: int, wait: float) -> int | None:
+        """The exit code of worker ``pid``, once the zygote reports it (None after ``wait`` s)."""
+        deadline = time.monotonic() + wait
+        with self._lock:
+            while pid not in self._exits:
+                left = deadline - time.monotonic()
+                if left <= 0 or self.gone:
+                    return None
+                try:
+                    self._receive(left)
+                except (EOFError, OSError, TimeoutError):
+                    return None
+            return self._exits.pop(pid)
+
+    def _receive(self, timeout: float | None) -> tuple[tuple[Any, ...], list[int]]:
+        if timeout is not None and not select.select([self._control], [], [], timeout)[0]:
+            raise TimeoutError
+        data, fds, _, _ = socket.recv_fds(self._control, 1024, 1)
+        if not data:
+            self.gone = True
+            raise EOFError("the zygote has exited")
+        message: tuple[Any, ...] = pickle.loads(data)
+        if message[0] == "exited":
+            self._exits[message[1]] = message[2]
+        return message, fds
+
+    def shutdown(self) -> None:
+        """No more forks: a fork under way fails at once, and the zygote exits."""
+        self.gone = True
+        with contextlib.suppress(OSError):
+            self._control.shutdown(socket.SHUT_RDWR)
+
+    def stop(self) -> None:
+        self.shutdown()
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        with contextlib.suppress(OSError):
+            self._control.close()
+
+
+class _ForkedWorker:
+    """A worker forked by the zygote. It is not the node's child: it is signalled through its pidfd
+    (which is also its sentinel) and its exit code comes from the zygote."""
+
+    def __init__(self, zygote: _Zygote) -> None:
+        self._zygote = zygote
+        self.pid, pidfd, self.conn = zygote.fork()
+        self.sentinel: int | None = pidfd
+        self.job_id: int | None = None
+        self._code: int | None = None
+
+    def _exited(self, wait: float) -> bool:
+        if self.sentinel is None:
+            return True
+        return bool(select.select([self.sentinel], [], [], wait)[0])
+
+    def is_alive(self) -> bool:
+        return not self._exited(0)
+
+    def kill(self) -> None:
+        if self.sentinel is not None:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(self.sentinel, signal.SIGKILL)
+
+    def exitcode(self, wait: float) -> int | None:
+        if self._code is None and self._exited(wait):
+            self._code = self._zygote.exit_code(self.pid, wait=max(wait, 1.0))
+        return self._code
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.close()
+        self.kill()
+        self.exitcode(wait=5)
+        if self.sentinel is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.sentinel)
+            self.sentinel = None
+
+
+class _Worker:
+    """One worker process, a fresh interpreter, and the node's end of its channel (a socket pair)."""
+
+    def __init__(self, main: MainModule, preload: Sequence[str]) -> None:
+        parent, child = socket.socketpair()
+        self.conn = Channel(parent.detach())
+        try:
+            self.process = _interpreter("serve", child.fileno(), main, preload)
+        except BaseException:
+            self.conn.close()
             raise
         finally:
             child.close()
@@ -94,26 +238,33 @@ class _Worker:
             self.sentinel = None
 
 
+AnyWorker = _Worker | _ForkedWorker
+
+
 class ProcessPool:
     """``size`` worker processes that run jobs by worker name."""
 
-    def __init__(self, size: int | None = None) -> None:
+    def __init__(self, size: int | None = None, *, zygote: bool = ZYGOTE) -> None:
         self.size = size or os.cpu_count() or 1
-        self._idle: asyncio.Queue[_Worker] | None = None
-        self._busy: dict[int, _Worker] = {}
-        self._all: set[_Worker] = set()
+        self._idle: asyncio.Queue[AnyWorker] | None = None
+        self._busy: dict[int, AnyWorker] = {}
+        self._all: set[AnyWorker] = set()
         self._stopped = False
         self._lazy = False
         self._spawning: asyncio.Lock | None = None
         self._main: MainModule = None
         self._preload: list[str] = []
+        self._use_zygote = zygote
+        self._zygote: _Zygote | None = None
+        self._filling: asyncio.Task[None] | None = None
 
     async def start(self, preload: Sequence[str] = ()) -> None:
         """Start every process now (a CPU-bound queue wants them warm); each imports the modules
-        ``preload`` names (those of the node's process jobs) before its first job arrives."""
+        ``preload`` names (those of the node's process jobs) before its first job arrives. The
+        workers come up in the background: a job waits for the first one ready."""
         self._prepare(preload)
         self._lazy = False
-        await asyncio.gather(*(self._add_worker() for _ in range(self.size)))
+        await self._start_workers()
 
     async def start_lazily(self) -> None:
         """Start the processes on the first job that needs them."""
@@ -125,23 +276,67 @@ class ProcessPool:
         self._main = main_module()
         self._preload = list(dict.fromkeys(preload))
 
+    async def _start_workers(self) -> None:
+        if self._use_zygote:
+            try:
+                self._zygote = await asyncio.to_thread(_Zygote, self._main, self._preload)
+            except OSError:
+                log.warning("could not start the process pool's zygote; starting each worker afresh")
+        self._filling = asyncio.create_task(self._fill(), name="conveyor-process-pool-start")
+
+    async def _fill(self) -> None:
+        results = await asyncio.gather(
+            *(self._add_worker() for _ in range(self.size)), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                log.error("could not start a worker process: %r", result)
+
     async def _add_worker(self) -> None:
-        worker = await asyncio.to_thread(_Worker, self._main, self._preload)
+        worker = await asyncio.to_thread(self._new_worker)
+        if worker is None:
+            return
+        if self._stopped:
+            await asyncio.to_thread(worker.stop)
+            return
         self._all.add(worker)
         assert self._idle is not None
         self._idle.put_nowait(worker)
 
+    def _new_worker(self) -> AnyWorker | None:
+        """A worker forked by the zygote, or else a fresh interpreter (None once stopped)."""
+        zygote = self._zygote
+        if zygote is not None and not zygote.gone:
+            try:
+                return _ForkedWorker(zygote)
+            except (OSError, EOFError):
+                if not self._stopped:
+                    log.warning("the process pool's zygote is gone; starting each worker afresh")
+        if self._stopped:
+            return None
+        return _Worker(self._main, self._preload)
+
     async def stop(self) -> None:
         self._stopped = True
+        if self._filling is not None and not self._filling.done():
+            if self._zygote is not None:
+                self._zygote.shutdown()  # a fork waiting for the zygote's imports gives up
+            await asyncio.gather(self._filling, return_exceptions=True)
         workers, self._all = self._all, set()
         await asyncio.gather(*(asyncio.to_thread(w.stop) for w in workers))
+        if self._zygote is not None:
+            await asyncio.to_thread(self._zygote.stop)
 
     def abandon(self) -> None:
         """``stop`` without an event loop (the node's loop is gone): kill every process now."""
         self._stopped = True
+        if self._zygote is not None:
+            self._zygote.shutdown()
         workers, self._all = self._all, set()
         for worker in workers:
             worker.stop()
+        if self._zygote is not None:
+            self._zygote.stop()
 
     def kill(self, job_id: int) -> bool:
         """Stop the process running ``job_id`` now; its job fails with WorkerProcessDied."""
@@ -162,7 +357,7 @@ class ProcessPool:
             self._spawning = self._spawning or asyncio.Lock()
             async with self._spawning:
                 if self._lazy:
-                    await asyncio.gather(*(self._add_worker() for _ in range(self.size)))
+                    await self._start_workers()
                     self._lazy = False
         worker = await self._idle.get()
         replace = False
@@ -196,7 +391,7 @@ class ProcessPool:
             raise value
         raise RemoteError(*value)
 
-    async def _receive(self, worker: _Worker) -> tuple[str, Any]:
+    async def _receive(self, worker: AnyWorker) -> tuple[str, Any]:
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import multiprocessing.connection
 import os
-import runpy
+import pickle
+import select
 import sys
 import time
-import traceback
 import types
 from typing import Any
 
@@ -47,16 +46,70 @@ def main_module() -> MainModule:
     return ("path", os.path.abspath(path)) if isinstance(path, str) else None
 
 
+class Channel:
+    """One end of the socket pair between the node and a worker: whole pickled messages, each
+    preceded by its length (8 bytes, big-endian). ``multiprocessing.connection`` would do the same
+    but costs a worker ~14 ms of imports (``multiprocessing``, ``tempfile``, ``subprocess``...)
+    before its first job."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def send(self, message: object) -> None:
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        view = memoryview(len(data).to_bytes(8, "big") + data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    def recv(self) -> Any:
+        """The next message; EOFError when the other end is closed."""
+        return pickle.loads(self._read(int.from_bytes(self._read(8), "big")))
+
+    def poll(self) -> bool:
+        """Whether something (a message, or the other end's close) can be read now."""
+        return bool(select.select([self._fd], [], [], 0)[0])
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def _read(self, size: int) -> bytes:
+        chunks = []
+        while size:
+            chunk = os.read(self._fd, size)
+            if not chunk:
+                raise EOFError("the other end of the channel is closed")
+            chunks.append(chunk)
+            size -= len(chunk)
+        return b"".join(chunks)
+
+
 def serve(fd: int, main: MainModule, preload: list[str]) -> None:
     """The worker process's loop, on the connection the node passed as ``fd``."""
-    from conveyor._resolver import Resolver
-    from conveyor._runtime.invoke import call_blocking
+    _serve(Channel(fd), _preloaded(main, preload))
 
-    conn = multiprocessing.connection.Connection(fd)
+
+def _preloaded(main: MainModule, preload: list[str]) -> _MainLoader:
+    """What every worker needs imported: the job loop's modules and those ``preload`` names."""
+    # Imported here for the job loop (once in a zygote, before it forks its workers).
+    import conveyor._resolver
+    import conveyor._runtime.invoke  # noqa: F401
+
     loader = _MainLoader(main)
     for module in preload:  # a module that fails here fails its job later, with the reason
         with contextlib.suppress(BaseException):
             loader.import_module(module)
+    return loader
+
+
+def _serve(conn: Channel, loader: _MainLoader) -> None:
+    from conveyor._resolver import Resolver
+    from conveyor._runtime.invoke import call_blocking
+
     resolver = Resolver()
     while True:
         try:
@@ -73,12 +126,97 @@ def serve(fd: int, main: MainModule, preload: list[str]) -> None:
         except Outcome as outcome:
             reply = ("outcome", outcome)
         except BaseException as exc:
-            reply = ("error", (f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+            reply = ("error", (f"{type(exc).__name__}: {exc}", _formatted()))
         try:
             link.flush()
             conn.send(reply)
         except Exception as exc:  # an unpicklable result is the job's error, not the pool's
-            conn.send(("error", (f"result could not be sent back: {exc!r}", traceback.format_exc())))
+            conn.send(("error", (f"result could not be sent back: {exc!r}", _formatted())))
+
+
+def serve_zygote(fd: int, main: MainModule, preload: list[str]) -> None:
+    """The zygote's loop (Linux): import what workers need once, then fork a worker for each
+    request on the control socket ``fd`` (a ``SOCK_SEQPACKET`` pair). A request carries the
+    worker's end of its channel; the reply carries the worker's pid and a pidfd for it (opened before
+    the zygote can reap it, so the node never signals a reused pid). The zygote reaps its workers
+    and reports each exit code. It returns when the node closes the control socket."""
+    import signal
+    import socket
+
+    # Ctrl-C reaches the whole process group: the node stops the zygote itself (its workers get
+    # SIGINT as fresh interpreters would).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    loader = _preloaded(main, preload)
+    control = socket.socket(fileno=fd)
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_read, False)
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so SIGCHLD reaches the wake-up fd
+    with contextlib.suppress(OSError):  # the node closed its end: nobody to fork for
+        _zygote_loop(control, wake_read, wake_write, loader)
+
+
+def _zygote_loop(control: Any, wake_read: int, wake_write: int, loader: _MainLoader) -> None:
+    import signal
+    import socket
+
+    while True:
+        readable = select.select([control.fileno(), wake_read], [], [])[0]
+        if wake_read in readable:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(wake_read, 512):
+                    pass
+            for pid, code in _reaped():
+                control.send(pickle.dumps(("exited", pid, code)))
+        if control.fileno() not in readable:
+            continue
+        message, fds, _, _ = socket.recv_fds(control, 1024, 1)
+        if not message:
+            return
+        if not fds:
+            continue
+        pid = os.fork()
+        if pid == 0:  # the worker: never returns into the zygote's loop, never runs its finalizers
+            code = 0
+            try:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                control.close()
+                os.close(wake_read)
+                os.close(wake_write)
+                _serve(Channel(fds[0]), loader)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(fds[0])
+        pidfd = os.pidfd_open(pid)
+        try:
+            socket.send_fds(control, [pickle.dumps(("forked", pid))], [pidfd])
+        finally:
+            os.close(pidfd)
+
+
+def _reaped() -> list[tuple[int, int]]:
+    """(pid, exit code) of every worker of this zygote that has exited (a signal: minus its number)."""
+    found: list[tuple[int, int]] = []
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return found
+        if pid == 0:
+            return found
+        found.append((pid, os.waitstatus_to_exitcode(status)))
+
+
+def _formatted() -> str:
+    """The exception being handled, formatted (``traceback`` is imported by the first job that fails)."""
+    import traceback
+
+    return traceback.format_exc()
 
 
 class _MainLoader:
@@ -102,6 +240,8 @@ class _MainLoader:
         if self._loaded or self._main is None:
             return
         self._loaded = True
+        import runpy
+
         kind, where = self._main
         # Run under another name, so its ``if __name__ == "__main__":`` block stays out (as with
         # multiprocessing's spawn), then stand in for this process's own ``__main__``.
@@ -120,7 +260,7 @@ class _PipeLink:
     every ``PROGRESS_SPACING`` seconds, and once more before the result), where the node writes it.
     Waiting for signals needs the node: ``receive`` refuses, ``wait_for_signal`` works."""
 
-    def __init__(self, conn: multiprocessing.connection.Connection) -> None:
+    def __init__(self, conn: Channel) -> None:
         self._conn = conn
         self._sent_at = 0.0
         self._pending: JobContext | None = None

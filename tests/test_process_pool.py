@@ -1,0 +1,180 @@
+"""The process pool on its own (no database): its channel to the workers, what a worker imports, and
+a job stopped from outside (a cancel, a timeout) killing only its own process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import threading
+
+import pytest
+
+from conveyor._runtime.process_pool import ZYGOTE, ProcessPool, RemoteError, WorkerProcessDied
+from conveyor._runtime.process_worker import Channel
+from conveyor.testing.execute import job_of
+from tests import helpers
+from tests import runtime_jobs as jobs
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="the process pool needs POSIX")
+
+
+async def ready(pool: ProcessPool, timeout: float = 10.0) -> None:
+    """Until every worker of the pool is started (they come up in the background)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while len(pool._all) < pool.size:
+        assert loop.time() < deadline, "the pool's workers did not start"
+        await asyncio.sleep(0.01)
+
+
+async def sent(pool: ProcessPool, timeout: float = 10.0) -> None:
+    """Until the pool has handed a job to a worker."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not pool._busy:
+        assert loop.time() < deadline, "no job was handed to a worker"
+        await asyncio.sleep(0.01)
+
+
+def parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as stat:
+        return int(stat.read().rsplit(")", 1)[1].split()[1])
+
+
+def name_of(function: object) -> str:
+    return f"{jobs.__name__}.{getattr(function, '__name__', '')}"
+
+
+def test_channel_carries_whole_messages_both_ways_and_reports_a_closed_end() -> None:
+    left_socket, right_socket = socket.socketpair()
+    left, right = Channel(left_socket.detach()), Channel(right_socket.detach())
+    big = "x" * 3_000_000  # far beyond a socket's buffer: written and read in several pieces
+    try:
+        assert not right.poll()
+        writer = threading.Thread(target=left.send, args=(("ok", big),))
+        writer.start()
+        assert right.recv() == ("ok", big)
+        writer.join()
+        right.send(("progress", {"done": 1}))
+        assert left.poll()
+        assert left.recv() == ("progress", {"done": 1})
+        left.close()
+        assert right.poll()  # the close is readable
+        with pytest.raises(EOFError):
+            right.recv()
+    finally:
+        left.close()
+        right.close()
+
+
+@pytest.fixture(params=[True, False] if ZYGOTE else [False], ids=lambda z: "zygote" if z else "spawn")
+async def pool(request: pytest.FixtureRequest) -> object:
+    started = ProcessPool(1, zygote=request.param)
+    await started.start(preload=[jobs.__name__])
+    try:
+        await ready(started)
+        yield started
+    finally:
+        await started.stop()
+
+
+async def test_a_worker_runs_its_first_job_without_importing_multiprocessing(pool: ProcessPool) -> None:
+    """The node and its workers talk over ``Channel``: a worker never pays for ``multiprocessing``
+    (nor for ``runpy`` until a job needs the node's main script)."""
+    unwanted = ["multiprocessing", "multiprocessing.connection", "tempfile", "runpy"]
+    job = job_of(jobs.process_modules.new(names=unwanted))
+    assert await pool.run(name_of(jobs.process_modules), job) == []
+
+
+async def test_a_large_result_comes_back_whole(pool: ProcessPool) -> None:
+    job = job_of(jobs.process_echo.new(text="abc", times=1_000_000))
+    assert await pool.run(name_of(jobs.process_echo), job) == "abc" * 1_000_000
+
+
+async def test_a_job_cancelled_from_outside_kills_its_process_and_the_pool_replaces_it(
+    pool: ProcessPool,
+) -> None:
+    (before,) = pool._all
+    sleeper = job_of(jobs.process_sleep.new(seconds=30))
+    task = asyncio.create_task(pool.run(name_of(jobs.process_sleep), sleeper))
+    await sent(pool)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not before.is_alive()  # killed, not left running
+    assert before.exitcode(wait=5) == -signal.SIGKILL  # a forked worker's code comes from the zygote
+    pid = await pool.run(name_of(jobs.process_pid), job_of(jobs.process_pid.new()))
+    assert pid != before.pid and pid in {worker.pid for worker in pool._all}
+
+
+async def test_kill_fails_only_the_job_of_that_process(pool: ProcessPool) -> None:
+    sleeper = job_of(jobs.process_sleep.new(seconds=30))
+    task = asyncio.create_task(pool.run(name_of(jobs.process_sleep), sleeper))
+    await sent(pool)
+    assert pool.kill(sleeper.id)
+    with pytest.raises(WorkerProcessDied):
+        await task
+    echo = job_of(jobs.process_echo.new(text="a", times=2))
+    assert await pool.run(name_of(jobs.process_echo), echo) == "aa"
+
+
+async def test_a_crashing_worker_fails_its_job_with_its_exit_code(pool: ProcessPool) -> None:
+    with pytest.raises(WorkerProcessDied, match="exited with code 1"):
+        await pool.run(name_of(jobs.process_crash), job_of(jobs.process_crash.new()))
+    assert await pool.run(name_of(jobs.process_pid), job_of(jobs.process_pid.new())) != os.getpid()
+
+
+@pytest.mark.skipif(not ZYGOTE, reason="workers are forked by a zygote on Linux only")
+async def test_workers_are_forked_by_the_zygote_and_started_afresh_once_it_is_gone() -> None:
+    pool = ProcessPool(2)
+    await pool.start(preload=[jobs.__name__])
+    try:
+        await ready(pool)
+        assert pool._zygote is not None
+        zygote = pool._zygote.process.pid
+        assert {parent_of(worker.pid) for worker in pool._all} == {zygote}
+        os.kill(zygote, signal.SIGKILL)
+        pool._zygote.process.wait()
+        # Its workers carry on; one that dies is replaced by a fresh interpreter.
+        crash = job_of(jobs.process_crash.new())
+        with pytest.raises(WorkerProcessDied):
+            await pool.run(name_of(jobs.process_crash), crash)
+        pids = {await pool.run(name_of(jobs.process_pid), job_of(jobs.process_pid.new())) for _ in range(4)}
+        assert len(pool._all) == 2 and pids <= {worker.pid for worker in pool._all}
+    finally:
+        await pool.stop()
+
+
+@pytest.mark.skipif(not ZYGOTE, reason="workers are forked by a zygote on Linux only")
+async def test_ctrl_c_leaves_the_zygote_to_the_node_and_interrupts_jobs_as_in_a_fresh_interpreter() -> None:
+    pool = ProcessPool(1)
+    await pool.start(preload=[jobs.__name__])
+    try:
+        await ready(pool)
+        assert pool._zygote is not None
+        os.kill(pool._zygote.process.pid, signal.SIGINT)
+        sleeper = job_of(jobs.process_sleep.new(seconds=30))
+        task = asyncio.create_task(pool.run(name_of(jobs.process_sleep), sleeper))
+        await sent(pool)
+        await asyncio.sleep(0.2)  # the job is sleeping
+        os.kill(pool._busy[sleeper.id].pid, signal.SIGINT)
+        with pytest.raises(RemoteError, match="KeyboardInterrupt"):
+            await task
+        assert pool._zygote.process.poll() is None  # still there to fork
+        assert not pool._zygote.gone
+    finally:
+        await pool.stop()
+
+
+@pytest.mark.parametrize(
+    "zygote", [True, False] if ZYGOTE else [False], ids=["zygote", "spawn"][: 2 if ZYGOTE else 1]
+)
+async def test_a_pool_stopped_while_its_workers_start_leaves_no_process(zygote: bool) -> None:
+    before = helpers.worker_processes()
+    pool = ProcessPool(2, zygote=zygote)
+    await pool.start(preload=[jobs.__name__])
+    await pool.stop()  # the workers (or the zygote) are still importing
+    assert not pool._all
+    assert helpers.worker_processes() - before == set()
