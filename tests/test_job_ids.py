@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conveyor import ExistingJobId, JobId, JobIds, JobRequest
-from conveyor.job_ids import JobIdsBuilder, job_ids
+from conveyor.job_ids import JobIdsBuilder, job_ids, plain_ids
 
 #: Positions 2 and 9 are conflicts (9 sits in the bitmap's second byte).
 MIXED = [ExistingJobId(i) if i in (3, 10) else JobId(i) for i in range(1, 11)]
@@ -213,3 +213,10 @@ def test_it_behaves_as_the_list_it_replaces(
 
 def model_of(values: list[Any]) -> list[tuple[type, int]]:
     return [(type(i), int(i)) for i in values]
+
+
+def test_plain_ids_gives_drivers_plain_ints_whatever_the_mix() -> None:
+    mixed = [JobId(5), ExistingJobId(6), 999_999_999_999]
+    assert plain_ids(mixed) == [5, 6, 999_999_999_999]
+    assert all(type(i) is int for i in plain_ids(mixed))
+    assert all(type(i) is int for i in plain_ids(JobIds(mixed)))

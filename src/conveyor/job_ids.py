@@ -236,3 +236,9 @@ def job_ids(ids: Iterable[int]) -> JobIds:
     """``ids`` as a ``JobIds`` (the engines' own results are one already; any other iterable of
     ints is copied, its ``ExistingJobId`` values kept as conflicts)."""
     return ids if isinstance(ids, JobIds) else JobIds(ids)
+
+
+def plain_ids(ids: Iterable[int]) -> list[int]:
+    """``ids`` as a list of plain ints, for a driver: psycopg chooses an array's element type by
+    each value's type and size, and refuses a list that mixes ``JobId`` values and ints."""
+    return ids.tolist() if isinstance(ids, JobIds) else [int(i) for i in ids]

@@ -11,6 +11,7 @@ import orjson
 from conveyor.engine.postgres.core import PostgresCore
 from conveyor.engine.postgres.rows import naive_utc
 from conveyor.job import JobState
+from conveyor.job_ids import plain_ids
 
 
 class PostgresRelay(PostgresCore):
@@ -20,7 +21,7 @@ class PostgresRelay(PostgresCore):
         if not ids:
             return {}
         async with self.pool.connection() as conn:
-            cur = await conn.execute(self.sql["job_states"].encode(), {"ids": list(ids)})
+            cur = await conn.execute(self.sql["job_states"].encode(), {"ids": plain_ids(ids)})
             return {row[0]: JobState(row[1]) for row in await cur.fetchall()}
 
     async def record_progress(self, entries: Sequence[tuple[int, int, Mapping[str, Any]]]) -> list[int]:
@@ -50,5 +51,5 @@ class PostgresRelay(PostgresCore):
     async def wake_awaiting(self, ids: Sequence[int], *, now: datetime | None = None) -> list[int]:
         if not ids:
             return []
-        params = {"ids": list(ids), "now": naive_utc(now), "insert_channel": self.insert_channel}
+        params = {"ids": plain_ids(ids), "now": naive_utc(now), "insert_channel": self.insert_channel}
         return await self._fetch_ids(self.sql["wake_awaiting"], params)

@@ -16,6 +16,7 @@ from conveyor.engine.postgres import foreign
 from conveyor.engine.postgres.core import PostgresCore
 from conveyor.engine.postgres.rows import naive_utc
 from conveyor.job import Job, JobState
+from conveyor.job_ids import plain_ids
 
 log = logging.getLogger("conveyor.workflows")
 
@@ -67,7 +68,7 @@ class PostgresWorkflows(PostgresCore):
     async def _settle(self, ids: Sequence[int], now: datetime | None, fetch: Fetch) -> dict[int, JobState]:
         settled: dict[int, JobState] = {}
         statement = self._settle_statement("settle_steps")
-        given = list(ids)
+        given = plain_ids(ids)
         while given:
             cancelled: list[int] = []
             skip, take, more = 0, FIRST_SLICE, True
@@ -139,7 +140,7 @@ class PostgresWorkflows(PostgresCore):
         return settled
 
     async def hold_steps(self, ids: Sequence[int], *, conn: Any = None) -> list[int]:
-        rows = await self._rows(self.sql["hold_jobs"].encode(), {"ids": list(ids)}, conn)
+        rows = await self._rows(self.sql["hold_jobs"].encode(), {"ids": plain_ids(ids)}, conn)
         return sorted(row[0] for row in rows)
 
     async def add_dependents(
