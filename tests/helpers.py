@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import psycopg
+import pytest
 from psycopg import sql
 
 from conveyor import Conveyor
@@ -160,6 +161,19 @@ class Events:
             return self.named(event)
 
         return await poll(probe, done, timeout=timeout, what=f"event {event}")
+
+
+async def assert_failed_start_leaves_no_workers(app: Conveyor) -> None:
+    """``app`` (process queues, no schema installed) fails to start, and the pool's workers, started
+    before the schema check, are stopped with it."""
+    before = worker_processes()
+    try:
+        with pytest.raises(Exception, match="not installed"):
+            await app.start()
+        assert app.node is None
+        assert worker_processes() - before == set()
+    finally:
+        await app.close()
 
 
 def worker_processes() -> set[int]:

@@ -470,15 +470,8 @@ async def test_process_workers_start_before_the_schema_check_and_stop_when_it_fa
 ) -> None:
     """The app starts the pool's workers before it checks the schema (their imports overlap that
     round trip); when the check fails, they are stopped with it."""
-    before = helpers.worker_processes()
     app = make_app(dsn, prefix, queues={"cpu": {"limit": 2, "executor": "process"}}, processes=2)
-    try:
-        with pytest.raises(Exception, match="not installed"):
-            await app.start()
-        assert app.node is None
-        assert helpers.worker_processes() - before == set()
-    finally:
-        await app.close()
+    await helpers.assert_failed_start_leaves_no_workers(app)
 
 
 MAIN_SCRIPT = """

@@ -705,19 +705,12 @@ async def test_busy_timeout_bounds_the_wait(db_path: str) -> None:
 # -- end to end -----------------------------------------------------------------------------------
 async def test_process_workers_stop_when_the_schema_check_fails(tmp_path: Path) -> None:
     """The app starts the pool's workers before it checks the schema; a failed check stops them."""
-    before = helpers.worker_processes()
     app = Conveyor(
         database_url=f"sqlite:///{tmp_path}/jobs.db",
         queues={"cpu": {"limit": 2, "executor": "process"}},
         processes=2,
     )
-    try:
-        with pytest.raises(Exception, match="not installed"):
-            await app.start()
-        assert app.node is None
-        assert helpers.worker_processes() - before == set()
-    finally:
-        await app.close()
+    await helpers.assert_failed_start_leaves_no_workers(app)
 
 
 async def test_a_node_runs_async_thread_and_process_jobs(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -152,7 +153,32 @@ class _Zygote:
             self._control.close()
 
 
-class _ForkedWorker:
+class _WorkerProcess(ABC):
+    """What both kinds of worker share: the node's end of the channel, the pidfd sentinel, and how
+    a worker is stopped."""
+
+    conn: Channel
+    sentinel: int | None
+
+    @abstractmethod
+    def kill(self) -> None: ...
+
+    @abstractmethod
+    def exitcode(self, wait: float) -> int | None:
+        """The exit code, once the process has exited (waiting up to ``wait`` s); else None."""
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.conn.close()
+        self.kill()
+        self.exitcode(wait=5)
+        if self.sentinel is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.sentinel)
+            self.sentinel = None
+
+
+class _ForkedWorker(_WorkerProcess):
     """A worker forked by the zygote. It is not the node's child: it is signalled through its pidfd
     (which is also its sentinel) and its exit code comes from the zygote."""
 
@@ -181,18 +207,8 @@ class _ForkedWorker:
             self._code = self._zygote.exit_code(self.pid, wait=max(wait, 1.0))
         return self._code
 
-    def stop(self) -> None:
-        with contextlib.suppress(Exception):
-            self.conn.close()
-        self.kill()
-        self.exitcode(wait=5)
-        if self.sentinel is not None:
-            with contextlib.suppress(OSError):
-                os.close(self.sentinel)
-            self.sentinel = None
 
-
-class _Worker:
+class _Worker(_WorkerProcess):
     """One worker process, a fresh interpreter, and the node's end of its channel (a socket pair)."""
 
     def __init__(self, main: MainModule, preload: Sequence[str]) -> None:
@@ -226,16 +242,6 @@ class _Worker:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(wait)
         return self.process.returncode
-
-    def stop(self) -> None:
-        with contextlib.suppress(Exception):
-            self.conn.close()
-        self.kill()
-        self.exitcode(wait=5)
-        if self.sentinel is not None:
-            with contextlib.suppress(OSError):
-                os.close(self.sentinel)
-            self.sentinel = None
 
 
 AnyWorker = _Worker | _ForkedWorker
