@@ -128,7 +128,7 @@ async def test_a_crashing_worker_fails_its_job_with_its_exit_code(pool: ProcessP
 
 @pytest.mark.skipif(not ZYGOTE, reason="workers are forked by a zygote on Linux only")
 async def test_workers_are_forked_by_the_zygote_and_started_afresh_once_it_is_gone() -> None:
-    pool = ProcessPool(2)
+    pool = ProcessPool(2, zygote=True)
     await pool.start(preload=[jobs.__name__])
     try:
         await ready(pool)
@@ -149,7 +149,7 @@ async def test_workers_are_forked_by_the_zygote_and_started_afresh_once_it_is_go
 
 @pytest.mark.skipif(not ZYGOTE, reason="workers are forked by a zygote on Linux only")
 async def test_ctrl_c_leaves_the_zygote_to_the_node_and_interrupts_jobs_as_in_a_fresh_interpreter() -> None:
-    pool = ProcessPool(1)
+    pool = ProcessPool(1, zygote=True)
     await pool.start(preload=[jobs.__name__])
     try:
         await ready(pool)

@@ -2,15 +2,18 @@
 
 Unlike ``concurrent.futures.ProcessPoolExecutor``, a process that dies (crash, kill, timeout) fails
 only the job it was running; the pool replaces it and carries on. A worker is never a fork of the
-node, because the node runs threads and database connections that a fork would copy. On Linux the
-pool starts one fresh interpreter, the zygote (``process_worker.serve_zygote``), which imports what
-workers need once and forks each worker from itself: the pool's start pays for those imports once
-instead of once per worker (two workers were ready in ~95 ms this way against ~185 ms as two fresh
-interpreters on two cores busy with other work; ~90 ms either way on idle cores), and a worker that
-died is replaced in ~2 ms instead of ~90 ms. Elsewhere, or
-when the zygote is gone, each worker is a fresh interpreter of its own. Workers are started in the
-background while the node goes on starting; unlike ``multiprocessing``'s spawn they do not run the
-node's main script unless a job defined there needs it.
+node, because the node runs threads and database connections that a fork would copy: each worker is
+a fresh interpreter (``process_worker.serve``), started in the background while the node goes on
+starting; unlike ``multiprocessing``'s spawn it does not run the node's main script unless a job
+defined there needs it.
+
+``ProcessPool(zygote=True)`` (Linux) starts one fresh interpreter instead, the zygote
+(``process_worker.serve_zygote``), which imports what workers need once and forks each worker from
+itself: two workers were ready in ~95 ms against ~185 ms on two busy cores, and a worker that died
+was replaced in ~2 ms instead of ~90 ms. Nodes do not use it yet: in the full test suite a node whose
+process job was cancelled (its worker killed) sometimes never got the replacement worker (a
+follower job waited 60 s), in two runs of four, and the cause is not found; with fresh interpreters
+that test passed every time.
 """
 
 from __future__ import annotations
@@ -250,7 +253,7 @@ AnyWorker = _Worker | _ForkedWorker
 class ProcessPool:
     """``size`` worker processes that run jobs by worker name."""
 
-    def __init__(self, size: int | None = None, *, zygote: bool = ZYGOTE) -> None:
+    def __init__(self, size: int | None = None, *, zygote: bool = False) -> None:
         self.size = size or os.cpu_count() or 1
         self._idle: asyncio.Queue[AnyWorker] | None = None
         self._busy: dict[int, AnyWorker] = {}
