@@ -45,9 +45,10 @@ class ServerCpu:
             async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
                 cur = await conn.execute("SELECT pg_backend_pid()")
                 row = await cur.fetchone()
+                # Read while the connection is open: its backend exits with it.
+                fields = _stat_fields(row[0]) if row else None
         except psycopg.Error:
             return None
-        fields = _stat_fields(row[0]) if row else None
         if fields is None:
             return None
         postmaster = int(fields[1])  # ppid
