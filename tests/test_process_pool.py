@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import threading
+import time
 
 import pytest
 
@@ -103,10 +104,11 @@ async def test_a_job_cancelled_from_outside_kills_its_process_and_the_pool_repla
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert not before.is_alive()  # killed, not left running
-    assert before.exitcode(wait=5) == -signal.SIGKILL  # a forked worker's code comes from the zygote
+    # The next job runs on the replacement, which the pool starts once the old worker has stopped.
     pid = await pool.run(name_of(jobs.process_pid), job_of(jobs.process_pid.new()))
     assert pid != before.pid and pid in {worker.pid for worker in pool._all}
+    assert not before.is_alive()  # killed, not left running
+    assert before.exitcode(wait=5) == -signal.SIGKILL  # a forked worker's code comes from the zygote
 
 
 async def test_kill_fails_only_the_job_of_that_process(pool: ProcessPool) -> None:
@@ -142,6 +144,7 @@ async def test_workers_are_forked_by_the_zygote_and_started_afresh_once_it_is_go
         with pytest.raises(WorkerProcessDied):
             await pool.run(name_of(jobs.process_crash), crash)
         pids = {await pool.run(name_of(jobs.process_pid), job_of(jobs.process_pid.new())) for _ in range(4)}
+        await ready(pool)  # the replacement comes up in the background
         assert len(pool._all) == 2 and pids <= {worker.pid for worker in pool._all}
     finally:
         await pool.stop()
@@ -178,3 +181,27 @@ async def test_a_pool_stopped_while_its_workers_start_leaves_no_process(zygote: 
     await pool.stop()  # the workers (or the zygote) are still importing
     assert not pool._all
     assert helpers.worker_processes() - before == set()
+
+
+async def test_a_cancel_while_a_dead_worker_is_replaced_leaves_the_pool_whole(pool: ProcessPool) -> None:
+    """A job whose worker died can be cancelled again while the pool replaces that worker (its pkill
+    signal arriving after the heartbeat already stopped it): the replacement still comes, and the
+    next job runs. Done in the job's own task, the cancel would cut the replacement short and the
+    next job would wait forever."""
+    new_worker = pool._new_worker
+
+    def slow_new_worker() -> object:
+        time.sleep(0.3)  # a replacement that takes a while, as on a loaded machine
+        return new_worker()
+
+    pool._new_worker = slow_new_worker  # type: ignore[method-assign]
+    sleeper = job_of(jobs.process_sleep.new(seconds=30))
+    task = asyncio.create_task(pool.run(name_of(jobs.process_sleep), sleeper))
+    await sent(pool)
+    assert pool.kill(sleeper.id)
+    await asyncio.sleep(0.15)  # the dead worker is being replaced
+    task.cancel()
+    with pytest.raises((WorkerProcessDied, asyncio.CancelledError)):
+        await task
+    pid = await asyncio.wait_for(pool.run(name_of(jobs.process_pid), job_of(jobs.process_pid.new())), 20)
+    assert pid in {worker.pid for worker in pool._all} and len(pool._all) == 1

@@ -266,6 +266,8 @@ class ProcessPool:
         self._use_zygote = zygote
         self._zygote: _Zygote | None = None
         self._filling: asyncio.Task[None] | None = None
+        #: Replacements of dead or abandoned workers under way (see ``_replace``).
+        self._replacing: set[asyncio.Task[None]] = set()
 
     async def start(self, preload: Sequence[str] = ()) -> None:
         """Start every process now (a CPU-bound queue wants them warm); each imports the modules
@@ -301,6 +303,24 @@ class ProcessPool:
             if isinstance(result, BaseException):
                 log.error("could not start a worker process: %r", result)
 
+    def _replace(self, worker: AnyWorker) -> None:
+        """Stop ``worker`` and start another in its place, in a task of the pool's own. Done in the
+        job's task, a second cancel of that job (its pkill signal arriving after the heartbeat saw the
+        job cancelled) or a shutdown could cancel it halfway, and leave the pool a worker short for
+        good: its next job would wait forever."""
+
+        async def replace() -> None:
+            try:
+                await asyncio.to_thread(worker.stop)
+                if not self._stopped:
+                    await self._add_worker()
+            except Exception:
+                log.exception("could not replace worker process %s", worker.pid)
+
+        task = asyncio.create_task(replace(), name=f"conveyor-process-pool-replace-{worker.pid}")
+        self._replacing.add(task)
+        task.add_done_callback(self._replacing.discard)
+
     async def _add_worker(self) -> None:
         worker = await asyncio.to_thread(self._new_worker)
         if worker is None:
@@ -327,6 +347,8 @@ class ProcessPool:
 
     async def stop(self) -> None:
         self._stopped = True
+        if self._replacing:
+            await asyncio.gather(*self._replacing, return_exceptions=True)
         if self._filling is not None and not self._filling.done():
             if self._zygote is not None:
                 self._zygote.shutdown()  # a fork waiting for the zygote's imports gives up
@@ -389,9 +411,8 @@ class ProcessPool:
             worker.job_id = None
             if replace or not worker.is_alive():
                 self._all.discard(worker)
-                await asyncio.to_thread(worker.stop)
-                if not self._stopped:
-                    await self._add_worker()
+                worker.kill()  # at once: it may still be running the job (a cancel, a timeout)
+                self._replace(worker)
             else:
                 self._idle.put_nowait(worker)
         if kind == "ok":
