@@ -10,10 +10,12 @@ defined there needs it.
 ``ProcessPool(zygote=True)`` (Linux) starts one fresh interpreter instead, the zygote
 (``process_worker.serve_zygote``), which imports what workers need once and forks each worker from
 itself: two workers were ready in ~95 ms against ~185 ms on two busy cores, and a worker that died
-was replaced in ~2 ms instead of ~90 ms. Nodes do not use it yet: in the full test suite a node whose
-process job was cancelled (its worker killed) sometimes never got the replacement worker (a
-follower job waited 60 s), in two runs of four, and the cause is not found; with fresh interpreters
-that test passed every time.
+was replaced in ~2 ms instead of ~90 ms. Nodes do not use it yet. With it, a fleet test failed in
+two full-suite runs of four: a cancelled process job's worker was never replaced. The replacement
+ran in the job's task, and a second cancel of the job cut it short (now it runs in a task of the
+pool's own, see ``_replace``). The zygote made that likely because a forked worker's exit code is
+waited for on the event loop (up to a second or two, ``_ForkedWorker.exitcode``). That wait is
+to move off the loop, and the zygote proven over several full runs, before nodes use it.
 """
 
 from __future__ import annotations
