@@ -205,3 +205,26 @@ async def test_a_cancel_while_a_dead_worker_is_replaced_leaves_the_pool_whole(po
         await task
     pid = await asyncio.wait_for(pool.run(name_of(jobs.process_pid), job_of(jobs.process_pid.new())), 20)
     assert pid in {worker.pid for worker in pool._all} and len(pool._all) == 1
+
+
+async def test_a_worker_that_fails_to_start_is_started_again() -> None:
+    """A failed start (no memory, no process slot) is tried again: the pool never stays a worker
+    short, and the job waiting for one runs once the start works."""
+    pool = ProcessPool(1)
+    new_worker = pool._new_worker
+    failures: list[str] = []
+
+    def failing_twice() -> object:
+        if len(failures) < 2:
+            failures.append("refused")
+            raise OSError("Resource temporarily unavailable")
+        return new_worker()
+
+    pool._new_worker = failing_twice  # type: ignore[method-assign]
+    await pool.start(preload=[jobs.__name__])
+    try:
+        pid = await asyncio.wait_for(pool.run(name_of(jobs.process_pid), job_of(jobs.process_pid.new())), 20)
+        assert failures == ["refused", "refused"]
+        assert pid in {worker.pid for worker in pool._all} and len(pool._all) == 1
+    finally:
+        await pool.stop()

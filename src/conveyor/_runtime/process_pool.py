@@ -251,6 +251,9 @@ class _Worker(_WorkerProcess):
 
 AnyWorker = _Worker | _ForkedWorker
 
+#: Seconds between tries to start a worker that failed to start (the last one repeats).
+START_RETRY_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)
+
 
 class ProcessPool:
     """``size`` worker processes that run jobs by worker name."""
@@ -298,12 +301,7 @@ class ProcessPool:
         self._filling = asyncio.create_task(self._fill(), name="conveyor-process-pool-start")
 
     async def _fill(self) -> None:
-        results = await asyncio.gather(
-            *(self._add_worker() for _ in range(self.size)), return_exceptions=True
-        )
-        for result in results:
-            if isinstance(result, BaseException):
-                log.error("could not start a worker process: %r", result)
+        await asyncio.gather(*(self._add_worker() for _ in range(self.size)))
 
     def _replace(self, worker: AnyWorker) -> None:
         """Stop ``worker`` and start another in its place, in a task of the pool's own. Done in the
@@ -324,7 +322,21 @@ class ProcessPool:
         task.add_done_callback(self._replacing.discard)
 
     async def _add_worker(self) -> None:
-        worker = await asyncio.to_thread(self._new_worker)
+        """Start one worker and make it idle. A start that fails (no memory, no process slot) is
+        tried again, later and later, until it works or the pool stops: given up, it would leave
+        the pool a worker short for good, and a pool of one would hold its jobs forever."""
+        failures = 0
+        while True:
+            try:
+                worker = await asyncio.to_thread(self._new_worker)
+                break
+            except Exception:
+                delay = START_RETRY_DELAYS[min(failures, len(START_RETRY_DELAYS) - 1)]
+                failures += 1
+                log.exception("could not start a worker process; trying again in %.1fs", delay)
+                await asyncio.sleep(delay)
+                if self._stopped:
+                    return
         if worker is None:
             return
         if self._stopped:
