@@ -63,8 +63,11 @@ Scenario = Callable[[Settings], Coroutine[Any, Any, Figures | list[Figures]]]
 
 # -- the database ----------------------------------------------------------------------------
 @asynccontextmanager
-async def fresh_app(settings: Settings, *, pool_size: int | None = None) -> AsyncIterator[Conveyor]:
-    """A Conveyor app on a schema made for this run, installed first and dropped afterwards."""
+async def fresh_app(
+    settings: Settings, *, pool_size: int | None = None, synchronous_commit: bool = True
+) -> AsyncIterator[Conveyor]:
+    """A Conveyor app on a schema made for this run, installed first and dropped afterwards
+    (``synchronous_commit``: the PostgreSQL engine's option, see ``core.hot_session``)."""
     if settings.engine == "sqlite":
         async with fresh_sqlite_app() as app:
             yield app
@@ -73,7 +76,13 @@ async def fresh_app(settings: Settings, *, pool_size: int | None = None) -> Asyn
         raise SystemExit(f"engine {settings.engine!r} is not supported by the benchmarks yet")
     prefix = f"conveyor_bench_{uuid.uuid4().hex[:10]}"
     size = pool_size if pool_size is not None else max(2, (settings.concurrency or 1) + 1)
-    engine = PostgresEngine(settings.dsn, prefix=prefix, min_connections=size, max_connections=size)
+    engine = PostgresEngine(
+        settings.dsn,
+        prefix=prefix,
+        min_connections=size,
+        max_connections=size,
+        synchronous_commit=synchronous_commit,
+    )
     app = Conveyor(engine=engine)
     try:
         await engine.open()

@@ -3,9 +3,9 @@
 ``pgbench`` (no Python anywhere) runs ``drain_floor.pgbench`` with 2 clients: each transaction claims
 100 available jobs of one queue with the node's fetch statement (``FOR UPDATE SKIP LOCKED``,
 ``available`` -> ``executing``) and acks them ``completed`` with the node's ack statement, both
-prepared, on sessions set up as the engine's hot pool sets up its own (generic plans, no sequential
-or bitmap scans). The table is a fresh Conveyor schema holding the same backlog as a drain, inserted
-the same way. The figure is jobs per second of wall time from starting pgbench to its exit.
+prepared, on sessions set up as the engine's hot pool sets up its own by default (generic plans, no
+sequential or bitmap scans). The table is a fresh Conveyor schema holding the same backlog as a
+drain, inserted the same way. The figure is jobs per second of wall time from starting pgbench to its exit.
 
 The script is the engine's statements rendered for pgbench (``render_script``): ``%(name)s`` becomes
 ``:name``, the schema comes from ``search_path``, and the fetch's last ``SELECT`` hands the claimed
@@ -37,6 +37,7 @@ from runtime import DRAIN_JOBS, drain_once, enqueue_all
 from conveyor import Conveyor
 from conveyor.engine._sqlfiles import quote_identifier
 from conveyor.engine.postgres import PostgresEngine
+from conveyor.engine.postgres.core import hot_session
 from conveyor.engine.postgres.schema import ERRORS_APPEND
 
 SCRIPT = Path(__file__).with_name("drain_floor.pgbench")
@@ -46,10 +47,9 @@ BATCH = 100
 CLIENTS = 2
 #: Rounds of (floor, c=100, c=20) in ``drain-floor``.
 FLOOR_ROUNDS = 5
-#: The session settings of the engine's hot pool (core._configure_hot), and the schema to use.
-SESSION = (
-    "-c plan_cache_mode=force_generic_plan -c enable_seqscan=off -c enable_bitmapscan=off -c TimeZone=UTC"
-)
+#: The session settings of the engine's hot pool as it runs by default (``core.hot_session``) and the
+#: UTC zone; ``run_floor`` adds the schema.
+SESSION = " ".join(f"-c {name}={value}" for name, value in {**hot_session(), "TimeZone": "UTC"}.items())
 
 #: The end of the engine's fetch: the claimed rows, in claim order.
 FETCH_TAIL = "SELECT * FROM updated ORDER BY priority, scheduled_at, id;"

@@ -16,6 +16,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from commit_modes import commit_modes
 from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_table
 from cpu_cold import cpu_cold
 from floor import drain_floor
@@ -53,6 +54,7 @@ SCENARIOS: dict[str, Scenario] = {
     "insert-asyncpg": insert_asyncpg,
     "drain": drain,
     "drain-floor": drain_floor,
+    "commit-modes": commit_modes,
     "node-cost": node_cost,
     "latency": latency,
     "idle": idle,

@@ -137,11 +137,12 @@ async def drain_once(
     global_limit: int | None = None,
     prepare: Callable[[Conveyor], object] | None = None,
     window: CpuWindow | None = None,
+    synchronous_commit: bool = True,
 ) -> Figures:
     """Drain ``jobs`` no-op jobs with one node from its start; ``window`` (if given) measures the
     CPU used over the same span (``cpu_account.py``)."""
     queue: Any = concurrency if global_limit is None else {"limit": concurrency, "global_limit": global_limit}
-    async with fresh_app(settings, pool_size=NODE_POOL) as base:
+    async with fresh_app(settings, pool_size=NODE_POOL, synchronous_commit=synchronous_commit) as base:
         if history:
             await load_history(base, history)
         await enqueue_all(base, (bench_jobs.noop.new(n=n) for n in range(jobs)))
@@ -327,12 +328,16 @@ async def drain_history(settings: Settings) -> Figures:
 
 # -- latency -------------------------------------------------------------------------------------
 async def latency(settings: Settings) -> Figures:
-    jobs = settings.job_count(LATENCY_JOBS)
+    return await latency_once(settings, settings.job_count(LATENCY_JOBS))
+
+
+async def latency_once(settings: Settings, jobs: int, synchronous_commit: bool = True) -> Figures:
+    """Pickup latency of ``jobs`` jobs enqueued one at a time (see the module doc)."""
     concurrency = settings.concurrency or 10
     committed: dict[int, float] = {}
     bench_jobs.STARTED.clear()
     async with (
-        fresh_app(settings, pool_size=NODE_POOL) as base,
+        fresh_app(settings, pool_size=NODE_POOL, synchronous_commit=synchronous_commit) as base,
         running_node(base, {"default": concurrency}) as app,
     ):
         warmup = min(LATENCY_WARMUP, jobs)

@@ -233,3 +233,10 @@ async def long_sleep(key: str, seconds: float) -> None:
     EVENTS[key] = "started"
     await asyncio.sleep(seconds)
     EVENTS[key] = "finished"
+
+
+@job
+async def counted_sleep(key: str, seconds: float) -> None:
+    """Appends its id to ``RUNS[key]`` when it starts, then sleeps."""
+    RUNS[key].append(current_job().id)
+    await asyncio.sleep(seconds)

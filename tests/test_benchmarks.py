@@ -253,3 +253,15 @@ def test_node_cost_reports_the_cpu_a_node_spends_per_job_without_the_database(ds
         first, last = figures["cpu_us_range"]
         # Every job is decoded, run and acked: that costs microseconds, not nothing and not seconds.
         assert 0 < first <= figures["cpu_us_per_job"] <= last < 10_000
+
+
+def test_commit_modes_reports_both_modes_of_the_hot_path(dsn: str) -> None:
+    (figures,) = run_benchmarks(dsn, "commit-modes", "--jobs", "10")
+    assert figures["scenario"] == "commit-modes" and figures["jobs"] == 10 and figures["rounds"] == 3
+    for name in ("c20", "c100", "p50_ms", "p95_ms"):
+        for mode in ("on", "off"):
+            low, high = figures[f"{name}_{mode}_range"]
+            assert 0 < low <= figures[f"{name}_{mode}"] <= high
+    assert figures["c20_off_over_on"] > 0 and figures["c100_off_over_on"] > 0
+    # Where the server waits for its disk at commit, the wait is measurable; never negative by much.
+    assert figures["commit_wait_ms"] > -1 and "p50_saved_ms" in figures

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from psycopg import sql
 
-from conveyor import JobRequest
+from conveyor import JobRequest, ValidationError
+from conveyor.acks import Ack
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.engine.postgres.core import CLAIM_PARTS
+from conveyor.job import JobState
 
 NODE, PRODUCER = "node-1", "producer-1"
 
@@ -106,3 +109,41 @@ async def test_no_session_compiles_plans_even_when_their_cost_is_high(engine: Po
             )
             row = await cur.fetchone()
             assert row is not None and "JIT" not in row[0][0], row
+
+
+async def session_setting(pool: object, name: str) -> str:
+    async with pool.connection() as conn:  # type: ignore[attr-defined]
+        cur = await conn.execute(f"SHOW {name}".encode(), prepare=False)
+        row = await cur.fetchone()
+        assert row is not None
+        return str(row[0])
+
+
+async def test_claims_and_acks_wait_for_the_disk_unless_told_otherwise(
+    engine: PostgresEngine, dsn: str
+) -> None:
+    # By default the hot sessions keep the server's synchronous_commit (on here): a claim a node
+    # was told of survives a crash of the server.
+    assert await session_setting(engine.hot_pool, "synchronous_commit") == "on"
+    fast = PostgresEngine(dsn, prefix=engine.prefix, max_connections=2, synchronous_commit=False)
+    await fast.open()
+    try:
+        assert await session_setting(fast.hot_pool, "synchronous_commit") == "off"
+        assert await session_setting(fast.hot_pool, "plan_cache_mode") == "force_generic_plan"
+        # Everything else (inserts, cluster duties, the caller's work) keeps the server's setting.
+        assert await session_setting(fast.pool, "synchronous_commit") == "on"
+        # And the hot path works as ever: claimed, acked, completed.
+        [job_id] = await fast.insert([JobRequest(worker="w", queue="fast")])
+        [job] = await fast.fetch_jobs("fast", 5, node=NODE, producer=PRODUCER)
+        assert job.id == job_id and job.attempt == 1
+        assert await fast.ack_jobs([Ack(job_id, 1, JobState.COMPLETED)]) == [job_id]
+        stored = await fast.get_job(job_id)
+        assert stored is not None and stored.state is JobState.COMPLETED
+    finally:
+        await fast.close()
+
+
+@pytest.mark.parametrize("value", ["false", 0, 1, None, "off"])
+def test_synchronous_commit_must_be_a_boolean(dsn: str, value: object) -> None:
+    with pytest.raises(ValidationError, match=r"synchronous_commit=.*must be true or false"):
+        PostgresEngine(dsn, synchronous_commit=value)  # type: ignore[arg-type]

@@ -526,6 +526,36 @@ def test_worker_processes_run_the_main_script_only_for_a_job_defined_there(
     assert seen["marks"] == [node, "__main__", worker, "__mp_main__"]
 
 
+async def test_a_job_claimed_again_while_it_runs_is_not_started_twice(
+    dsn: str, prefix: str, engine: PostgresEngine, caplog: pytest.LogCaptureFixture
+) -> None:
+    # What a crash of the server can do with synchronous_commit off: the claim of a running job is
+    # undone (the row is available again, its attempt given back) and the same producer claims it
+    # anew. The run under way goes on and acks it; no second run starts beside it.
+    key = new_key()
+    async with running(dsn, prefix, synchronous_commit=False) as app:
+        job_id = await app.enqueue(jobs.counted_sleep.new(key=key, seconds=1.5))
+        await wait_for_job(engine, job_id, JobState.EXECUTING)
+        await query(
+            engine,
+            "UPDATE {jobs} SET state = 'available', attempt = attempt - 1, attempted_by = ARRAY[]::text[]"
+            " WHERE id = %s",
+            (job_id,),
+        )
+        other = await app.enqueue(jobs.noop.new(key=key))  # its notification wakes the producer
+
+        async def runs() -> list[int]:
+            return list(jobs.RUNS[key])
+
+        await helpers.poll(runs, lambda ids: other in ids, timeout=5, what="the other job's run")
+        claimed = await engine.get_job(job_id)
+        assert claimed is not None and claimed.state is JobState.EXECUTING and claimed.attempt == 1
+        done = await wait_for_job(engine, job_id, JobState.COMPLETED)
+    assert done.attempt == 1 and done.errors == ()
+    assert jobs.RUNS[key] == [job_id, other]  # one run of each
+    assert f"job {job_id} was claimed again while it runs on this node" in caplog.text
+
+
 # -- shutdown -------------------------------------------------------------------------------------
 @pytest.mark.slow
 async def test_graceful_shutdown_under_load_loses_and_repeats_nothing(

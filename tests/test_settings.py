@@ -140,6 +140,7 @@ def test_database_url_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         ("CONVEYOR_IMPORTS", "app.jobs, app.more ,", "imports", ("app.jobs", "app.more")),
         ("CONVEYOR_NODE", "worker-7", "node", "worker-7"),
         ("CONVEYOR_PROCESSES", "", "processes", None),  # empty means unset
+        ("CONVEYOR_SYNCHRONOUS_COMMIT", "off", "synchronous_commit", False),
     ],
 )
 def test_environment_values_are_typed(
@@ -158,6 +159,8 @@ def test_environment_values_are_typed(
         ({"shutdown_grace": True}, "shutdown_grace"),
         ({"stage_limit": 0}, "stage_limit"),
         ({"pool_size": 1.5}, "pool_size"),
+        ({"synchronous_commit": "false"}, "synchronous_commit"),
+        ({"synchronous_commit": 0}, "synchronous_commit"),
         ({"threads": 0}, "threads"),
         ({"processes": -2}, "processes"),
         ({"queues": "default:ten"}, "queues"),
@@ -476,3 +479,19 @@ def test_arguments_are_typed_strictly_too(arguments: dict[str, Any], field: str)
     with pytest.raises(ValidationError) as raised:
         Conveyor(URL, **arguments)
     assert raised.value.field == field
+
+
+async def test_synchronous_commit_reaches_the_engine_an_app_builds(dsn: str) -> None:
+    # On by default; off only when asked, and only for the hot pool's sessions (test_hot_path.py).
+    assert Conveyor(dsn).settings.synchronous_commit is True
+    app = Conveyor(dsn, synchronous_commit=False)
+    try:
+        engine = await app.engine()
+        assert engine.hot_session["synchronous_commit"] == "off"  # type: ignore[attr-defined]
+    finally:
+        await app.close()
+    default = Conveyor(dsn)
+    try:
+        assert "synchronous_commit" not in (await default.engine()).hot_session  # type: ignore[attr-defined]
+    finally:
+        await default.close()

@@ -164,7 +164,10 @@ class Conveyor:
         self._engine_factory: Callable[[], Engine] = (
             (
                 lambda: engine_from_url(
-                    config.database_url or "", prefix=config.prefix, pool_size=config.pool_size
+                    config.database_url or "",
+                    prefix=config.prefix,
+                    pool_size=config.pool_size,
+                    synchronous_commit=config.synchronous_commit,
                 )
             )
             if engine is None

@@ -55,9 +55,12 @@ def install_sql(url: str | None, prefix: str = "public") -> str:
     return postgres_schema.install_sql(prefix)
 
 
-def engine_from_url(url: str | None = None, *, prefix: str = "public", pool_size: int = 10) -> Engine:
+def engine_from_url(
+    url: str | None = None, *, prefix: str = "public", pool_size: int = 10, synchronous_commit: bool = True
+) -> Engine:
     """An engine for ``postgresql://...`` or ``sqlite://...`` URLs; None means the default SQLite
-    file (``default_database_url``). ``pool_size`` applies to PostgreSQL only."""
+    file (``default_database_url``). ``pool_size`` and ``synchronous_commit`` apply to PostgreSQL
+    only (SQLite commits with ``synchronous = NORMAL`` in WAL mode: never waiting for the disk)."""
     if url is None:
         url = default_database_url()
     if not isinstance(url, str) or not url:
@@ -66,7 +69,9 @@ def engine_from_url(url: str | None = None, *, prefix: str = "public", pool_size
         from conveyor.engine.postgres import PostgresEngine
 
         dsn = url.replace("postgresql+psycopg://", "postgresql://", 1)
-        return PostgresEngine(dsn, prefix=prefix, max_connections=pool_size)
+        return PostgresEngine(
+            dsn, prefix=prefix, max_connections=pool_size, synchronous_commit=synchronous_commit
+        )
     if url.startswith(SQLITE_SCHEMES):
         from conveyor.engine.sqlite import SqliteEngine
 

@@ -69,6 +69,11 @@ class Settings:
     #: Processes for CPU-bound jobs (default: the number of cores); started on first use.
     processes: int | None = None
     pool_size: int = 10
+    #: PostgreSQL: False lets the node's claims and acks commit without waiting for the disk (pickup
+    #: 0.5 ms sooner, more jobs/s), at the price of overlapping runs after a crash of the server; see
+    #: ``hot_session`` in ``engine/postgres/core.py``. Inserts and every other statement always keep
+    #: the database's own setting.
+    synchronous_commit: bool = True
     #: Modules to import at start so their jobs resolve (``conveyor start --import``). Their
     #: ``@job(cron=...)`` jobs join the crontab.
     imports: tuple[str, ...] = ()
@@ -184,7 +189,7 @@ POSITIVE_DURATIONS = frozenset(
 DURATIONS = POSITIVE_DURATIONS | {"shutdown_grace", "ack_delay", "prune_max_age", "progress_interval"}
 #: The longest duration accepted (100 years); longer ones overflow timers and timestamps.
 MAX_DURATION = opt.MAX_DELAY_SECONDS
-BOOLEANS = frozenset({"notifications", "leadership", "prune", "mixed_fleet"})
+BOOLEANS = frozenset({"notifications", "leadership", "prune", "mixed_fleet", "synchronous_commit"})
 #: Durations that may also be None (``foreign_producer_timeout``: derived from the interval).
 OPTIONAL_DURATIONS = frozenset({"foreign_producer_timeout"})
 COUNTS = frozenset({"stage_limit", "ack_batch_size", "pool_size", "prune_limit"})

@@ -124,6 +124,9 @@ class Producer(Service):
         # 0.6 us of the few a no-op job costs.
         create_task = asyncio.get_running_loop().create_task
         for job in jobs:
+            if job.id in self.running:
+                self._claimed_again(job.id)
+                continue
             context = JobContext(job)
             if self.link is not None:
                 self.link.attach(context)
@@ -131,6 +134,17 @@ class Producer(Service):
             self.running[job.id] = RunningJob(context, task)
         if self.running:
             self._idle.clear()
+
+    def _claimed_again(self, job_id: int) -> None:
+        """A job this producer runs came back in a claim. Only an undone claim does that: the
+        server crashed with the hot path's ``synchronous_commit`` off, came back with the job
+        available, and this producer took it first. The run under way acks it (the claim gave it
+        the same attempt); a second run would overlap the first."""
+        log.warning(
+            "job %s was claimed again while it runs on this node (a claim undone by a crash of the "
+            "database server?); it is not started twice",
+            job_id,
+        )
 
     def _retry_soon(self) -> None:
         if self._retry_timer is not None:
