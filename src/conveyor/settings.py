@@ -61,6 +61,9 @@ class Settings:
     shutdown_grace: float = 15.0
     ack_batch_size: int = 1000
     ack_delay: float = 0.002
+    #: Seconds the acker may stretch its wait to while results come fast (fuller batches, fewer
+    #: statements); a lone result is never held longer than ``ack_delay``.
+    ack_max_delay: float = 0.01
     #: Seconds between two writes of one job's progress (``conveyor.progress``): reports in between
     #: are merged, and the latest fields are written when the interval has passed. 0: every report.
     progress_interval: float = 0.5
@@ -186,7 +189,13 @@ POSITIVE_DURATIONS = frozenset(
     }
 )
 #: Durations in seconds that may be 0 (no grace, no ack delay, prune as soon as final).
-DURATIONS = POSITIVE_DURATIONS | {"shutdown_grace", "ack_delay", "prune_max_age", "progress_interval"}
+DURATIONS = POSITIVE_DURATIONS | {
+    "shutdown_grace",
+    "ack_delay",
+    "ack_max_delay",
+    "prune_max_age",
+    "progress_interval",
+}
 #: The longest duration accepted (100 years); longer ones overflow timers and timestamps.
 MAX_DURATION = opt.MAX_DELAY_SECONDS
 BOOLEANS = frozenset({"notifications", "leadership", "prune", "mixed_fleet", "synchronous_commit"})

@@ -73,6 +73,7 @@ class Node:
             engine,
             batch_size=settings.ack_batch_size,
             delay=settings.ack_delay,
+            max_delay=settings.ack_max_delay,
             clock=clock,
             telemetry=telemetry,
         )
