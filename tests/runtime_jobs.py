@@ -240,3 +240,25 @@ async def counted_sleep(key: str, seconds: float) -> None:
     """Appends its id to ``RUNS[key]`` when it starts, then sleeps."""
     RUNS[key].append(current_job().id)
     await asyncio.sleep(seconds)
+
+
+@job
+async def claimed_elsewhere_when_stopped(key: str, dsn: str, prefix: str) -> None:
+    """Runs until stopped; on its way out, plays another node that claimed the same attempt of this
+    job (what an undone claim allows): the row says executing, attempt 1, another producer."""
+    job_id = current_job().id
+    EVENTS[key] = "running"
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        import psycopg
+        from psycopg import sql
+
+        query = sql.SQL(
+            "UPDATE {}.oban_jobs SET state = 'executing', attempt = 1,"
+            " attempted_by = ARRAY['other-node', 'other-producer'] WHERE id = %s"
+        ).format(sql.Identifier(prefix))
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            await conn.execute(query, (job_id,))
+        EVENTS[key] = "stopped"
+        raise

@@ -556,6 +556,36 @@ async def test_a_job_claimed_again_while_it_runs_is_not_started_twice(
     assert f"job {job_id} was claimed again while it runs on this node" in caplog.text
 
 
+async def test_a_job_whose_row_is_no_longer_its_attempt_is_stopped_without_an_ack(
+    dsn: str, prefix: str, engine: PostgresEngine
+) -> None:
+    # The heartbeat finds the row of a running job no longer executing this attempt (here: moved to
+    # the future, as no fetch would take it again) and stops the run. By the time the run ends,
+    # another node has claimed the same attempt, which only an undone claim allows (a crash of the
+    # server with synchronous_commit off). A cancel ack of attempt 1 would now end that node's run;
+    # the stopped run writes none.
+    key = new_key()
+    async with running(dsn, prefix, heartbeat_interval=0.2) as app:
+        job_id = await app.enqueue(jobs.claimed_elsewhere_when_stopped.new(key=key, dsn=dsn, prefix=prefix))
+        await wait_for_job(engine, job_id, JobState.EXECUTING)
+        await query(
+            engine,
+            "UPDATE {jobs} SET state = 'scheduled', attempt = 0, scheduled_at = now() + interval '1 hour'"
+            " WHERE id = %s",
+            (job_id,),
+        )
+
+        async def stopped() -> Any:
+            return jobs.EVENTS.get(key)
+
+        await helpers.poll(stopped, lambda seen: seen == "stopped", timeout=10, what="the run to stop")
+        await asyncio.sleep(0.3)  # longer than any ack window
+        assert app.node is not None and app.node.acker.written == 0
+    found = await engine.get_job(job_id)
+    assert found is not None and found.state is JobState.EXECUTING and found.attempt == 1
+    assert found.attempted_by == ("other-node", "other-producer")
+
+
 # -- shutdown -------------------------------------------------------------------------------------
 @pytest.mark.slow
 async def test_graceful_shutdown_under_load_loses_and_repeats_nothing(

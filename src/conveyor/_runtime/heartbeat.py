@@ -104,7 +104,7 @@ class Heartbeat(Service):
             gone = {job_id for job_id, _ in running} - alive
             for producer in self.producers:
                 for job_id in [j for j in producer.running if j in gone]:
-                    producer.cancel_job(job_id, "cancelled (the job is no longer executing)")
+                    producer.disown_job(job_id)
         if self._claims_looked is None or (
             self.clock.monotonic() - self._claims_looked >= self.lost_after / LOST_CLAIM_LOOKS
         ):

@@ -33,6 +33,8 @@ MIN_CAPPED_RETRY = 0.005
 class RunningJob:
     context: JobContext
     task: asyncio.Task[None]
+    #: Stopped because its row is no longer this attempt's (``Producer.disown_job``): no ack.
+    disowned: bool = False
 
 
 class Producer(Service):
@@ -172,13 +174,14 @@ class Producer(Service):
             log.exception("running job %s failed inside Conveyor", job_id)
             ack = self.runner.failure(context.job, exc)  # retried later, never left executing
         finally:
-            self.running.pop(job_id, None)
+            running = self.running.pop(job_id, None)
             if not self.running:
                 self._idle.set()
             progress = self.link.detach(context) if self.link is not None else None
         if progress is not None:  # reported since the last write: the ack stores it
             ack = with_meta(ack, {"progress": progress})
-        self.acker.push(ack)
+        if running is None or not running.disowned:
+            self.acker.push(ack)
         # A job that ends frees a global slot at once (its ack is not counted), never a rate one.
         if self._backlog or (self.capped and self.limits.global_limit is not None):
             self.wake()
@@ -200,6 +203,20 @@ class Producer(Service):
             return True  # told through its context; it is marked cancelled when it returns
         running.task.cancel()
         return True
+
+    def disown_job(self, job_id: int) -> bool:
+        """Stop a running job whose row is no longer this attempt's (cancelled or deleted, rescued
+        and claimed again, or a claim that a crash of the server undid), and write no ack for it.
+
+        The row is someone else's now, or nobody's. An ack of this attempt would be ignored, except
+        where the same attempt was claimed again elsewhere after an undone claim: there it would
+        end the other node's run as cancelled (``synchronous_commit=False``, see the delivery
+        guide)."""
+        running = self.running.get(job_id)
+        if running is None:
+            return False
+        running.disowned = True
+        return self.cancel_job(job_id, "cancelled (the job is no longer executing)")
 
     async def drain(self, timeout: float) -> list[tuple[int, int]]:
         """Wait up to ``timeout`` for running jobs; cancel the rest and return their (id, attempt)."""
