@@ -586,6 +586,35 @@ async def test_a_job_whose_row_is_no_longer_its_attempt_is_stopped_without_an_ac
     assert found.attempted_by == ("other-node", "other-producer")
 
 
+async def test_a_job_claimed_elsewhere_with_the_same_attempt_is_stopped_here(
+    dsn: str, prefix: str, engine: PostgresEngine
+) -> None:
+    # An undone claim taken again by another node's producer, same attempt: the heartbeat tells it
+    # from this node's own claim by attempted_by, stops the run here, and writes no ack for it.
+    key = new_key()
+    async with running(dsn, prefix, heartbeat_interval=0.2) as app:
+        job_id = await app.enqueue(jobs.long_sleep.new(key=key, seconds=30))
+        await wait_for_job(engine, job_id, JobState.EXECUTING)
+        await query(
+            engine,
+            "UPDATE {jobs} SET attempted_by = ARRAY['other-node', 'other-producer'] WHERE id = %s",
+            (job_id,),
+        )
+        assert app.node is not None
+        producer = app.node.producers["default"]
+
+        async def running_here() -> int:
+            return len(producer.running)
+
+        await helpers.poll(running_here, lambda count: count == 0, timeout=10, what="the run to stop")
+        await asyncio.sleep(0.3)  # longer than any ack window
+        assert app.node.acker.written == 0
+        assert jobs.EVENTS[key] == "started"  # stopped, never finished
+    found = await engine.get_job(job_id)
+    assert found is not None and found.state is JobState.EXECUTING and found.attempt == 1
+    assert found.attempted_by == ("other-node", "other-producer")
+
+
 # -- shutdown -------------------------------------------------------------------------------------
 @pytest.mark.slow
 async def test_graceful_shutdown_under_load_loses_and_repeats_nothing(

@@ -333,6 +333,18 @@ async def test_still_executing_checks_the_state_and_the_attempt(
     assert await any_engine.still_executing([]) == set()
 
 
+async def test_still_executing_can_require_the_claim_to_be_one_of_the_callers_producers(
+    any_engine: Engine,
+) -> None:
+    # After a claim undone by a crash of the server, another producer can claim the same attempt:
+    # the row is executing that attempt, but no longer for the node that asks.
+    job_id = await put(any_engine, JobState.EXECUTING, producer=uid(1))
+    assert await any_engine.still_executing([(job_id, 1)]) == {job_id}
+    assert await any_engine.still_executing([(job_id, 1)], producers=[uid(1), uid(2)]) == {job_id}
+    assert await any_engine.still_executing([(job_id, 1)], producers=[uid(2)]) == set()
+    assert await any_engine.still_executing([(job_id, 1)], producers=[]) == set()
+
+
 @pytest.mark.parametrize(
     ("case", "lost"),
     [

@@ -99,7 +99,7 @@ class Heartbeat(Service):
         # does one rescued from us while we were cut off from the database.
         running = [(job_id, r.context.job.attempt) for p in self.producers for job_id, r in p.running.items()]
         if running:
-            alive = await self.engine.still_executing(running)
+            alive = await self.engine.still_executing(running, producers=[p.uuid for p in self.producers])
             # Only jobs we asked about: one fetched while the query ran is not in ``alive`` either.
             gone = {job_id for job_id, _ in running} - alive
             for producer in self.producers:

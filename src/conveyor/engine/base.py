@@ -470,10 +470,14 @@ class Engine(Protocol):
         """Every persisted queue state of the instance ``name``, by queue (parts never saved are
         None)."""
 
-    async def still_executing(self, attempts: Sequence[tuple[int, int]]) -> set[int]:
+    async def still_executing(
+        self, attempts: Sequence[tuple[int, int]], *, producers: Sequence[str] | None = None
+    ) -> set[int]:
         """The ids among ``attempts`` (job id, attempt) whose rows are still executing that attempt
         (the others were cancelled, deleted, or rescued and maybe claimed again, behind the
-        caller's back)."""
+        caller's back); with ``producers``, only where the claim is one of theirs
+        (``attempted_by``'s second item): a claim that a crash of the server undid can be taken
+        again elsewhere with the same attempt."""
 
     async def lost_claims(
         self, producers: Sequence[str], *, older_than: float, now: datetime | None = None

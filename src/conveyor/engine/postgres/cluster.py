@@ -221,10 +221,15 @@ class PostgresCluster(PostgresCore):
             cur = await conn.execute(self.sql["load_queue_limits"].encode(), {"name": name})
             return with_limits(states, await cur.fetchall())
 
-    async def still_executing(self, attempts: Sequence[tuple[int, int]]) -> set[int]:
+    async def still_executing(
+        self, attempts: Sequence[tuple[int, int]], *, producers: Sequence[str] | None = None
+    ) -> set[int]:
         if not attempts:
             return set()
-        params = {"jobs": orjson.dumps([{"id": i, "attempt": a} for i, a in attempts]).decode()}
+        params = {
+            "jobs": orjson.dumps([{"id": i, "attempt": a} for i, a in attempts]).decode(),
+            "producers": None if producers is None else list(producers),
+        }
         return set(await self._fetch_ids(self.sql["still_executing"], params))
 
     async def lost_claims(

@@ -281,10 +281,15 @@ class SqliteCluster(SqliteCore):
 
         return await self.database.read(run)
 
-    async def still_executing(self, attempts: Sequence[tuple[int, int]]) -> set[int]:
+    async def still_executing(
+        self, attempts: Sequence[tuple[int, int]], *, producers: Sequence[str] | None = None
+    ) -> set[int]:
         if not attempts:
             return set()
-        params = {"jobs": orjson.dumps([{"id": i, "attempt": a} for i, a in attempts]).decode()}
+        params = {
+            "jobs": orjson.dumps([{"id": i, "attempt": a} for i, a in attempts]).decode(),
+            "producers": None if producers is None else orjson.dumps(list(producers)).decode(),
+        }
         statement = FILES["still_executing"]
         rows = await self.database.read(lambda conn: conn.execute(statement, params).fetchall())
         return {row[0] for row in rows}

@@ -1,8 +1,10 @@
--- Which of these attempts (job id, attempt) are still executing? A node asks to notice cancels it
--- did not hear, and jobs rescued from it (perhaps claimed again, by a later attempt) while it was
--- cut off from the database.
+-- Which of these attempts (job id, attempt) are still executing, claimed by one of :producers (a
+-- JSON array, when given)? A node asks to notice cancels it did not hear, jobs rescued from it
+-- (perhaps claimed again, by a later attempt) while it was cut off from the database, and claims
+-- another producer took again with the same attempt.
 SELECT j.id
 FROM oban_jobs AS j
 JOIN json_each(:jobs) AS g ON j.id = g.value ->> 'id'
 WHERE j.state = 'executing'
-  AND j.attempt = g.value ->> 'attempt';
+  AND j.attempt = g.value ->> 'attempt'
+  AND (:producers IS NULL OR j.attempted_by ->> 1 IN (SELECT value FROM json_each(:producers)));
