@@ -13,9 +13,11 @@ itself: two workers were ready in ~95 ms against ~185 ms on two busy cores, and 
 was replaced in ~2 ms instead of ~90 ms. Nodes do not use it yet. With it, a fleet test failed in
 two full-suite runs of four: a cancelled process job's worker was never replaced. The replacement
 ran in the job's task, and a second cancel of the job cut it short (now it runs in a task of the
-pool's own, see ``_replace``). The zygote made that likely because a forked worker's exit code is
-waited for on the event loop (up to a second or two, ``_ForkedWorker.exitcode``). That wait is
-to move off the loop, and the zygote proven over several full runs, before nodes use it.
+pool's own, see ``_replace``). The zygote made that likely because a forked worker's exit code was
+waited for on the event loop (up to a second or two, ``_ForkedWorker.exitcode``); that wait now
+runs in a thread. What is left before nodes use it: proof over several full runs, and a gain that
+shows. Two paired runs of ``cpu-cold`` on 2026-11-27 (zygote against fresh interpreters) could not
+tell them apart: the spread between rounds (1.33x to 1.98x) dwarfs the ~90 ms it saves.
 """
 
 from __future__ import annotations
@@ -459,5 +461,6 @@ class ProcessPool:
                 return reply
             except (EOFError, OSError):
                 pass
-        code = worker.exitcode(wait=1)
+        # Off the loop: a forked worker's exit code comes from the zygote, up to a second later.
+        code = await asyncio.to_thread(worker.exitcode, 1)
         raise WorkerProcessDied(f"worker process {worker.pid} exited with code {code}")
