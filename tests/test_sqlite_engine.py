@@ -770,3 +770,15 @@ async def test_insert_to_start_latency_through_a_node(tmp_path: Path) -> None:
             latencies.append(runtime_jobs.EVENTS[key] - started)
         # Woken by the in-process notification, not by the 5 s poll.
         assert sorted(latencies)[10] < 0.05, latencies
+
+
+async def test_still_executing_reads_past_an_attempted_by_that_is_not_json(
+    sqlite_engine: SqliteEngine, db_path: str
+) -> None:
+    # Another writer's junk in one claim must not fail the heartbeat's question for every job.
+    ids = await sqlite_engine.insert([JobRequest(worker="w"), JobRequest(worker="w")])
+    assert sorted(await claim(sqlite_engine, n=2)) == sorted(ids)
+    execute(db_path, "UPDATE oban_jobs SET attempted_by = 'not json' WHERE id = ?", (ids[0],))
+    attempts = [(job_id, 1) for job_id in ids]
+    assert await sqlite_engine.still_executing(attempts, producers=["p-1"]) == {ids[1]}
+    assert await sqlite_engine.still_executing(attempts) == set(ids)

@@ -158,20 +158,20 @@ class Conveyor:
             # Nothing configured: the default SQLite file, conveyor.db in the working directory.
             self.settings = dataclasses.replace(self.settings, database_url=default_database_url())
         config = self.settings
+
+        def engine_from_settings() -> Engine:
+            return engine_from_url(
+                config.database_url or "",
+                prefix=config.prefix,
+                pool_size=config.pool_size,
+                synchronous_commit=config.synchronous_commit,
+            )
+
         if engine is None:
             # Build one engine now (connecting nothing) so a bad URL or prefix fails here, clearly.
-            engine_from_url(config.database_url or "", prefix=config.prefix, pool_size=config.pool_size)
+            engine_from_settings()
         self._engine_factory: Callable[[], Engine] = (
-            (
-                lambda: engine_from_url(
-                    config.database_url or "",
-                    prefix=config.prefix,
-                    pool_size=config.pool_size,
-                    synchronous_commit=config.synchronous_commit,
-                )
-            )
-            if engine is None
-            else (lambda: engine)
+            engine_from_settings if engine is None else (lambda: engine)
         )
         self._engine: Engine | None = engine
         self._owns_engine = engine is None

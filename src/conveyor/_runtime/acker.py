@@ -90,7 +90,8 @@ class Acker:
         #: Acks pushed so far, and the smoothed rate at which they come (acks per second), sampled
         #: when a batch is taken (``_sample``).
         self._pushed = 0
-        self._sampled = (0, 0.0)
+        #: (acks pushed, monotonic time) at the last sample; None before the first.
+        self._sampled: tuple[int, float] | None = None
         self.rate = 0.0
         self._pending: list[Ack] = []
         self._writing: list[Ack] = []
@@ -174,7 +175,7 @@ class Acker:
         2 ms ones), while a lone ack, or a trickle of them, is written as soon as before."""
         if self.max_delay <= self.delay or self.rate * self.max_delay < MIN_STRETCH_GAIN:
             return self.delay
-        if time.monotonic() - self._sampled[1] > STALE_RATE * self.max_delay:
+        if self._sampled is None or time.monotonic() - self._sampled[1] > STALE_RATE * self.max_delay:
             return self.delay
         return min(self.max_delay, max(self.delay, TARGET_BATCH / self.rate))
 
@@ -182,12 +183,12 @@ class Acker:
         """Update ``rate`` with the acks pushed since the last batch was taken (an average of the
         last two samples, so a pause shows within two batches)."""
         now = time.monotonic()
-        pushed, at = self._sampled
-        elapsed = now - at
-        if elapsed <= 0:
-            return
-        recent = (self._pushed - pushed) / elapsed
-        self.rate = recent if at == 0.0 else (self.rate + recent) / 2
+        if self._sampled is not None:
+            pushed, at = self._sampled
+            if now <= at:
+                return
+            recent = (self._pushed - pushed) / (now - at)
+            self.rate = (self.rate + recent) / 2
         self._sampled = (self._pushed, now)
 
     async def _wait(self, timeout: float | None, *, gathering: bool) -> None:

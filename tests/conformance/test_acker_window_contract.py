@@ -1,7 +1,6 @@
 """The acker's gathering window: ``ack_delay`` for a lone result or a trickle, stretched towards
-``ack_max_delay`` while results come fast, so a busy node writes fewer, fuller statements. Run
-against the real PostgreSQL engine (acks of ids that do not exist apply to nothing, and cost the
-same statement)."""
+``ack_max_delay`` while results come fast, so a busy node writes fewer, fuller statements. Run on
+every engine (acks of ids that do not exist apply to nothing, and cost the same statement)."""
 
 from __future__ import annotations
 
@@ -11,14 +10,14 @@ from datetime import datetime
 
 from conveyor._runtime.acker import Acker
 from conveyor.acks import Ack
-from conveyor.engine.postgres import PostgresEngine
+from conveyor.engine.base import Engine
 from conveyor.job import JobState
 
 
 class CountingEngine:
     """The engine, with the size of every ack statement it was given recorded."""
 
-    def __init__(self, engine: PostgresEngine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.batches: list[int] = []
 
@@ -40,7 +39,7 @@ async def steady_flow(acker: Acker, bursts: int, per_burst: int, first_id: int) 
         await asyncio.sleep(0.001)
 
 
-async def run_flow(engine: PostgresEngine, max_delay: float) -> tuple[list[int], Acker]:
+async def run_flow(engine: Engine, max_delay: float) -> tuple[list[int], Acker]:
     counting = CountingEngine(engine)
     acker = Acker(counting, delay=0.002, max_delay=max_delay)  # type: ignore[arg-type]
     await acker.start()
@@ -50,9 +49,9 @@ async def run_flow(engine: PostgresEngine, max_delay: float) -> tuple[list[int],
     return counting.batches, acker
 
 
-async def test_a_fast_flow_is_written_in_fewer_fuller_statements(engine: PostgresEngine) -> None:
-    plain, _ = await run_flow(engine, max_delay=0.002)  # no stretching: the window is ack_delay
-    stretched, acker = await run_flow(engine, max_delay=0.02)
+async def test_a_fast_flow_is_written_in_fewer_fuller_statements(any_engine: Engine) -> None:
+    plain, _ = await run_flow(any_engine, max_delay=0.002)  # no stretching: the window is ack_delay
+    stretched, acker = await run_flow(any_engine, max_delay=0.02)
     assert sum(plain) == sum(stretched) == 2000
     # At several thousand acks a second the window grows towards 100 acks' worth (capped at 20 ms).
     assert len(stretched) < 0.6 * len(plain), (len(stretched), len(plain))
@@ -60,8 +59,8 @@ async def test_a_fast_flow_is_written_in_fewer_fuller_statements(engine: Postgre
     assert acker.rate > 1000
 
 
-async def test_a_lone_ack_or_a_trickle_is_not_held_longer_than_ack_delay(engine: PostgresEngine) -> None:
-    acker = Acker(CountingEngine(engine), delay=0.002, max_delay=0.02)  # type: ignore[arg-type]
+async def test_a_lone_ack_or_a_trickle_is_not_held_longer_than_ack_delay(any_engine: Engine) -> None:
+    acker = Acker(CountingEngine(any_engine), delay=0.002, max_delay=0.02)  # type: ignore[arg-type]
     assert acker.window() == 0.002  # nothing seen yet
     await acker.start()
     try:
@@ -75,8 +74,8 @@ async def test_a_lone_ack_or_a_trickle_is_not_held_longer_than_ack_delay(engine:
         await asyncio.wait_for(acker.stop(), 10)
 
 
-async def test_the_window_shrinks_back_once_the_flow_stops(engine: PostgresEngine) -> None:
-    acker = Acker(CountingEngine(engine), delay=0.002, max_delay=0.02)  # type: ignore[arg-type]
+async def test_the_window_shrinks_back_once_the_flow_stops(any_engine: Engine) -> None:
+    acker = Acker(CountingEngine(any_engine), delay=0.002, max_delay=0.02)  # type: ignore[arg-type]
     await acker.start()
     try:
         await steady_flow(acker, bursts=100, per_burst=8, first_id=10**9)
