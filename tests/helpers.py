@@ -180,12 +180,16 @@ def worker_processes() -> set[int]:
     """Pids of this process's children that are process-pool workers (Linux: read from /proc)."""
     found: set[int] = set()
     for task in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{task}/children") as children:
-            for pid in children.read().split():
-                try:
-                    with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                        if b"process_worker" in cmdline.read():
-                            found.add(int(pid))
-                except OSError:
-                    continue
+        try:
+            with open(f"/proc/self/task/{task}/children") as children:
+                pids = children.read().split()
+        except OSError:
+            continue  # the thread ended between the listing and the open (a pool's or the loop's)
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                    if b"process_worker" in cmdline.read():
+                        found.add(int(pid))
+            except OSError:
+                continue
     return found
