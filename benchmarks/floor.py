@@ -29,10 +29,12 @@ from typing import Any
 
 import bench_jobs
 import psycopg
+import statement_times
 from common import Figures, Settings, fresh_app
 from cpu_account import CpuWindow, ServerCpu
 from psycopg.conninfo import conninfo_to_dict
 from runtime import DRAIN_JOBS, drain_once, enqueue_all
+from statement_times import StatementTimes
 
 from conveyor import Conveyor
 from conveyor.engine._sqlfiles import quote_identifier
@@ -105,10 +107,16 @@ def check_script() -> None:
         )
 
 
-async def run_floor(engine: PostgresEngine, jobs: int, window: CpuWindow | None = None) -> float:
+async def run_floor(
+    engine: PostgresEngine,
+    jobs: int,
+    window: CpuWindow | None = None,
+    statements: StatementTimes | None = None,
+) -> float:
     """Drain the ``jobs`` available jobs of queue ``default`` in ``engine``'s schema with pgbench;
     the jobs per second from its start to its exit. Fails unless every job ended completed.
-    ``window`` (if given) measures the CPU used meanwhile (pgbench's as this process's children's)."""
+    ``window`` (if given) measures the CPU used meanwhile (pgbench's as this process's children's),
+    ``statements`` the server's execution time of its statements."""
     check_jobs(jobs)
     check_script()
     conninfo = conninfo_to_dict(engine.dsn)
@@ -121,6 +129,7 @@ async def run_floor(engine: PostgresEngine, jobs: int, window: CpuWindow | None 
         "-U", str(conninfo.get("user", "postgres")), str(conninfo.get("dbname", "postgres")),
     ]  # fmt: skip
     env = {**os.environ, "PGOPTIONS": f"{SESSION} -c search_path={engine.prefix}"}
+    before = await statement_times.read(engine.dsn) if statements is not None else None
     if window is not None:
         window.start()
     started = time.perf_counter()
@@ -133,6 +142,10 @@ async def run_floor(engine: PostgresEngine, jobs: int, window: CpuWindow | None 
         window.stop()
     if process.returncode != 0:
         raise RuntimeError(f"pgbench failed ({process.returncode}): {err.decode()}{out.decode()}")
+    if statements is not None and before is not None:
+        after = await statement_times.read(engine.dsn)
+        if after is not None:
+            statements.add(before, after, jobs)
     async with await psycopg.AsyncConnection.connect(engine.dsn, autocommit=True) as conn:
         table = f"{quote_identifier(engine.prefix)}.oban_jobs"
         counts = f"SELECT count(*) FILTER (WHERE state = 'completed'), count(*) FROM {table}"
@@ -143,13 +156,15 @@ async def run_floor(engine: PostgresEngine, jobs: int, window: CpuWindow | None 
     return round(jobs / seconds, 1)
 
 
-async def floor_once(settings: Settings, jobs: int, window: CpuWindow | None = None) -> float:
+async def floor_once(
+    settings: Settings, jobs: int, window: CpuWindow | None = None, statements: StatementTimes | None = None
+) -> float:
     """The floor on a fresh schema holding ``jobs`` available jobs, inserted as ``drain`` inserts them."""
     async with fresh_app(settings, pool_size=2) as base:
         await enqueue_all(base, (bench_jobs.noop.new(n=n) for n in range(jobs)))
         engine = await base.engine()
         assert isinstance(engine, PostgresEngine)
-        return await run_floor(engine, jobs, window)
+        return await run_floor(engine, jobs, window, statements)
 
 
 @dataclass(slots=True)
@@ -200,17 +215,23 @@ async def drain_floor(settings: Settings) -> Figures:
     server = await ServerCpu.find(settings.dsn)
     measured: dict[str, list[float]] = {"floor": [], **{f"c{level}": [] for level in levels}}
     costs = {variant: Costs() for variant in measured}
+    statements = {variant: StatementTimes() for variant in measured}
     for round_ in range(FLOOR_ROUNDS):
         variants = ["floor", *(f"c{level}" for level in levels)]
         for variant in variants if round_ % 2 == 0 else reversed(variants):
             window = CpuWindow(server)
             if variant == "floor":
-                measured[variant].append(await floor_once(settings, jobs, window))
+                measured[variant].append(await floor_once(settings, jobs, window, statements[variant]))
                 costs[variant].add(window, jobs, window.children)
             else:
                 fetches = FetchRecorder()
                 drained = await drain_once(
-                    settings, jobs, int(variant[1:]), prepare=fetches.attach, window=window
+                    settings,
+                    jobs,
+                    int(variant[1:]),
+                    prepare=fetches.attach,
+                    window=window,
+                    statements=statements[variant],
                 )
                 measured[variant].append(drained["jobs_per_s"])
                 costs[variant].add(window, jobs, window.own)
@@ -224,6 +245,10 @@ async def drain_floor(settings: Settings) -> Figures:
         figures[f"{variant}_range"] = [min(rates), max(rates)]
         if variant != "floor":
             figures[f"{variant}_ratio"] = round(statistics.median(rates) / floor, 3)
+    for variant, times in statements.items():
+        # The server's execution time by kind of statement (pg_stat_statements, when loaded).
+        if times.kinds:
+            figures[f"{variant}_statements"] = times.figures()
     for variant, cost in costs.items():
         client = "pgbench" if variant == "floor" else "node"
         figures[f"{variant}_{client}_cpu_us_per_job"] = _median(cost.client_us)

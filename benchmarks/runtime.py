@@ -30,9 +30,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import bench_jobs
+import statement_times
 from common import Figures, Settings, compared, fresh_app, latency_figures, percentile, rate
 from cpu_account import CpuWindow
 from loading import load_without_indexes
+from statement_times import StatementTimes
 
 from conveyor import Conveyor, JobRequest, JobState, Workflow
 from conveyor.acks import Ack
@@ -138,14 +140,17 @@ async def drain_once(
     prepare: Callable[[Conveyor], object] | None = None,
     window: CpuWindow | None = None,
     synchronous_commit: bool = True,
+    statements: StatementTimes | None = None,
 ) -> Figures:
     """Drain ``jobs`` no-op jobs with one node from its start; ``window`` (if given) measures the
-    CPU used over the same span (``cpu_account.py``)."""
+    CPU used over the same span (``cpu_account.py``), ``statements`` the server's execution time of
+    its statements (``statement_times.py``; read just outside the span)."""
     queue: Any = concurrency if global_limit is None else {"limit": concurrency, "global_limit": global_limit}
     async with fresh_app(settings, pool_size=NODE_POOL, synchronous_commit=synchronous_commit) as base:
         if history:
             await load_history(base, history)
         await enqueue_all(base, (bench_jobs.noop.new(n=n) for n in range(jobs)))
+        before = await statement_times.read(settings.dsn) if statements is not None else None
         if window is not None:
             window.start()
         started = time.perf_counter()
@@ -154,6 +159,10 @@ async def drain_once(
             seconds = time.perf_counter() - started
             if window is not None:
                 window.stop()
+        if statements is not None and before is not None:
+            after = await statement_times.read(settings.dsn)
+            if after is not None:
+                statements.add(before, after, jobs)
         await check_all_completed(base)
     return {
         "jobs": jobs,

@@ -21,6 +21,14 @@ def run_benchmarks(dsn: str, *arguments: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
+def run_in_benchmarks(code: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """``python -c CODE ARGUMENTS`` in the benchmarks' folder (their modules import each other)."""
+    command = [sys.executable, "-c", code, *arguments]
+    return subprocess.run(
+        command, cwd=ROOT / "benchmarks", capture_output=True, text=True, timeout=60, check=False
+    )
+
+
 def test_benchmarks_print_one_json_object_per_scenario(dsn: str) -> None:
     command = [sys.executable, "benchmarks/run.py", *SCENARIOS, "--jobs", "500", "--json", "--dsn", dsn]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
@@ -196,15 +204,37 @@ def test_drain_floor_reports_each_drain_against_the_sql_floor(dsn: str) -> None:
 def test_the_floor_script_is_the_engine_fetch_and_ack_of_this_checkout() -> None:
     """drain_floor.pgbench is rendered from the engine's statements: a change to them must be
     rendered again (python benchmarks/floor.py --write), or the floor measures other SQL."""
-    done = subprocess.run(
-        [sys.executable, "-c", "import floor; floor.check_script()"],
-        cwd=ROOT / "benchmarks",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_in_benchmarks("import floor; floor.check_script()")
     assert done.returncode == 0, done.stderr
+
+
+STATEMENT_TIMES_CHECK = """
+import asyncio, sys
+import statement_times as st
+
+fetch = "WITH claimed AS (SELECT id FROM t FOR UPDATE SKIP LOCKED) SELECT 1"
+ack = "WITH acks AS (SELECT * FROM jsonb_to_recordset($1)) UPDATE t SET state = 'completed'"
+before = {1: (fetch, 10, 5.0), 2: (ack, 4, 8.0), 3: ("SELECT 1", 7, 1.0)}
+after = {1: (fetch, 12, 6.0), 2: (ack, 5, 10.5), 3: ("SELECT 1", 7, 1.0), 4: ("SELECT 2", 2, 0.5)}
+times = st.StatementTimes()
+times.add(before, after, 200)
+assert times.figures() == {
+    "ack": {"calls_per_100_jobs": 0.5, "mean_exec_ms": 2.5, "exec_us_per_job": 12.5},
+    "fetch": {"calls_per_100_jobs": 1.0, "mean_exec_ms": 0.5, "exec_us_per_job": 5.0},
+    "other": {"calls_per_100_jobs": 1.0, "mean_exec_ms": 0.25, "exec_us_per_job": 2.5},
+}, times.figures()
+reading = asyncio.run(st.read(sys.argv[1]))
+assert reading is None or isinstance(reading, dict), reading
+print("loaded" if reading is not None else "absent")
+"""
+
+
+def test_statement_times_sum_each_kind_over_the_window_and_tell_when_absent(dsn: str) -> None:
+    """drain-floor's server time per kind of statement: the difference of two readings of
+    pg_stat_statements, by kind; a server without the extension gives None, not an error."""
+    done = run_in_benchmarks(STATEMENT_TIMES_CHECK, dsn)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() in ("loaded", "absent")
 
 
 def test_insert_copy_and_the_memory_guards_run_and_report(dsn: str) -> None:
