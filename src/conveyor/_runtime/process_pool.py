@@ -17,7 +17,11 @@ pool's own, see ``_replace``). The zygote made that likely because a forked work
 waited for on the event loop (up to a second or two, ``_ForkedWorker.exitcode``); that wait now
 runs in a thread. What is left before nodes use it: proof over several full runs, and a gain that
 shows. Two paired runs of ``cpu-cold`` on 2026-11-27 (zygote against fresh interpreters) could not
-tell them apart: the spread between rounds (1.33x to 1.98x) dwarfs the ~90 ms it saves.
+tell them apart: the spread between rounds (1.33x to 1.98x) dwarfs the ~90 ms it saves. Nor does it
+bring a node's first job forward on two cores: the zygote's own start pays the imports that two
+fresh interpreters pay side by side, and the first of 40 CPU jobs started 73-82 ms after the node's
+start with it against 74-96 ms without (three runs each, a quiet machine, later that day). Its gain
+is in replacing a worker that died.
 """
 
 from __future__ import annotations
