@@ -24,8 +24,10 @@ from pathlib import Path
 
 import bench_jobs
 import psycopg
+import statement_times
 from common import Figures, Settings, fresh_app, rate
 from cpu_account import ServerCpu
+from statement_times import StatementTimes
 
 from conveyor import Conveyor
 from conveyor.engine._sqlfiles import quote_identifier
@@ -98,9 +100,11 @@ class NodeProcess:
         return ran
 
 
-async def drain_with_nodes(settings: Settings, jobs: int, concurrency: int, nodes: int) -> Figures:
+async def drain_with_nodes(
+    settings: Settings, jobs: int, concurrency: int, nodes: int, statements: StatementTimes | None = None
+) -> Figures:
     """One drain of ``jobs`` by ``nodes`` node processes sharing ``concurrency``; checks that every
-    job ran exactly once."""
+    job ran exactly once. ``statements``: the server's execution time of the drain's statements."""
     async with fresh_app(settings, pool_size=4) as base:
         engine = await base.engine()
         assert isinstance(engine, PostgresEngine)
@@ -116,11 +120,16 @@ async def drain_with_nodes(settings: Settings, jobs: int, concurrency: int, node
                 progress = asyncio.Event()
                 readers = [asyncio.create_task(p.follow(progress)) for p in started]
                 await base.enqueue_many(bench_jobs.tally.new(n=n) for n in range(jobs))
+                before = await statement_times.read(engine.dsn) if statements is not None else None
                 server = await ServerCpu.find(engine.dsn)
                 server_began = server.seconds() if server is not None else 0.0
                 began = time.perf_counter()
                 seconds = await _until_written(started, progress, jobs, began)
                 server_cpu = server.seconds() - server_began if server is not None else None
+                if statements is not None and before is not None:
+                    after = await statement_times.read(engine.dsn)
+                    if after is not None:
+                        statements.add(before, after, jobs)
                 runs: list[int] = []
                 for process in started:
                     runs += await process.stop()
@@ -195,12 +204,13 @@ async def drain_nodes(settings: Settings) -> Figures:
         raise RuntimeError(f"--concurrency must divide by {NODES_COUNT}")
     one: list[Figures] = []
     many: list[Figures] = []
+    statements = {1: StatementTimes(), NODES_COUNT: StatementTimes()}
     for round_ in range(NODES_ROUNDS):
         order = [(1, one), (NODES_COUNT, many)]
         if round_ % 2:
             order.reverse()
         for nodes, results in order:
-            results.append(await drain_with_nodes(settings, jobs, concurrency, nodes))
+            results.append(await drain_with_nodes(settings, jobs, concurrency, nodes, statements[nodes]))
     one_rates = [r["jobs_per_s"] for r in one]
     many_rates = [r["jobs_per_s"] for r in many]
     every = one + many
@@ -218,6 +228,9 @@ async def drain_nodes(settings: Settings) -> Figures:
         "nodes_cpu_s": statistics.median(r["node_cpu_s"] for r in many),
         **_per_job(one, "one_node", jobs),
         **_per_job(many, "nodes", jobs),
+        # The server's execution time by kind of statement (pg_stat_statements, when loaded).
+        **({"one_node_statements": statements[1].figures()} if statements[1].kinds else {}),
+        **({"nodes_statements": statements[NODES_COUNT].figures()} if statements[NODES_COUNT].kinds else {}),
         "double_runs": sum(r["double_runs"] for r in every),
         "missing": sum(r["missing"] for r in every),
         "not_completed_once": sum(r["not_completed_once"] for r in every),
