@@ -63,7 +63,9 @@ class StandInEngine:
         rows = self.rows
         return read_jobs([(first + i + 1, *rows[i % len(rows)][1:]) for i in range(count)])
 
-    async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
+    async def ack_jobs(
+        self, acks: Sequence[Ack], *, now: datetime | None = None, node: str | None = None
+    ) -> list[int]:
         orjson.dumps([ack_record(ack) for ack in acks]).decode()
         naive_utc(now)
         await asyncio.sleep(0)

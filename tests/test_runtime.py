@@ -556,6 +556,22 @@ async def test_a_job_claimed_again_while_it_runs_is_not_started_twice(
     assert f"job {job_id} was claimed again while it runs on this node" in caplog.text
 
 
+async def claim_as_another_node(engine: PostgresEngine, job_id: int) -> None:
+    """Play another node that took the same attempt of a running job after an undone claim."""
+    await query(
+        engine,
+        "UPDATE {jobs} SET attempted_by = ARRAY['other-node', 'other-producer'] WHERE id = %s",
+        (job_id,),
+    )
+
+
+async def assert_claimed_by_another_node(engine: PostgresEngine, job_id: int) -> None:
+    """The row is still the other node's claim of attempt 1: nothing from this node ended it."""
+    found = await engine.get_job(job_id)
+    assert found is not None and found.state is JobState.EXECUTING and found.attempt == 1
+    assert found.attempted_by == ("other-node", "other-producer")
+
+
 async def test_a_job_whose_row_is_no_longer_its_attempt_is_stopped_without_an_ack(
     dsn: str, prefix: str, engine: PostgresEngine
 ) -> None:
@@ -581,38 +597,35 @@ async def test_a_job_whose_row_is_no_longer_its_attempt_is_stopped_without_an_ac
         await helpers.poll(stopped, lambda seen: seen == "stopped", timeout=10, what="the run to stop")
         await asyncio.sleep(0.3)  # longer than any ack window
         assert app.node is not None and app.node.acker.written == 0
-    found = await engine.get_job(job_id)
-    assert found is not None and found.state is JobState.EXECUTING and found.attempt == 1
-    assert found.attempted_by == ("other-node", "other-producer")
+    await assert_claimed_by_another_node(engine, job_id)
 
 
-async def test_a_job_claimed_elsewhere_with_the_same_attempt_is_stopped_here(
-    dsn: str, prefix: str, engine: PostgresEngine
+@pytest.mark.parametrize("first", ["heartbeat", "run"])
+async def test_a_job_claimed_elsewhere_with_the_same_attempt_is_left_to_the_other_node(
+    dsn: str, prefix: str, engine: PostgresEngine, first: str
 ) -> None:
-    # An undone claim taken again by another node's producer, same attempt: the heartbeat tells it
-    # from this node's own claim by attempted_by, stops the run here, and writes no ack for it.
+    # An undone claim taken again by another node's producer, same attempt. When the heartbeat
+    # looks first, it tells that claim from this node's own by attempted_by, stops the run here and
+    # writes no ack. When the run ends first, its ack reaches the database, which applies an ack
+    # only to a claim of the node that sends it. Either way the other node's run ends the job.
     key = new_key()
-    async with running(dsn, prefix, heartbeat_interval=0.2) as app:
-        job_id = await app.enqueue(jobs.long_sleep.new(key=key, seconds=30))
+    interval, seconds = (0.2, 30.0) if first == "heartbeat" else (10.0, 0.5)
+    async with running(dsn, prefix, heartbeat_interval=interval) as app:
+        job_id = await app.enqueue(jobs.long_sleep.new(key=key, seconds=seconds))
         await wait_for_job(engine, job_id, JobState.EXECUTING)
-        await query(
-            engine,
-            "UPDATE {jobs} SET attempted_by = ARRAY['other-node', 'other-producer'] WHERE id = %s",
-            (job_id,),
-        )
+        await claim_as_another_node(engine, job_id)
         assert app.node is not None
-        producer = app.node.producers["default"]
+        producer, acker = app.node.producers["default"], app.node.acker
+        sent = 0 if first == "heartbeat" else 1
 
-        async def running_here() -> int:
-            return len(producer.running)
+        async def here() -> tuple[int, int]:
+            return len(producer.running), acker.written
 
-        await helpers.poll(running_here, lambda count: count == 0, timeout=10, what="the run to stop")
+        await helpers.poll(here, lambda seen: seen == (0, sent), timeout=10, what="the run to end here")
         await asyncio.sleep(0.3)  # longer than any ack window
-        assert app.node.acker.written == 0
-        assert jobs.EVENTS[key] == "started"  # stopped, never finished
-    found = await engine.get_job(job_id)
-    assert found is not None and found.state is JobState.EXECUTING and found.attempt == 1
-    assert found.attempted_by == ("other-node", "other-producer")
+        assert acker.written == sent
+        assert jobs.EVENTS[key] == ("started" if first == "heartbeat" else "finished")
+    await assert_claimed_by_another_node(engine, job_id)
 
 
 # -- shutdown -------------------------------------------------------------------------------------

@@ -772,6 +772,20 @@ async def test_insert_to_start_latency_through_a_node(tmp_path: Path) -> None:
         assert sorted(latencies)[10] < 0.05, latencies
 
 
+async def test_an_ack_given_a_node_reads_past_an_attempted_by_that_is_not_json(
+    sqlite_engine: SqliteEngine, db_path: str
+) -> None:
+    # Another writer's junk claim is nobody's: a node's ack skips it (and writes the rest of its
+    # batch); an ack without a node still applies.
+    ids = await sqlite_engine.insert([JobRequest(worker="w"), JobRequest(worker="w")])
+    jobs = await sqlite_engine.fetch_jobs("default", 2, node="n-1", producer="p-1")
+    assert sorted(j.id for j in jobs) == sorted(ids)
+    execute(db_path, "UPDATE oban_jobs SET attempted_by = 'not json' WHERE id = ?", (ids[0],))
+    acks = [Ack(job_id, 1, JobState.COMPLETED) for job_id in ids]
+    assert await sqlite_engine.ack_jobs(acks, node="n-1") == [ids[1]]
+    assert await sqlite_engine.ack_jobs(acks) == [ids[0]]
+
+
 async def test_still_executing_reads_past_an_attempted_by_that_is_not_json(
     sqlite_engine: SqliteEngine, db_path: str
 ) -> None:

@@ -21,9 +21,11 @@ class CountingEngine:
         self.engine = engine
         self.batches: list[int] = []
 
-    async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
+    async def ack_jobs(
+        self, acks: Sequence[Ack], *, now: datetime | None = None, node: str | None = None
+    ) -> list[int]:
         self.batches.append(len(acks))
-        return await self.engine.ack_jobs(acks, now=now)
+        return await self.engine.ack_jobs(acks, now=now, node=node)
 
     def is_transient(self, exc: BaseException) -> bool:
         return self.engine.is_transient(exc)

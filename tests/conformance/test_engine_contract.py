@@ -127,6 +127,22 @@ async def test_ack_writes_each_outcome_and_ignores_stale_attempts(any_engine: En
     assert jobs[stale].state is JobState.EXECUTING  # type: ignore[union-attr]
 
 
+async def test_an_ack_given_a_node_applies_only_to_that_nodes_claim(any_engine: Engine) -> None:
+    # After a claim undone by a crash of the server (synchronous_commit off), another node can claim
+    # the same attempt again: the first run's ack must not end the other node's run.
+    ours, theirs = await any_engine.insert([req(), req()], now=T0)
+    assert await fetch(any_engine, demand=1) == [ours]
+    other = await any_engine.fetch_jobs("default", 1, node="another-node", producer=PRODUCER, now=T0)
+    assert [j.id for j in other] == [theirs]
+    acks = [Ack(ours, 1, JobState.COMPLETED), Ack(theirs, 1, JobState.COMPLETED)]
+    assert await any_engine.ack_jobs(acks, now=T0, node=NODE) == [ours]
+    assert (await any_engine.get_job(theirs)).state is JobState.EXECUTING  # type: ignore[union-attr]
+    assert await any_engine.ack_jobs(acks, now=T0, node="a-third-node") == []
+    # Without a node (acks written outside a node: the testing helpers, tools), any claim's.
+    assert await any_engine.ack_jobs(acks, now=T0) == [theirs]
+    assert (await any_engine.get_job(theirs)).state is JobState.COMPLETED  # type: ignore[union-attr]
+
+
 # -- managing ------------------------------------------------------------------------------------
 async def test_cancel_retry_delete(any_engine: Engine) -> None:
     waiting, running, finished = await any_engine.insert([req(), req(), req(max_attempts=1)], now=T0)

@@ -89,11 +89,13 @@ class Unreachable:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.engine, name)
 
-    async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
+    async def ack_jobs(
+        self, acks: Sequence[Ack], *, now: datetime | None = None, node: str | None = None
+    ) -> list[int]:
         self.calls.append(len(acks))
         if len(self.calls) <= self.failures:
             raise EngineClosedError("the database is away")
-        return await self.engine.ack_jobs(acks, now=now)
+        return await self.engine.ack_jobs(acks, now=now, node=node)
 
 
 async def test_a_transient_failure_retries_the_whole_batch(any_engine: Engine) -> None:

@@ -78,8 +78,12 @@ class Acker:
         max_delay: float = 0.01,
         clock: Clock = SYSTEM_CLOCK,
         telemetry: Telemetry | None = None,
+        node: str | None = None,
     ) -> None:
         self.engine = engine
+        #: The node whose runs these acks end: the database applies an ack only while the row's
+        #: claim is this node's (None: any node's, as for acks written outside a node).
+        self.node = node
         #: Where each written batch is told (``acker.acked``).
         self.telemetry = telemetry or Telemetry()
         self.clock = clock
@@ -228,7 +232,7 @@ class Acker:
         while True:
             began = time.perf_counter()
             try:
-                applied = await self.engine.ack_jobs(batch, now=self.clock.database_now())
+                applied = await self.engine.ack_jobs(batch, now=self.clock.database_now(), node=self.node)
             except Exception as exc:
                 if not self.engine.is_transient(exc):
                     return exc

@@ -76,6 +76,7 @@ class Node:
             max_delay=settings.ack_max_delay,
             clock=clock,
             telemetry=telemetry,
+            node=self.name,
         )
         self.link = JobLink(
             engine,

@@ -234,12 +234,17 @@ class Engine(Protocol):
         be written yet: a global limit does not count them as running (a row still executing that
         attempt is one of them; once acked, or claimed again under a new attempt, it is not)."""
 
-    async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
+    async def ack_jobs(
+        self, acks: Sequence[Ack], *, now: datetime | None = None, node: str | None = None
+    ) -> list[int]:
         """Write many finished attempts at once; return the ids written (any order).
 
-        An ack applies only while its job is still ``executing`` the same ``attempt``; any other
-        ack (a stale or future attempt, a job cancelled, rescued, released, deleted or acked
-        already, an unknown id) is skipped and changes nothing. What an applied ack writes:
+        An ack applies only while its job is still ``executing`` the same ``attempt`` and, given
+        ``node``, while that node holds the claim (``attempted_by[0]``: a node acks only its own
+        runs, even where a claim undone by a crash of the server was taken again elsewhere with the
+        same attempt); any other ack (a stale or future attempt, another node's claim, a job
+        cancelled, rescued, released, deleted or acked already, an unknown id) is skipped and
+        changes nothing. What an applied ack writes:
 
         - ``state`` = the ack's; ``completed_at``/``discarded_at``/``cancelled_at`` = now for
           completed/discarded/cancelled; ``scheduled_at`` = now + ``schedule_in`` when given;

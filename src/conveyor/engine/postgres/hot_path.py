@@ -107,12 +107,15 @@ class PostgresHotPath(PostgresWorkflows):
             found = self._partitioned[shapes] = (fetch.encode(), left.encode())
         return found
 
-    async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
+    async def ack_jobs(
+        self, acks: Sequence[Ack], *, now: datetime | None = None, node: str | None = None
+    ) -> list[int]:
         if not acks:
             return []
         params = {
             "acks": orjson.dumps([ack_record(ack) for ack in acks]).decode(),
             "now": naive_utc(now),
+            "node": node,
             "ended_channel": self.ended_channel,
         }
         statement = self._ack_statement or await self._detect_errors_type()

@@ -140,7 +140,9 @@ class SqliteHotPath(SqliteWorkflows):
             found = self._partitioned[shapes] = (fetch, record)
         return found
 
-    async def ack_jobs(self, acks: Sequence[Ack], *, now: datetime | None = None) -> list[int]:
+    async def ack_jobs(
+        self, acks: Sequence[Ack], *, now: datetime | None = None, node: str | None = None
+    ) -> list[int]:
         check_now(now)
         if not acks:
             return []
@@ -160,14 +162,15 @@ class SqliteHotPath(SqliteWorkflows):
                 }
                 for ack in acks
             ]
-            params = {"acks": orjson.dumps(records).decode(), "now": time_text(clock)}
+            at = time_text(clock)
+            params = {"acks": orjson.dumps(records).decode(), "now": at, "node": node}
             rows = tx.conn.execute(statement, params).fetchall()
             steps = [row[0] for row in rows if row[1]]
             if steps:  # in the ack's transaction: one writer at a time, so nothing slips between
                 settle_beside(tx, steps, now)
             written = [row[0] for row in rows]
             if written:
-                notify_ended(tx, written, params["now"])
+                notify_ended(tx, written, at)
             return written
 
         return await self.database.write(run)

@@ -1,5 +1,8 @@
 -- Write the end of many attempts in one statement. An ack applies only while its row is still
 -- executing the same attempt: a rescued and re-claimed job is never overwritten by a stale ack.
+-- Given %(node)s, also only while the row's claim is that node's (attempted_by[1]): after a claim
+-- that a crash of the server undid (synchronous_commit off), another node may hold the same attempt,
+-- and the first run's ack must not end that node's run.
 --
 -- Each row must be found through the primary key, whatever the estimates (the engine runs this with
 -- a generic plan): the ids reach the UPDATE as an array, and the state is compared as text so the
@@ -62,6 +65,7 @@ WHERE j.id = ANY(ARRAY(SELECT id FROM acks))
   AND j.id = a.id
   AND j.state::text = 'executing'
   AND j.attempt = a.attempt
+  AND (%(node)s::text IS NULL OR j.attempted_by[1] = %(node)s::text)
 -- A workflow step that ended and lists dependents: they may go on now (settle_steps.sql).
 RETURNING j.id, a.state AS state, CASE
         WHEN a.state IN ('completed', 'cancelled', 'discarded') AND jsonb_typeof(j.meta) = 'object'

@@ -1,5 +1,7 @@
 -- Write the end of many attempts in one statement. An ack applies only while its row is still
 -- executing the same attempt: a rescued and re-claimed job is never overwritten by a stale ack.
+-- Given :node, also only while the row's claim is that node's (attempted_by[0]; an attempted_by
+-- that is not JSON is nobody's), as on PostgreSQL.
 -- :acks is a JSON array of {id, attempt, state, scheduled_at, error, meta, snoozed}; scheduled_at is
 -- already computed from the ack's schedule_in and the clock. conveyor_json_merge (a function the
 -- engine registers on its connections) merges top-level keys as PostgreSQL's jsonb || does.
@@ -63,6 +65,7 @@ WHERE j.id = a.id
   -- index (every executing job, each joined against every ack).
   AND +j.state = 'executing'
   AND j.attempt = a.attempt
+  AND (:node IS NULL OR CASE WHEN json_valid(j.attempted_by) THEN j.attempted_by ->> 0 END = :node)
 -- The second column says whether a workflow step finished: its dependents may go on now.
 -- (RETURNING sees the updated row only: its state is the ack's now.)
 -- Nested CASEs, not AND: SQLite may read meta as JSON before json_valid says it is not.
