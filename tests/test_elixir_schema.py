@@ -670,15 +670,18 @@ async def test_ack_keeps_its_primary_key_plan_on_jsonb_arrays(elixir_engine: Pos
     (job_id,) = await engine.insert([noop.new()])
     statement = engine.sql.compose("ack_jobs", append_error="append_error_array")
     statement = (
-        statement.replace("%(acks)s", "$1").replace("%(now)s", "$2").replace("%(ended_channel)s", "$3")
+        statement.replace("%(acks)s", "$1")
+        .replace("%(now)s", "$2")
+        .replace("%(ended_channel)s", "$3")
+        .replace("%(node)s", "$4")
     )
     records = json.dumps([{"id": job_id, "attempt": 1, "state": "retryable", "error": {"error": "x"}}])
     async with engine.hot_pool.connection() as conn:
         await conn.execute(
-            f"PREPARE elixir_ack (jsonb, timestamp, text) AS {statement}".encode(), prepare=False
+            f"PREPARE elixir_ack (jsonb, timestamp, text, text) AS {statement}".encode(), prepare=False
         )
         try:
-            explain = sql.SQL("EXPLAIN EXECUTE elixir_ack ({}::jsonb, NULL, 'x')").format(
+            explain = sql.SQL("EXPLAIN EXECUTE elixir_ack ({}::jsonb, NULL, 'x', 'a-node')").format(
                 sql.Literal(records)
             )
             cur = await conn.execute(explain, prepare=False)

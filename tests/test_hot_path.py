@@ -87,10 +87,13 @@ async def test_fetch_and_ack_plans_use_the_indexes_even_when_planned_on_a_tiny_t
     assert "Index Scan using oban_jobs_state_queue_priority_scheduled_at_id_index" in plan, plan
 
     ack = positional(
-        engine.sql.compose("ack_jobs", append_error="append_error_jsonb"), ["acks", "now", "ended_channel"]
+        engine.sql.compose("ack_jobs", append_error="append_error_jsonb"),
+        ["acks", "now", "ended_channel", "node"],
     )
     records = json.dumps([{"id": ids[0], "attempt": 1, "state": "completed"}])
-    plan = await generic_plan(engine, ack, "jsonb, timestamp, text", [records, None, engine.ended_channel])
+    plan = await generic_plan(
+        engine, ack, "jsonb, timestamp, text, text", [records, None, engine.ended_channel, NODE]
+    )
     assert "Seq Scan" not in plan and "Bitmap" not in plan, plan
     assert "Index Scan using oban_jobs_pkey" in plan, plan
     # Never through the (state, queue, ...) index: its 'executing' entries include every dead one.
