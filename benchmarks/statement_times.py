@@ -24,7 +24,7 @@ KINDS = (
     ("fetch", "SKIP LOCKED"),
     ("ack", "jsonb_to_recordset"),
 )
-#: (calls, total execution time in ms) per query id.
+#: (query text, calls, total execution time in ms) per query id.
 Reading = dict[int, tuple[str, int, float]]
 
 

@@ -208,10 +208,11 @@ class Producer(Service):
         """Stop a running job whose row is no longer this attempt's (cancelled or deleted, rescued
         and claimed again, or a claim that a crash of the server undid), and write no ack for it.
 
-        The row is someone else's now, or nobody's. An ack of this attempt would be ignored, except
-        where the same attempt was claimed again elsewhere after an undone claim: there it would
-        end the other node's run as cancelled (``synchronous_commit=False``, see the delivery
-        guide)."""
+        The row is someone else's now, or nobody's: an ack of this attempt would change nothing.
+        Where the same attempt was claimed again elsewhere after an undone claim
+        (``synchronous_commit=False``, see the delivery guide), the database skips this node's ack
+        too (``ack_jobs`` compares the claim's node), but only if the two nodes' names differ; the
+        heartbeat told the claims apart by producer, which is exact, so no ack is written at all."""
         running = self.running.get(job_id)
         if running is None:
             return False
