@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -17,6 +18,7 @@ from psycopg_pool import AsyncConnectionPool
 from conveyor._options import check_prefix
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.postgres import foreign, schema
+from conveyor.engine.postgres import pooler as poolers
 from conveyor.engine.postgres.connect import connect_once
 from conveyor.engine.postgres.inserter import Inserter
 from conveyor.engine.postgres.rows import read_jobs, salvage_rows
@@ -99,6 +101,24 @@ async def _configure_hot(conn: psycopg.AsyncConnection[Any], *, session: dict[st
     await conn.execute("; ".join(f"SET {name} = {value}" for name, value in session.items()), prepare=False)
 
 
+async def _configure_pooled(conn: psycopg.AsyncConnection[Any]) -> None:
+    """``_configure`` for the sessions of a transaction pooler (see ``pooler``): the same loaders,
+    no ``SET``. Times are converted to UTC on the client instead, and statements do without
+    ``jit = off`` (the heavy ones, stats and counts, turn it off with ``SET LOCAL``)."""
+    set_json_loads(orjson.loads, conn)
+    conn.adapters.register_loader("json", _JsonTextLoader)
+    conn.adapters.register_loader("jsonb", _JsonTextLoader)
+    conn.adapters.register_loader("timestamptz", poolers.UtcTimestamptzLoader)
+
+
+def pooled_hot_settings(*, synchronous_commit: bool = True) -> dict[str, str]:
+    """What a transaction pooler's hot fetches and acks set with ``SET LOCAL`` in their own
+    transaction. The plan settings of ``hot_session`` serve the generic plans of prepared
+    statements, which such a pooler rules out (each statement is planned for its own parameters);
+    ``synchronous_commit = off``, where asked for, still applies, transaction by transaction."""
+    return {} if synchronous_commit else {"synchronous_commit": "off"}
+
+
 async def read_result(cur: psycopg.AsyncCursor[Any]) -> list[Job]:
     """The jobs of a statement's result. A row that cannot be decoded as it is comes back with
     ``Job.unreadable`` set (``salvage_rows``) instead of failing the rows around it."""
@@ -140,13 +160,25 @@ class PostgresCore:
         min_connections: int = 1,
         max_connections: int = 10,
         synchronous_commit: bool = True,
+        pooler: str = "auto",
+        listen_url: str | None = None,
     ) -> None:
         if not isinstance(synchronous_commit, bool):
             problem = "must be true or false (a boolean, not a string or number)"
             raise ValidationError("synchronous_commit", synchronous_commit, problem)
+        if listen_url is not None and (not isinstance(listen_url, str) or not listen_url.strip()):
+            raise ValidationError("listen_url", listen_url, "must be a non-empty URL string")
         self.dsn = dsn
-        #: The hot pool's session settings (``hot_session``).
+        #: Where LISTEN connects: a direct URL when ``dsn`` goes through a transaction pooler.
+        self.listen_url = listen_url
+        #: The pooler setting as given (``pooler.MODES``), and whether the engine treats the
+        #: connection as a transaction pooler's (known for "auto" once open).
+        self.pooler = poolers.check_pooler(pooler)
+        self.transaction_pooled = self.pooler == "transaction"
+        #: The hot pool's session settings (``hot_session``), or with a transaction pooler the
+        #: ones its fetches and acks set per transaction (``pooled_hot_settings``).
         self.hot_session = hot_session(synchronous_commit=synchronous_commit)
+        self._pooled_hot = pooled_hot_settings(synchronous_commit=synchronous_commit)
         self.prefix = check_prefix(prefix)
         self.sql = SqlFiles(schema.SQL_PACKAGE, prefix)
         self.insert_channel = channel(prefix, "insert")
@@ -184,7 +216,13 @@ class PostgresCore:
         if not self._opened:
             # Fail in seconds, with the server's reason, when the database cannot be reached at all.
             probe = await connect_once(self.dsn)
-            await probe.close()
+            try:
+                if self.pooler == "auto" and await poolers.detect(probe):
+                    log.warning(poolers.detected_warning())
+                    self.transaction_pooled = True
+                    self._pool, self._hot_pool = self._new_pools()
+            finally:
+                await probe.close()
             await self._pool.open(wait=True)
             await self._hot_pool.open()
             self._opened = True
@@ -216,12 +254,15 @@ class PostgresCore:
         self._pool, self._hot_pool = self._new_pools()
 
     def _new_pools(self) -> tuple[AsyncConnectionPool, AsyncConnectionPool]:
+        pooled = self.transaction_pooled
+        # Through a transaction pooler: no prepared statements (None), no session settings.
+        never: dict[str, Any] = {"prepare_threshold": None} if pooled else {}
         pool = AsyncConnectionPool(
             self.dsn,
             min_size=self._min_connections,
             max_size=self._max_connections,
-            kwargs={"autocommit": True},
-            configure=_configure,
+            kwargs={"autocommit": True, **never},
+            configure=_configure_pooled if pooled else _configure,
             open=False,
             name=f"conveyor-{self.prefix}",
             reconnect_timeout=RECONNECT_TIMEOUT,
@@ -232,8 +273,10 @@ class PostgresCore:
             min_size=0,
             max_size=self._max_connections,
             # Prepared at once: these two statements are the whole workload of these sessions.
-            kwargs={"autocommit": True, "prepare_threshold": 0},
-            configure=functools.partial(_configure_hot, session=self.hot_session),
+            kwargs={"autocommit": True, "prepare_threshold": 0, **never},
+            configure=_configure_pooled
+            if pooled
+            else functools.partial(_configure_hot, session=self.hot_session),
             open=False,
             name=f"conveyor-{self.prefix}-hot",
             reconnect_timeout=RECONNECT_TIMEOUT,
@@ -246,6 +289,25 @@ class PostgresCore:
         if not self._opened:
             raise EngineClosedError("the PostgreSQL engine is not open; call await engine.open()")
         return self._pool
+
+    async def set_local(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Inside a transaction of the hot path: through a transaction pooler, apply what
+        ``pooled_hot_settings`` keeps with ``SET LOCAL`` (they end with the transaction, on
+        whichever server session it ran). Otherwise the sessions have them already: nothing."""
+        if self.transaction_pooled and self._pooled_hot:
+            setting = "; ".join(f"SET LOCAL {name} = {value}" for name, value in self._pooled_hot.items())
+            await conn.execute(setting.encode(), prepare=False)
+
+    @contextlib.asynccontextmanager
+    async def hot_transaction(self, conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
+        """Around one fetch or ack: a transaction with ``set_local`` where it has settings to
+        apply, else nothing (the statement commits by itself, one round trip)."""
+        if not (self.transaction_pooled and self._pooled_hot):
+            yield
+            return
+        async with conn.transaction():
+            await self.set_local(conn)
+            yield
 
     @property
     def hot_pool(self) -> AsyncConnectionPool:
