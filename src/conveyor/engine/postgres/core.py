@@ -55,10 +55,14 @@ class _JsonTextLoader(Loader):
     load = staticmethod(orjson.loads)  # type: ignore[assignment]
 
 
-async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
+def _json_loaders(conn: psycopg.AsyncConnection[Any]) -> None:
     set_json_loads(orjson.loads, conn)  # binary format, should a statement ask for it
     conn.adapters.register_loader("json", _JsonTextLoader)
     conn.adapters.register_loader("jsonb", _JsonTextLoader)
+
+
+async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
+    _json_loaders(conn)
     # Job times come back as timestamptz (job_columns.sql); in a UTC session psycopg hands them over
     # with datetime.UTC attached. Every statement reads the clock as timezone('UTC', now()), so the
     # session zone changes nothing else.
@@ -99,24 +103,6 @@ def hot_session(*, synchronous_commit: bool = True) -> dict[str, str]:
 async def _configure_hot(conn: psycopg.AsyncConnection[Any], *, session: dict[str, str]) -> None:
     await _configure(conn)
     await conn.execute("; ".join(f"SET {name} = {value}" for name, value in session.items()), prepare=False)
-
-
-async def _configure_pooled(conn: psycopg.AsyncConnection[Any]) -> None:
-    """``_configure`` for the sessions of a transaction pooler (see ``pooler``): the same loaders,
-    no ``SET``. Times are converted to UTC on the client instead, and statements do without
-    ``jit = off`` (the heavy ones, stats and counts, turn it off with ``SET LOCAL``)."""
-    set_json_loads(orjson.loads, conn)
-    conn.adapters.register_loader("json", _JsonTextLoader)
-    conn.adapters.register_loader("jsonb", _JsonTextLoader)
-    conn.adapters.register_loader("timestamptz", poolers.UtcTimestamptzLoader)
-
-
-def pooled_hot_settings(*, synchronous_commit: bool = True) -> dict[str, str]:
-    """What a transaction pooler's hot fetches and acks set with ``SET LOCAL`` in their own
-    transaction. The plan settings of ``hot_session`` serve the generic plans of prepared
-    statements, which such a pooler rules out (each statement is planned for its own parameters);
-    ``synchronous_commit = off``, where asked for, still applies, transaction by transaction."""
-    return {} if synchronous_commit else {"synchronous_commit": "off"}
 
 
 async def read_result(cur: psycopg.AsyncCursor[Any]) -> list[Job]:
@@ -176,9 +162,9 @@ class PostgresCore:
         self.pooler = poolers.check_pooler(pooler)
         self.transaction_pooled = self.pooler == "transaction"
         #: The hot pool's session settings (``hot_session``), or with a transaction pooler the
-        #: ones its fetches and acks set per transaction (``pooled_hot_settings``).
+        #: ones its fetches and acks set per transaction (``pooler.hot_settings``).
         self.hot_session = hot_session(synchronous_commit=synchronous_commit)
-        self._pooled_hot = pooled_hot_settings(synchronous_commit=synchronous_commit)
+        self._pooled_hot = poolers.hot_settings(synchronous_commit=synchronous_commit)
         self.prefix = check_prefix(prefix)
         self.sql = SqlFiles(schema.SQL_PACKAGE, prefix)
         self.insert_channel = channel(prefix, "insert")
@@ -220,7 +206,6 @@ class PostgresCore:
                 if self.pooler == "auto" and await poolers.detect(probe):
                     log.warning(poolers.detected_warning())
                     self.transaction_pooled = True
-                    self._pool, self._hot_pool = self._new_pools()
             finally:
                 await probe.close()
             await self._pool.open(wait=True)
@@ -254,15 +239,17 @@ class PostgresCore:
         self._pool, self._hot_pool = self._new_pools()
 
     def _new_pools(self) -> tuple[AsyncConnectionPool, AsyncConnectionPool]:
-        pooled = self.transaction_pooled
-        # Through a transaction pooler: no prepared statements (None), no session settings.
-        never: dict[str, Any] = {"prepare_threshold": None} if pooled else {}
+        # The callbacks look at transaction_pooled on every connection: "auto" learns it when the
+        # engine opens, and the first pooler error met at run time (``pooler_error``) sets it.
+        watched = poolers.watched_connection(self.pooler_error)
         pool = AsyncConnectionPool(
             self.dsn,
             min_size=self._min_connections,
             max_size=self._max_connections,
-            kwargs={"autocommit": True, **never},
-            configure=_configure_pooled if pooled else _configure,
+            kwargs={"autocommit": True},
+            connection_class=watched,
+            configure=self._configure,
+            reset=self._reset,
             open=False,
             name=f"conveyor-{self.prefix}",
             reconnect_timeout=RECONNECT_TIMEOUT,
@@ -273,16 +260,37 @@ class PostgresCore:
             min_size=0,
             max_size=self._max_connections,
             # Prepared at once: these two statements are the whole workload of these sessions.
-            kwargs={"autocommit": True, "prepare_threshold": 0, **never},
-            configure=_configure_pooled
-            if pooled
-            else functools.partial(_configure_hot, session=self.hot_session),
+            kwargs={"autocommit": True, "prepare_threshold": 0},
+            connection_class=watched,
+            configure=functools.partial(self._configure, hot=True),
+            reset=self._reset,
             open=False,
             name=f"conveyor-{self.prefix}-hot",
             reconnect_timeout=RECONNECT_TIMEOUT,
             reconnect_failed=_reconnect_again,
         )
         return pool, hot_pool
+
+    async def _configure(self, conn: psycopg.AsyncConnection[Any], *, hot: bool = False) -> None:
+        """A new connection of either pool (``hot``): see ``_configure`` and ``_configure_hot``;
+        through a transaction pooler, the same loaders and no session state (``pooler.configure``)."""
+        if not self.transaction_pooled:
+            await (_configure_hot(conn, session=self.hot_session) if hot else _configure(conn))
+        else:
+            _json_loaders(conn)
+            poolers.configure(conn)
+
+    async def _reset(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        # A connection made before a pooler error revealed the pooler prepares nothing more.
+        if self.transaction_pooled:
+            conn.prepare_threshold = None
+
+    def pooler_error(self, exc: BaseException) -> None:
+        """A statement failed as session state fails through a transaction pooler: from now on,
+        prepare nothing and set nothing on new sessions (see ``pooler.RUNTIME_WARNING``)."""
+        if not self.transaction_pooled:
+            self.transaction_pooled = True
+            log.warning(poolers.RUNTIME_WARNING, exc)
 
     @property
     def pool(self) -> AsyncConnectionPool:

@@ -99,4 +99,6 @@ class PostgresEngine(PostgresJobs, PostgresHotPath, PostgresCluster, PostgresRel
         return listener
 
     def is_transient(self, exc: BaseException) -> bool:
+        if pooler.is_pooler_error(exc):
+            self.pooler_error(exc)  # retried, without prepared statements from now on
         return faults.is_transient(exc)

@@ -20,6 +20,7 @@ cannot be read from the client side, so a pooler found this way is treated as a 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -77,6 +78,48 @@ POLLING_WARNING = (
     "latency of a job inserted into an idle queue. Set listen_url to a direct connection to the "
     "database (not through the pooler) to be notified at once"
 )
+
+
+#: Logged once when a pooler error shows up on an engine that did not know of the pooler.
+RUNTIME_WARNING = (
+    "a statement failed as it does through a transaction pooler (%s): Conveyor prepares no more "
+    "statements and sets nothing on new sessions. What its sessions set when they opened may have "
+    "reached other clients of the pooler, and LISTEN hears nothing through it: set pooler = "
+    '"transaction" (and listen_url) to have none of that from the start'
+)
+
+
+def hot_settings(*, synchronous_commit: bool = True) -> dict[str, str]:
+    """What fetches and acks through a transaction pooler set with ``SET LOCAL`` in their own
+    transaction. The plan settings of ``core.hot_session`` serve the generic plans of prepared
+    statements, which such a pooler rules out (each statement is planned for its own parameters);
+    ``synchronous_commit = off``, where asked for, still applies, transaction by transaction."""
+    return {} if synchronous_commit else {"synchronous_commit": "off"}
+
+
+def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+    """A new connection through a transaction pooler: no server-side prepared statements, and
+    times read in UTC without ``SET TIME ZONE``. No ``SET jit = off`` either: the heavy reads (stats,
+    counts) turn it off with ``SET LOCAL`` anyway."""
+    conn.prepare_threshold = None
+    conn.adapters.register_loader("timestamptz", UtcTimestamptzLoader)
+
+
+def watched_connection(on_error: Callable[[BaseException], None]) -> type[psycopg.AsyncConnection[Any]]:
+    """The pools' connection class: ``execute`` tells ``on_error`` of a pooler error
+    (``is_pooler_error``) before raising it, whichever caller retries the statement, so that an
+    engine not told of the pooler stops preparing statements at the first sign of one."""
+
+    class WatchedConnection(psycopg.AsyncConnection[Any]):
+        async def execute(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return await super().execute(*args, **kwargs)
+            except psycopg.Error as exc:
+                if is_pooler_error(exc):
+                    on_error(exc)
+                raise
+
+    return WatchedConnection
 
 
 class UtcTimestamptzLoader(Loader):
