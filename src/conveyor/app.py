@@ -165,6 +165,8 @@ class Conveyor:
                 prefix=config.prefix,
                 pool_size=config.pool_size,
                 synchronous_commit=config.synchronous_commit,
+                pooler=config.pooler,
+                listen_url=config.listen_url,
             )
 
         if engine is None:

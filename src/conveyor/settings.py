@@ -77,6 +77,15 @@ class Settings:
     #: ``hot_session`` in ``engine/postgres/core.py``. Inserts and every other statement always keep
     #: the database's own setting.
     synchronous_commit: bool = True
+    #: PostgreSQL: what sits between Conveyor and the server (guides/poolers.md). "transaction": a
+    #: pooler that hands out server sessions per transaction (PgBouncer's pool_mode=transaction,
+    #: RDS Proxy, Supavisor): no prepared statements, no session settings, LISTEN on ``listen_url``
+    #: or polling. "session" or "none": everything as on a direct connection. "auto": find out
+    #: when the engine opens (a pooler found is treated as a transaction pooler, with a warning).
+    pooler: str = "auto"
+    #: PostgreSQL: a URL that reaches the server directly, for LISTEN (notifications) when
+    #: ``database_url`` goes through a transaction pooler. None: LISTEN on ``database_url``.
+    listen_url: str | None = None
     #: Modules to import at start so their jobs resolve (``conveyor start --import``). Their
     #: ``@job(cron=...)`` jobs join the crontab.
     imports: tuple[str, ...] = ()
@@ -129,6 +138,7 @@ class Settings:
         # Spelled as given ("debug", "JSON"), kept in one spelling.
         object.__setattr__(self, "log_level", self.log_level.upper())
         object.__setattr__(self, "log_format", self.log_format.lower())
+        object.__setattr__(self, "pooler", self.pooler.lower())
         if self.producer_timeout <= self.heartbeat_interval:
             raise ValidationError(
                 "producer_timeout", self.producer_timeout, "must be longer than heartbeat_interval"
@@ -209,6 +219,8 @@ UNSET_FROM_TEXT = frozenset({"prune_keep_per_queue", "prune_max_rows", "foreign_
 MAX_COUNT = 2**31 - 1
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
+#: The values of ``pooler`` (see ``engine/postgres/pooler.py``).
+POOLER_MODES = ("auto", "none", "session", "transaction")
 #: Names other nodes see (the node's, the instance's): text without control characters.
 MAX_NAME_LENGTH = 255
 
@@ -245,9 +257,12 @@ def check_setting(name: str, value: Any) -> None:
             raise ValidationError(
                 name, value, f"must be at most {MAX_NAME_LENGTH} characters, without control characters"
             )
-    elif name == "database_url":
+    elif name in ("database_url", "listen_url"):
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise ValidationError(name, value, "must be a non-empty URL string")
+    elif name == "pooler":
+        if not isinstance(value, str) or value.lower() not in POOLER_MODES:
+            raise ValidationError(name, value, f"must be one of {', '.join(POOLER_MODES)}")
     elif name == "imports":
         if not isinstance(value, tuple) or not all(isinstance(m, str) and m.strip() for m in value):
             raise ValidationError(name, value, "must be a list of module names")
