@@ -78,23 +78,13 @@ async def cancel_workflow(engine: Engine, workflow_id: str, *, now: datetime | N
 
 async def retry_workflow(engine: Engine, workflow_id: str, *, now: datetime | None = None) -> list[int]:
     """Run the failed (cancelled or discarded) steps again: those whose dependencies all completed
-    at once, the others once their dependencies complete again. Returns the steps retried."""
+    at once, the others once their dependencies complete again. Returns the steps retried.
+
+    One ``retry_jobs`` of them all: it holds each step with dependencies in the same statement
+    that makes its failed dependencies available again, then settles the held ones, so no sweep in
+    between sees a step waiting on a dependency still failed (and cancels it anew)."""
     jobs = await engine.workflow_jobs(check_workflow_id(workflow_id))
-    states = {name: job.state for job in jobs if (name := step_name(job)) is not None}
-    failed = [job for job in jobs if job.state in FAILED and step_name(job) is not None]
-    ready, waiting = [], []
-    for job in failed:
-        deps = job.meta.get("deps") if isinstance(job.meta, dict) else None
-        names = deps if isinstance(deps, list) else []
-        if all(states.get(str(dep)) is JobState.COMPLETED for dep in names):
-            ready.append(job.id)
-        else:
-            waiting.append(job.id)
-    # Ready steps first, the waiting ones after: held first, a waiting step whose dependency is
-    # still discarded would be cancelled again by a sweep that runs in between. A dependency that
-    # ends before its dependent is held finds nothing to settle, so the held steps settle at once.
-    retried = await engine.retry_jobs(JobFilter(ids=tuple(ready), limit=len(ready)), now=now) if ready else []
-    held = await engine.hold_steps(waiting) if waiting else []
-    if held:
-        await engine.settle_steps(held, now=now)
-    return sorted([*retried, *held])
+    failed = tuple(job.id for job in jobs if job.state in FAILED and step_name(job) is not None)
+    if not failed:
+        return []
+    return await engine.retry_jobs(JobFilter(ids=failed, limit=len(failed)), now=now)

@@ -711,7 +711,8 @@ class Conveyor:
     async def retry_jobs(
         self, /, criteria: JobFilter | None = None, *, conn: Any = None, **filters: Any
     ) -> list[int]:
-        """Make matching jobs available again now; return their ids. ``conn``: as ``cancel_jobs``."""
+        """Make matching jobs available again now; return their ids. A workflow step goes on only
+        once its dependencies finish (see ``Engine.retry_jobs``). ``conn``: as ``cancel_jobs``."""
         found = _criteria(criteria, filters)
         return await self._run(lambda e: e.retry_jobs(found, conn=conn), conn)
 
