@@ -11,9 +11,9 @@ from typing import Any
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 from conveyor.filters import JobFilter
-from conveyor.job import JobState
+from conveyor.job import Job, JobState
 from conveyor.request import JobRequest
-from conveyor.workflow import Workflow, WorkflowStatus, step_name
+from conveyor.workflow import RUN_IF, Workflow, WorkflowStatus, step_name
 
 FAILED = (JobState.CANCELLED, JobState.DISCARDED)
 
@@ -68,12 +68,21 @@ async def workflow_status(engine: Engine, workflow_id: str) -> WorkflowStatus:
 
 
 async def cancel_workflow(engine: Engine, workflow_id: str, *, now: datetime | None = None) -> list[int]:
-    """Cancel every unfinished step (running ones too, wherever they run)."""
+    """Cancel every unfinished step (running ones too, wherever they run), except the steps that
+    wait to run only on some ending of their dependencies (``run_if``: a batch's ``on_cancelled``
+    and ``on_exhausted``): those handle how the work ended, cancelling included, so they are left
+    to settle as when their dependencies are cancelled one by one (the settle after this cancel
+    does it). Returns the ids cancelled here."""
     jobs = await engine.workflow_jobs(check_workflow_id(workflow_id))
-    live = tuple(job.id for job in jobs if not job.state.is_final)
+    live = tuple(job.id for job in jobs if not job.state.is_final and not _handler(job))
     if not live:
         return []
     return await engine.cancel_jobs(JobFilter(ids=live, limit=len(live)), now=now)
+
+
+def _handler(job: Job) -> bool:
+    """A step still waiting to run only on some ending of its dependencies (``run_if``)."""
+    return job.state is JobState.SUSPENDED and isinstance(job.meta, dict) and job.meta.get("run_if") in RUN_IF
 
 
 async def retry_workflow(engine: Engine, workflow_id: str, *, now: datetime | None = None) -> list[int]:

@@ -604,7 +604,9 @@ class Conveyor:
         return {name: results[name] for name in deps if name in results}
 
     async def cancel_workflow(self, workflow_id: str) -> list[int]:
-        """Cancel every unfinished step of the workflow; return the ids cancelled."""
+        """Cancel every unfinished step of the workflow; return the ids cancelled. Steps waiting to
+        run only on some ending of their dependencies (``run_if``: a batch's ``on_cancelled`` and
+        ``on_exhausted``) are left to settle, so they run as when those steps are cancelled."""
         return await self._run(lambda e: cancel_workflow(e, workflow_id))
 
     async def retry_workflow(self, workflow_id: str) -> list[int]:

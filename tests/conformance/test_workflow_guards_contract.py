@@ -5,8 +5,8 @@ jobs' cancellation calls for."""
 
 from __future__ import annotations
 
-from conveyor import JobFilter, JobState, Workflow
-from conveyor._workflows import retry_workflow
+from conveyor import Batch, JobFilter, JobState, Workflow
+from conveyor._workflows import cancel_workflow, retry_workflow
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from tests.conformance.contract import T0, job, uid
@@ -93,3 +93,42 @@ async def test_a_workflow_retry_still_finishes_the_workflow(any_engine: Engine) 
     await run(any_engine, ids, "b")
     await run(any_engine, ids, "c")
     assert set((await states(any_engine, ids)).values()) == {JobState.COMPLETED}
+
+
+# -- cancelling a batch ----------------------------------------------------------------------------
+CALLBACKS = ("on_completed", "on_exhausted", "on_discarded", "on_cancelled")
+
+
+async def test_cancelling_a_batch_runs_the_callbacks_its_cancelled_jobs_call_for(any_engine: Engine) -> None:
+    """A batch of three, one completed: cancel_workflow cancels the other two, and its callbacks
+    settle as if those had been cancelled one by one: on_cancelled and on_exhausted run, once, with
+    the counts; on_completed and on_discarded never do."""
+    batch = Batch(**{kind: step(args={"kind": kind}) for kind in CALLBACKS}).add_many(
+        step(args={"n": n}) for n in range(3)
+    )
+    ids = await enqueue(any_engine, batch.workflow())
+    await run(any_engine, ids, "job-0")
+    cancelled = await cancel_workflow(any_engine, batch.id, now=T0)
+    assert {ids["job-1"], ids["job-2"]} <= set(cancelled)
+    found = await states(any_engine, ids)
+    assert {kind: found[kind] for kind in CALLBACKS} == {
+        "on_completed": JobState.CANCELLED,
+        "on_exhausted": JobState.AVAILABLE,
+        "on_discarded": JobState.CANCELLED,
+        "on_cancelled": JobState.AVAILABLE,
+    }
+    assert found["job-1"] is JobState.CANCELLED and found["job-2"] is JobState.CANCELLED
+    ended = {"completed": 1, "cancelled": 2, "discarded": 0, "deleted": 0}
+    assert (await job(any_engine, ids["on_cancelled"])).meta["deps_ended"] == ended
+    assert await fetched(any_engine) == sorted([ids["on_exhausted"], ids["on_cancelled"]])
+    await run(any_engine, ids, "on_exhausted", "on_cancelled")
+    assert await cancel_workflow(any_engine, batch.id, now=T0) == []  # nothing left to cancel
+    assert await any_engine.sweep_steps(now=T0) == {}
+
+
+async def test_cancelling_a_workflow_still_cancels_its_plain_steps(any_engine: Engine) -> None:
+    ids = await enqueue(any_engine, chain())
+    assert await cancel_workflow(any_engine, (await job(any_engine, ids["a"])).meta["workflow_id"]) == sorted(
+        ids.values()
+    )
+    assert set((await states(any_engine, ids)).values()) == {JobState.CANCELLED}
