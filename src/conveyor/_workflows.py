@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from conveyor.engine.base import Engine
-from conveyor.errors import ValidationError
+from conveyor.errors import StepExistsError, ValidationError
 from conveyor.filters import JobFilter
 from conveyor.job import Job, JobState
 from conveyor.request import JobRequest
@@ -38,11 +38,15 @@ async def enqueue_workflow(
     if transform is not None:
         requests = [transform(request) for request in requests]
     if workflow.existing:
-        stored = {step_name(job) for job in await engine.workflow_jobs(workflow.id)}
-        clash = sorted(name for name in (s.name for s in workflow.steps) if name in stored)
-        if clash:
-            raise ValidationError("name", clash[0], "is already a step of this workflow")
-    ids = await engine.insert(requests, conn=conn, now=now, hold=hold)
+        await _refuse_stored_names(engine, workflow)
+    try:
+        ids = await engine.insert(requests, conn=conn, now=now, hold=hold)
+    except StepExistsError:
+        # Another enqueue stored one of these names meanwhile (two running steps grafting alike),
+        # or a new workflow was given the id of a stored one: the database refused this whole
+        # insert; name the step, as the check above does.
+        await _refuse_stored_names(engine, workflow)
+        raise
     if workflow.existing and hold:
         # The stored steps they depend on list them from now on, so a settle after one of those
         # finds them; one that ended already is seen by the settle below, which runs after both
@@ -50,6 +54,14 @@ async def enqueue_workflow(
         await engine.add_dependents(workflow.id, workflow.new_dependents(), conn=conn)
         await engine.settle_steps([int(ids[i]) for i in hold], now=now, conn=conn)
     return ids
+
+
+async def _refuse_stored_names(engine: Engine, workflow: Workflow) -> None:
+    """Raise ``StepExistsError`` naming the first step of ``workflow`` its stored namesake has."""
+    stored = {step_name(job) for job in await engine.workflow_jobs(workflow.id)}
+    clash = sorted(name for name in (s.name for s in workflow.steps) if name in stored)
+    if clash:
+        raise StepExistsError("name", clash[0], f"is already a step of workflow {workflow.id!r}")
 
 
 async def extend_workflow(engine: Engine, workflow_id: str) -> Workflow:

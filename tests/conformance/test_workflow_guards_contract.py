@@ -5,10 +5,17 @@ jobs' cancellation calls for."""
 
 from __future__ import annotations
 
+import asyncio
+import re
+
+import pytest
+
 from conveyor import Batch, JobFilter, JobState, Workflow
-from conveyor._workflows import cancel_workflow, retry_workflow
+from conveyor._workflows import cancel_workflow, enqueue_workflow, extend_workflow, retry_workflow
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
+from conveyor.errors import StepExistsError
+from conveyor.workflow import step_name
 from tests.conformance.contract import T0, job, uid
 from tests.conformance.test_workflows_contract import enqueue, run, states, step
 
@@ -132,3 +139,61 @@ async def test_cancelling_a_workflow_still_cancels_its_plain_steps(any_engine: E
         ids.values()
     )
     assert set((await states(any_engine, ids)).values()) == {JobState.CANCELLED}
+
+
+# -- step names ------------------------------------------------------------------------------------
+def graft(workflow_id: str, stored: list[str]) -> Workflow:
+    """c after a, d after c and b: what a running step adds to its workflow."""
+    return (
+        Workflow.adding_to(workflow_id, stored).add("c", step(), deps=["a"]).add("d", step(), deps=["c", "b"])
+    )
+
+
+async def test_a_step_name_is_stored_once_whatever_inserts_it(any_engine: Engine) -> None:
+    """Two grafts that both passed the check of the stored names (they read them at once): the
+    database takes the first and refuses the second whole."""
+    ids = await enqueue(any_engine, Workflow(id="names-1").add("a", step()).add("b", step(), deps=["a"]))
+    first, second = graft("names-1", ["a", "b"]), graft("names-1", ["a", "b"])
+    requests, hold = first.requests()
+    await any_engine.insert(requests, now=T0, hold=hold)
+    requests, hold = second.requests()
+    with pytest.raises(StepExistsError, match="already"):
+        await any_engine.insert(requests, now=T0, hold=hold)
+    names = [step_name(j) for j in await any_engine.workflow_jobs("names-1")]
+    assert names == ["a", "b", "c", "d"]
+    # A new workflow enqueued under an id in use is refused too, naming the step.
+    with pytest.raises(StepExistsError, match="'a'"):
+        await enqueue_workflow(any_engine, Workflow(id="names-1").add("a", step()), now=T0)
+    assert len(await any_engine.workflow_jobs("names-1")) == 4 and ids
+
+
+async def test_two_grafts_of_the_same_names_at_once_store_one_set(fleet_engines: list[Engine]) -> None:
+    """Two running steps graft the same names at once, on two nodes: one set of rows is stored, the
+    other graft is refused with an error naming a step, and no grafted step goes on before its
+    dependencies finish."""
+    first = fleet_engines[0]
+    ids = await enqueue(first, Workflow(id="names-2").add("a", step()).add("b", step()))
+    claimed = {j.id for j in await first.fetch_jobs("default", 10, node="n", producer=uid(1), now=T0)}
+    assert claimed == {ids["a"], ids["b"]}  # both run, and both graft
+    grafts = [await extend_workflow(engine, "names-2") for engine in fleet_engines[:2]]
+    for added in grafts:
+        added.add("c", step(), deps=["a"]).add("d", step(), deps=["c", "b"])
+    results = await asyncio.gather(
+        *(
+            enqueue_workflow(engine, added, now=T0)
+            for engine, added in zip(fleet_engines, grafts, strict=False)
+        ),
+        return_exceptions=True,
+    )
+    refused = [r for r in results if isinstance(r, BaseException)]
+    assert len(refused) == 1 and isinstance(refused[0], StepExistsError), results
+    assert re.search(r"'[cd]'", str(refused[0])), refused[0]
+    steps = {step_name(j): j for j in await first.workflow_jobs("names-2")}
+    assert sorted(steps) == ["a", "b", "c", "d"] and len(await first.workflow_jobs("names-2")) == 4
+    assert steps["c"].state is JobState.SUSPENDED and steps["d"].state is JobState.SUSPENDED
+    await first.ack_jobs([Ack(ids["a"], 1, JobState.COMPLETED)], now=T0)
+    assert await fetched(first) == [steps["c"].id]  # d waits for c and b
+    await run(first, {"c": steps["c"].id}, "c")
+    assert await fetched(first) == []  # b still runs
+    await first.ack_jobs([Ack(ids["b"], 1, JobState.COMPLETED)], now=T0)
+    assert await fetched(first) == [steps["d"].id]
