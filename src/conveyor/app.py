@@ -606,7 +606,9 @@ class Conveyor:
         return {name: results[name] for name in deps if name in results}
 
     async def cancel_workflow(self, workflow_id: str) -> list[int]:
-        """Cancel every unfinished step of the workflow; return the ids cancelled."""
+        """Cancel every unfinished step of the workflow; return the ids cancelled. Steps waiting to
+        run only on some ending of their dependencies (``run_if``: a batch's ``on_cancelled`` and
+        ``on_exhausted``) are left to settle, so they run as when those steps are cancelled."""
         return await self._run(lambda e: cancel_workflow(e, workflow_id))
 
     async def retry_workflow(self, workflow_id: str) -> list[int]:
@@ -713,7 +715,8 @@ class Conveyor:
     async def retry_jobs(
         self, /, criteria: JobFilter | None = None, *, conn: Any = None, **filters: Any
     ) -> list[int]:
-        """Make matching jobs available again now; return their ids. ``conn``: as ``cancel_jobs``."""
+        """Make matching jobs available again now; return their ids. A workflow step goes on only
+        once its dependencies finish (see ``Engine.retry_jobs``). ``conn``: as ``cancel_jobs``."""
         found = _criteria(criteria, filters)
         return await self._run(lambda e: e.retry_jobs(found, conn=conn), conn)
 

@@ -32,6 +32,11 @@ def _safe_repr(value: Any) -> str:
         return object.__repr__(value)
 
 
+class StepExistsError(ValidationError):
+    """A workflow step of that name is stored already: names are unique within a workflow (a unique
+    index keeps them so, so of two enqueues adding the same name at once, one is refused whole)."""
+
+
 class UnknownOptionError(ValidationError):
     """An option name that Conveyor does not know was passed."""
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from conveyor._options import check_queues
 from conveyor.engine import _payloads as payloads
+from conveyor.engine._step_names import step_names_kept
 from conveyor.engine.base import NotificationHandler
 from conveyor.engine.postgres import faults, foreign, pooler
 from conveyor.engine.postgres.cluster import PostgresCluster
@@ -51,11 +52,12 @@ class PostgresEngine(PostgresJobs, PostgresHotPath, PostgresCluster, PostgresRel
         now: datetime | None = None,
         hold: Sequence[int] = (),
     ) -> JobIds:
-        if conn is not None:
-            driver = await foreign.async_driver_connection(conn)
-            return await self._inserter.insert(driver, requests, now, hold)
-        async with self.pool.connection() as own:
-            return await self._inserter.insert(own, requests, now, hold, side=self.pool)
+        with step_names_kept():
+            if conn is not None:
+                driver = await foreign.async_driver_connection(conn)
+                return await self._inserter.insert(driver, requests, now, hold)
+            async with self.pool.connection() as own:
+                return await self._inserter.insert(own, requests, now, hold, side=self.pool)
 
     def insert_sync(
         self,
@@ -65,7 +67,8 @@ class PostgresEngine(PostgresJobs, PostgresHotPath, PostgresCluster, PostgresRel
         now: datetime | None = None,
         hold: Sequence[int] = (),
     ) -> JobIds:
-        return self._inserter.insert_sync(foreign.sync_driver_connection(conn), requests, now, hold)
+        with step_names_kept():
+            return self._inserter.insert_sync(foreign.sync_driver_connection(conn), requests, now, hold)
 
     # -- polling -----------------------------------------------------------------------------
     async def waiting_queues(self, queues: Sequence[str]) -> set[str]:

@@ -83,11 +83,14 @@ class PostgresJobs(PostgresWorkflows):
             "now": naive_utc(now),
             "insert_channel": self.insert_channel,
         }
-        return await self._fetch_ids(
-            self.sql.compose("retry_jobs", filter="job_filter", unique_predicate="unique_predicate"),
-            params,
-            conn,
-        )
+        statement = self.sql.compose("retry_jobs", filter="job_filter", unique_predicate="unique_predicate")
+        rows = await self._rows(statement.encode(), params, conn)
+        held = [row[0] for row in rows if row[1] == JobState.SUSPENDED.value]
+        # Steps held until their dependencies finish settle now, after the retry is written (in the
+        # caller's transaction with conn): those whose dependencies completed go on at once, those
+        # whose dependency stays failed are cancelled again by their policy, and are not retried.
+        settled = await self.settle_after(held, now, conn) if held else {}
+        return [row[0] for row in rows if settled.get(row[0]) is not JobState.CANCELLED]
 
     async def delete_jobs(self, criteria: JobFilter, *, conn: Any = None) -> list[int]:
         params = filter_params(criteria)

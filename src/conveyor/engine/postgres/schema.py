@@ -75,10 +75,10 @@ OBJECTS: tuple[tuple[int, str, str], ...] = (
     (5, "index", "conveyor_ordered_lock_index"),
     (7, "table", "conveyor_queue_starts"),
     (7, "table", "conveyor_queue_limits"),
-    (8, "index", "conveyor_workflow_steps_index"),
     (8, "index", "conveyor_workflow_waiting_index"),
     (9, "index", "conveyor_failed_jobs_index"),
     (9, "function", "conveyor_count_estimate"),
+    (10, "index", "conveyor_workflow_step_names_index"),
 )
 
 
