@@ -101,6 +101,11 @@ class Settings:
     #: the instance name defaults to oban-py's ``Oban`` (leadership, signals, producer rows), and a
     #: Conveyor node takes the lease from an oban-py leader, so rescue follows heartbeats, never age.
     mixed_fleet: bool = False
+    #: Seconds a job that does not fit this node's code (its worker cannot be imported here, or its
+    #: args do not fit the function) is snoozed and offered to every node again, its reason recorded
+    #: in ``errors`` each time, before it is discarded: the span of a rolling deploy, where old and
+    #: new code run side by side. Counted from its first misfit; 0 discards such a job at once.
+    unfit_job_patience: float = 900.0
     rescue_interval: float = 5.0
     #: Executing jobs with no producer row at all are rescued after this long (the backstop).
     rescue_backstop: float = 3600.0
@@ -195,6 +200,7 @@ DURATIONS = POSITIVE_DURATIONS | {
     "ack_max_delay",
     "prune_max_age",
     "progress_interval",
+    "unfit_job_patience",
 }
 #: The longest duration accepted (100 years); longer ones overflow timers and timestamps.
 MAX_DURATION = opt.MAX_DELAY_SECONDS
