@@ -17,12 +17,16 @@ import pytest
 from conveyor import Conveyor, JobRequest, JobState
 from conveyor._runtime.clock import FakeClock
 from conveyor._runtime.unfit import UNFIT_SINCE
+from conveyor.engine.base import Engine
+from conveyor.errors import WorkerNotFoundError
 from conveyor.job import Job
+from conveyor.testing import drain_queue
 from tests.conformance import unfit_jobs as uj
 from tests.conformance.conftest import ENGINES, release_schema
 
 NODE = {"queues": {"default": 5}, "poll_interval": 0.5, "stage_interval": 0.5, "leadership": False}
 WORKER = "tests.conformance.unfit_jobs"
+NONE = {"completed": 0, "discarded": 0, "cancelled": 0, "retryable": 0, "scheduled": 0}
 
 
 @pytest.fixture
@@ -141,3 +145,18 @@ async def test_no_patience_discards_an_unfit_job_at_once(make: Callable[..., Con
     ended = await until(app, job_id, lambda j: j.state is JobState.DISCARDED)
     assert ended.attempt == 1 and len(ended.errors) == 1
     assert ended.errors[0]["error"].startswith("discarded: invalid stored args=")
+
+
+async def test_drain_queue_has_no_other_node_to_wait_for(any_engine: Engine) -> None:
+    """A test's drain declines nothing: an unfit job is discarded at once, and without safety the
+    unknown worker's error reaches the test, as a job's own error does."""
+    app = Conveyor(engine=any_engine)
+    unfit = await app.enqueue(JobRequest(f"{WORKER}.render", args={"fail": 1}))
+    assert await drain_queue(app=app, with_safety=True) == {**NONE, "discarded": 1}
+    job = await app.get_job(unfit)
+    assert job is not None and job.state is JobState.DISCARDED and "do not fit" in job.errors[0]["error"]
+    unknown = await app.enqueue(JobRequest(f"{WORKER}.render_v3", max_attempts=1))
+    with pytest.raises(WorkerNotFoundError):
+        await drain_queue(app=app)
+    job = await app.get_job(unknown)
+    assert job is not None and job.state is JobState.DISCARDED

@@ -124,7 +124,8 @@ class JobRunner:
             try:
                 definition = self.resolver.resolve(job.worker)
             except WorkerNotFoundError as exc:  # another node's code may know it (a rolling deploy)
-                return self._settled(job, self._unfit(job, str(exc))), exc, False
+                # drain_queue(with_safety=False) lets it out, as it lets a job's own error out.
+                return self._settled(job, self._unfit(job, str(exc))), exc, self.reraise
             kind = self.executor_for(definition, queue_default)
             context.executor = kind.value
             value = await self._execute(definition, kind, context)
