@@ -117,10 +117,11 @@ def _build_definition(target: Any, *, is_class: bool, is_async: bool, **options:
         raise ValidationError("record", record, "must be True or False")
     cron = options.pop("cron", None)
     timezone = options.pop("timezone", "UTC")
-    if cron is not None:
+    if cron is not None or timezone != "UTC":
         from conveyor.cron import CronExpression, load_zone
 
-        CronExpression.parse(cron)  # fail at import time, pointing at the bad field
+        if cron is not None:
+            CronExpression.parse(cron)  # fail at import time, pointing at the bad field
         load_zone(timezone)
     return JobDefinition(
         name=name,
