@@ -19,6 +19,7 @@ from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.postgres import foreign, schema
 from conveyor.engine.postgres.connect import connect_once
 from conveyor.engine.postgres.inserter import Inserter
+from conveyor.engine.postgres.pool import LivePool
 from conveyor.engine.postgres.rows import read_jobs, salvage_rows
 from conveyor.errors import EngineClosedError, SchemaError, ValidationError
 from conveyor.job import Job
@@ -216,7 +217,8 @@ class PostgresCore:
         self._pool, self._hot_pool = self._new_pools()
 
     def _new_pools(self) -> tuple[AsyncConnectionPool, AsyncConnectionPool]:
-        pool = AsyncConnectionPool(
+        # LivePool: a connection the server closed while it sat idle is never handed out.
+        pool = LivePool(
             self.dsn,
             min_size=self._min_connections,
             max_size=self._max_connections,
@@ -227,7 +229,7 @@ class PostgresCore:
             reconnect_timeout=RECONNECT_TIMEOUT,
             reconnect_failed=_reconnect_again,
         )
-        hot_pool = AsyncConnectionPool(
+        hot_pool = LivePool(
             self.dsn,
             min_size=0,
             max_size=self._max_connections,
