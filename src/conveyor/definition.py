@@ -314,7 +314,14 @@ def worker(cls: Any = None, /, **options: Any) -> Any:
         is_async = inspect.iscoroutinefunction(process)
         definition = _build_definition(cls, is_class=True, is_async=is_async, **options)
         setattr(cls, DEFINITION_ATTRIBUTE, definition)
-        cls.new = staticmethod(definition.new)  # type: ignore[attr-defined]
+        from conveyor._oban_py import is_oban_worker
+
+        if is_oban_worker(cls):  # over oban-py's @worker or @job: its new/enqueue forms keep working
+            from conveyor._oban_dual import add_oban_style_methods
+
+            add_oban_style_methods(cls, definition)
+        else:
+            cls.new = staticmethod(definition.new)  # type: ignore[attr-defined]
         return cls
 
     return decorate(cls) if cls is not None else decorate
