@@ -21,6 +21,7 @@ from conveyor.engine.postgres import foreign, schema
 from conveyor.engine.postgres import pooler as poolers
 from conveyor.engine.postgres.connect import connect_once
 from conveyor.engine.postgres.inserter import Inserter
+from conveyor.engine.postgres.pool import LivePool
 from conveyor.engine.postgres.rows import read_jobs, salvage_rows
 from conveyor.errors import EngineClosedError, SchemaError, ValidationError
 from conveyor.job import Job
@@ -241,8 +242,9 @@ class PostgresCore:
     def _new_pools(self) -> tuple[AsyncConnectionPool, AsyncConnectionPool]:
         # The callbacks look at transaction_pooled on every connection: "auto" learns it when the
         # engine opens, and the first pooler error met at run time (``pooler_error``) sets it.
+        # LivePool: a connection the server closed while it sat idle is never handed out.
         watched = poolers.watched_connection(self.pooler_error)
-        pool = AsyncConnectionPool(
+        pool = LivePool(
             self.dsn,
             min_size=self._min_connections,
             max_size=self._max_connections,
@@ -255,7 +257,7 @@ class PostgresCore:
             reconnect_timeout=RECONNECT_TIMEOUT,
             reconnect_failed=_reconnect_again,
         )
-        hot_pool = AsyncConnectionPool(
+        hot_pool = LivePool(
             self.dsn,
             min_size=0,
             max_size=self._max_connections,
