@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 
 import psycopg
@@ -80,14 +81,14 @@ async def run_sql(dsn: str, sql: str, *, transaction: bool = False) -> None:
         await conn.execute(sql.encode())
 
 
-#: Samples a statement of the fleet that waits for a table's lock, which only DDL takes in a way that
-#: makes writes wait (the fleet's own waits are for row, transaction and advisory locks); the
-#: migration's own statements (index builds, DDL) are left out, as is the monitor.
-LOCK_WAITS = """
-SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'relation'
-  AND pid <> pg_backend_pid()
-  AND query LIKE %(table)s AND query NOT ILIKE '%%INDEX%%' AND query NOT ILIKE '%%conveyor_migrations%%'
+#: What the fleet's statements wait for, sampled: the migration's own statements (index builds, DDL)
+#: are left out, as is the monitor. A wait for a table's lock ('Lock', 'relation') is what DDL
+#: imposes on writes; the fleet's own waits are for row, transaction and advisory locks.
+FLEET_WAITS = """
+SELECT wait_event_type || ':' || wait_event FROM pg_stat_activity
+WHERE datname = current_database() AND state = 'active' AND wait_event IS NOT NULL
+  AND pid <> pg_backend_pid() AND query LIKE %(table)s AND query NOT ILIKE '%%INDEX%%'
+  AND query NOT ILIKE '%%conveyor_migrations%%'
 """
 MONITOR_EVERY_S = 0.02
 
@@ -102,15 +103,17 @@ class Fleet:
         self.enqueues: list[float] = []
         self.claims: list[float] = []
         self.lock_waits = 0
+        self.waits: Counter[str] = Counter()
         self.going = True
 
     async def _monitor(self) -> None:
         async with await psycopg.AsyncConnection.connect(self.engine.dsn, autocommit=True) as conn:
             table = f"%{quote_identifier(self.engine.prefix)}.oban_jobs%"
             while self.going:
-                cur = await conn.execute(LOCK_WAITS, {"table": table})
-                row = await cur.fetchone()
-                self.lock_waits += 1 if row and row[0] else 0
+                cur = await conn.execute(FLEET_WAITS, {"table": table})
+                waits = [str(row[0]) for row in await cur.fetchall()]
+                self.waits.update(waits)
+                self.lock_waits += 1 if "Lock:relation" in waits else 0
                 await asyncio.sleep(MONITOR_EVERY_S)
 
     async def _timed(self, into: list[float], call: Callable[[], Awaitable[None]], pause: float) -> None:
@@ -154,6 +157,7 @@ class Fleet:
             f"{phase}_claim_p99_ms": round(percentile(self.claims, 0.99) * 1000, 2),
             f"{phase}_claims": len(self.claims),
             f"{phase}_fleet_lock_wait_samples": self.lock_waits,
+            f"{phase}_fleet_waits": dict(self.waits.most_common(6)),
         }
 
 
