@@ -4,8 +4,12 @@ transaction, and from many processes at the same moment."""
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
+import random
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +19,7 @@ from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 from tests.conformance import unique_procs
-from tests.conformance.conftest import ADDRESSES
+from tests.conformance.conftest import ADDRESSES, CALLER_CONNECTIONS, ENGINES, release_schema
 from tests.conformance.contract import T0, WORKER, fetch, job
 
 ONCE: dict[str, Any] = {"period": None}
@@ -257,6 +261,94 @@ async def test_processes_inserting_the_same_jobs_at_once_make_each_once(
     assert all(isinstance(c, int) for c in created), created
     assert sum(created) == jobs  # every job made by exactly one process
     assert await count(any_engine) == jobs
+
+
+# -- concurrent batches in different orders ---------------------------------------------------------
+@pytest.fixture
+async def writers(engine_name: str, tmp_path: Path) -> AsyncIterator[list[Engine]]:
+    """Six open engines on one installed database: six writers with pools of their own."""
+    schemas: list[str] = []
+    engines = [ENGINES[engine_name](tmp_path, schemas) for _ in range(6)]
+    try:
+        for engine in engines:
+            await engine.open()
+        await engines[0].install()
+        yield engines
+    finally:
+        for engine in engines:
+            await engine.close()
+        for schema in schemas:
+            release_schema(schema)
+
+
+def shuffled(round_: int, size: int, *, seed: int, plain: Sequence[JobRequest] = ()) -> list[JobRequest]:
+    """Round ``round_``'s unique requests (each set of keys used by two rounds: new, then stored),
+    with ``plain`` ones among them, in an order of the writer's own."""
+    first = round_ // 2 * size
+    batch = [ureq(ONCE, args={"n": n}) for n in range(first, first + size)] + list(plain)
+    random.Random(round_ * 100 + seed).shuffle(batch)
+    return batch
+
+
+@pytest.mark.parametrize("size", [20, 700], ids=["statement", "copy-sized"])
+async def test_concurrent_batches_in_any_order_make_conflicts_never_deadlocks(
+    writers: list[Engine], size: int
+) -> None:
+    """Writers insert the same unique jobs in batches shuffled differently, at once: new keys, then
+    keys stored already; every batch succeeds and each key is one row. (Keys are claimed in one
+    order, whatever the batch's; plain requests in between make a COPY-sized batch several
+    statements.)"""
+    rounds = 4
+    for round_ in range(rounds):
+        plain = [JobRequest(WORKER, args={"plain": n}) for n in range(size // 10)]
+        batches = [shuffled(round_, size, seed=w, plain=plain) for w in range(len(writers))]
+
+        async def write(engine: Engine, batch: list[JobRequest]) -> list[int]:
+            ids = await engine.insert(batch, now=T0)
+            return [i for r, i in zip(batch, ids, strict=True) if r.unique is not None]
+
+        results = await asyncio.gather(
+            *(write(engine, batch) for engine, batch in zip(writers, batches, strict=True)),
+            return_exceptions=True,
+        )
+        errors = [r for r in results if isinstance(r, BaseException)]
+        assert not errors, errors
+        made = [i for ids in results for i in ids if not getattr(i, "conflict", False)]  # type: ignore[union-attr]
+        assert len(made) == (size if round_ % 2 == 0 else 0)
+    stored = await writers[0].list_jobs(JobFilter(limit=10_000))
+    unique = [j for j in stored if "uniq_key" in j.meta]
+    assert len(unique) == len({j.meta["uniq_key"] for j in unique}) == rounds // 2 * size
+
+
+async def test_concurrent_caller_transactions_in_any_order_make_conflicts_never_deadlocks(
+    engine_name: str, writers: list[Engine]
+) -> None:
+    """The same inside callers' transactions, each holding its keys until it commits: the batches
+    wait for one another instead of deadlocking."""
+    engine = writers[0]
+    size, rounds = 20, 4
+    callers = [await CALLER_CONNECTIONS[engine_name](engine) for _ in range(6)]
+    try:
+        for round_ in range(rounds):
+            batches = [shuffled(round_, size, seed=w) for w in range(len(callers))]
+
+            async def write(conn: Any, batch: list[JobRequest]) -> list[int]:
+                ids = await engine.insert(batch, now=T0, conn=conn)
+                await conn.commit()
+                return list(ids)
+
+            results = await asyncio.gather(
+                *(write(conn, batch) for conn, batch in zip(callers, batches, strict=True)),
+                return_exceptions=True,
+            )
+            errors = [r for r in results if isinstance(r, BaseException)]
+            assert not errors, errors
+            made = [i for ids in results for i in ids if not getattr(i, "conflict", False)]  # type: ignore[union-attr]
+            assert len(made) == (size if round_ % 2 == 0 else 0)
+    finally:
+        for conn in callers:
+            await conn.close()
+    assert await count(engine) == rounds // 2 * size
 
 
 # -- bad input -------------------------------------------------------------------------------------------
