@@ -208,6 +208,12 @@ class JobIdsBuilder:
         if conflict:
             self._mark(len(self._ids) - 1)
 
+    def put(self, position: int, value: int, *, conflict: bool = False) -> None:
+        """Set the id at ``position`` (added already: a placeholder until the insert knows it)."""
+        self._ids[position] = value
+        if conflict:
+            self._mark(position)
+
     def _mark(self, position: int) -> None:
         self._conflicts = _set_bit(bytearray() if self._conflicts is None else self._conflicts, position)
 

@@ -403,6 +403,21 @@ async def test_a_conflict_replaces_the_chosen_fields_for_the_stored_jobs_state(a
     assert third == stored  # still unique after the replace
 
 
+async def test_a_conflict_in_a_large_batch_replaces_once(any_engine: Engine) -> None:
+    """A COPY-sized batch on PostgreSQL holds its unique requests back until its end: the first one
+    with the key still replaces the stored job's fields, and a later twin only gets its id."""
+    (stored,) = await insert(any_engine, ureq(REPLACING, args={"v": 1}))
+    batch = [JobRequest(WORKER, args={"plain": i}) for i in range(300)]
+    batch.insert(150, ureq(REPLACING, args={"v": 2}, priority=2))
+    batch.insert(250, ureq(REPLACING, args={"v": 3}, priority=3))
+    ids = await any_engine.insert(batch, now=T0)
+    assert ids[150] == ids[250] == stored and ids[150].conflict and ids[250].conflict
+    job_now = await job(any_engine, stored)
+    assert job_now.args == {"v": 2} and job_now.priority == 2
+    new_ids = [i for i in ids if not i.conflict]
+    assert len(new_ids) == 300 and new_ids == sorted(new_ids)
+
+
 async def test_a_scheduled_job_takes_the_new_time(any_engine: Engine) -> None:
     (stored,) = await insert(any_engine, ureq(REPLACING, schedule_in=3600))
     (again,) = await insert(any_engine, ureq(REPLACING, args={"v": 9}, schedule_in=60))
