@@ -226,6 +226,48 @@ async def test_retrying_two_twins_at_once_never_fails(any_engine: Engine) -> Non
     assert await any_engine.retry_jobs(JobFilter(ids=(a, b)), now=T0) == [a, b]
 
 
+@pytest.mark.parametrize("commit", [True, False], ids=["twin-committed", "twin-rolled-back"])
+async def test_a_retry_meeting_a_twin_in_an_open_transaction_gives_way(
+    engine_name: str, any_engine: Engine, commit: bool
+) -> None:
+    """The retry waits for the transaction inserting the twin (as another insert of it would), then
+    gives way if it committed, or keeps the key if it rolled back; never an error."""
+    (old,) = await insert(any_engine, ureq(ONCE))
+    await any_engine.cancel_jobs(JobFilter(ids=(old,)), now=T0)
+    caller = await CALLER_CONNECTIONS[engine_name](any_engine)
+    try:
+        (twin,) = await any_engine.insert([ureq(ONCE)], conn=caller, now=T0)
+        retry = asyncio.create_task(any_engine.retry_jobs(JobFilter(ids=(old,)), now=T0))
+        await asyncio.sleep(0.3)  # the retry meets the twin's uncommitted key meanwhile
+        assert not retry.done()
+        await (caller.commit() if commit else caller.rollback())
+        assert await asyncio.wait_for(retry, 30) == [old]
+    finally:
+        await caller.close()
+    retried = await job(any_engine, old)
+    assert retried.state is JobState.AVAILABLE
+    assert ("uniq_key" in retried.meta) is not commit
+    (again,) = await insert(any_engine, ureq(ONCE))
+    assert again == (twin if commit else old) and again.conflict  # type: ignore[attr-defined]
+
+
+async def test_retries_racing_inserts_of_their_twins_never_fail(any_engine: Engine) -> None:
+    """Retries of unique jobs and inserts of their twins at the same moment: every call succeeds,
+    and one job at most holds each key."""
+    keys = 20
+    old = await insert(any_engine, *(ureq(ONCE, args={"n": n}) for n in range(keys)))
+    await any_engine.cancel_jobs(JobFilter(ids=tuple(old)), now=T0)
+    calls = [any_engine.retry_jobs(JobFilter(ids=(job_id,)), now=T0) for job_id in old]
+    calls += [any_engine.insert([ureq(ONCE, args={"n": n})], now=T0) for n in range(keys)]
+    order = list(range(len(calls)))
+    random.Random(7).shuffle(order)
+    results = await asyncio.gather(*(calls[i] for i in order), return_exceptions=True)
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    jobs = await any_engine.list_jobs(JobFilter(limit=1000))
+    holding = [j.meta["uniq_key"] for j in jobs if "uniq_key" in j.meta]
+    assert keys <= len(jobs) <= 2 * keys and len(holding) == len(set(holding)) == keys
+
+
 async def test_snoozing_a_debounced_job_while_a_twin_waits(any_engine: Engine) -> None:
     debounce = {"period": None, "states": "scheduled"}
     (running,) = await insert(any_engine, ureq(debounce, scheduled_at=T0 - timedelta(seconds=1)))
