@@ -55,7 +55,7 @@ from conveyor.engine.postgres.rows import (
 from conveyor.engine.postgres.unique_claims import HeldUniques, UniqueClaims
 from conveyor.errors import ValidationError
 from conveyor.job_ids import JobIds, JobIdsBuilder
-from conveyor.request import JobRequest
+from conveyor.request import JobRequest, request_stream
 
 #: Jobs per ``insert_jobs.sql`` statement: large enough to amortise round trips, small enough that a
 #: big batch streams through bounded memory on both sides.
@@ -165,7 +165,7 @@ class Inserter:
 
     def _insert_steps(self, requests: Iterable[JobRequest], now: datetime | None, *, copy: bool) -> Steps:
         clock = naive_utc(now)
-        source = iter(requests)
+        source = request_stream(requests)
         head = take_requests(source, COPY_THRESHOLD)
         if not head:
             return JobIds()
