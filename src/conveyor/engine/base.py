@@ -406,7 +406,9 @@ class Engine(Protocol):
         """Rescue up to ``limit`` orphaned executing jobs (lowest ids first) and return them.
 
         Orphans are the executing jobs of dead producers and, as a backstop, executing jobs with no
-        producer row at all claimed more than ``backstop`` seconds ago. A producer row whose meta
+        producer row at all claimed more than ``backstop`` seconds ago (dated by ``scheduled_at``
+        when another client left ``attempted_at`` NULL: no attempt begins before its job is due).
+        A producer row whose meta
         holds ``"runtime": "conveyor"`` (``fleet.OWN_PRODUCER``) is dead when its ``updated_at`` is
         more than ``timeout`` seconds before now; any other row (another runtime's: oban-py,
         Elixir Oban) when it is more than ``foreign_timeout`` seconds old, and never while
@@ -417,9 +419,11 @@ class Engine(Protocol):
 
         A rescued job becomes ``available`` (its attempt stays spent) or, when ``attempt`` >=
         ``max_attempts``, ``discarded`` with ``discarded_at`` = now; either way ``meta["rescued"]``
-        counts up by one. Notify "insert" once per queue that got available jobs. Then delete the
-        dead producers (outside ``live``) that own no executing job any more; one that still does
-        (beyond ``limit``) stays until a later pass rescues the rest."""
+        counts up by one and an entry ``{"attempt", "at", "error"}`` is appended to ``errors``: the
+        attempt, now (ISO 8601, UTC), and why (the node, from ``attempted_by``, stopped sending
+        heartbeats, or the backstop; rescued or discarded). Notify "insert" once per queue that got
+        available jobs. Then delete the dead producers (outside ``live``) that own no executing job
+        any more; one that still does (beyond ``limit``) stays until a later pass rescues the rest."""
 
     async def prune_jobs(self, retention: Retention, *, limit: int, now: datetime | None = None) -> Pruned:
         """Delete at most ``limit`` final jobs that ``retention`` lets go; return how many went,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -140,7 +140,15 @@ class SqliteCluster(SqliteCore):
                 "foreign_dead_before": None if foreign_timeout is None else ago(clock, foreign_timeout),
                 "live": live_json,
             }
-            params = {"now": stamp, "backstop_before": ago(clock, backstop), "limit": limit, **dead}
+            params = {
+                "now": stamp,
+                # The errors entry's time, as the runner writes one (acks.error_entry).
+                "at": clock.replace(tzinfo=UTC).isoformat(),
+                "backstop_before": ago(clock, backstop),
+                "backstop": f"{backstop:g}",
+                "limit": limit,
+                **dead,
+            }
             rows = sorted(tx.conn.execute(rescue, params).fetchall())
             for queue in sorted({row[1] for row in rows if row[2] == "available"}):
                 tx.notify("insert", {"queue": queue}, stamp)
