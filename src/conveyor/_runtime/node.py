@@ -156,6 +156,9 @@ class Node:
         self._control_tasks: set[asyncio.Task[None]] = set()
         self.started = False
         self._pool_started = False
+        #: Ids of the jobs still running at the last stop's deadline (given back, maybe still on a
+        #: thread that cannot be stopped).
+        self.abandoned: tuple[int, ...] = ()
 
     async def start_pool(self) -> None:
         """Start the process pool's workers (or arrange for them to start with the first process
@@ -251,9 +254,14 @@ class Node:
             leftovers += await producer.drain(remaining)
         await self.link.stop()
         await self.acker.stop()
+        self.abandoned = tuple(job_id for job_id, _ in leftovers)
         if leftovers:
             released = await self.engine.release_jobs(leftovers)
-            log.warning("gave back %d jobs still running at the shutdown deadline", len(released))
+            log.warning(
+                "gave back %d jobs still running at the shutdown deadline: %s",
+                len(released),
+                ", ".join(map(str, self.abandoned)),
+            )
         await self.heartbeat.stop()
         await self.heartbeat.forget()
         if self._listener is not None:
