@@ -50,6 +50,39 @@ async def test_another_node_takes_the_lease_only_once_it_expired(
     assert leader is not None and leader.node == ("b" if taken else "a")
 
 
+@pytest.mark.parametrize(
+    ("silent", "taken"), [(14.999999, False), (15, False), (15.000001, True)], ids=["fresh", "at", "dead"]
+)
+async def test_a_live_lease_is_taken_from_a_leader_whose_heartbeats_stopped(
+    any_engine: Engine, silent: float, taken: bool
+) -> None:
+    """A leader killed or frozen: once every producer row of its node is older than
+    ``stale_after``, another node takes its lease without waiting for the TTL."""
+    beats = [ProducerBeat(uid(1), "default", OWN_PRODUCER), ProducerBeat(uid(2), "mail", OWN_PRODUCER)]
+    await any_engine.record_producers(APP, "a", beats, now=T0)
+    await any_engine.elect_leader(APP, "a", 30, now=T0)
+    await any_engine.record_producers(APP, "a", beats[:1], now=at(-5))  # one row older: not the last
+    result = await any_engine.elect_leader(APP, "b", 30, now=at(silent), stale_after=15)
+    assert (result is not None) is taken
+    leader = await any_engine.get_leader(APP, now=at(silent))
+    assert leader is not None and leader.node == ("b" if taken else "a")
+    # Without stale_after the lease holds to its end.
+    assert await any_engine.elect_leader(APP, "c", 30, now=at(29)) is None
+
+
+async def test_a_stale_leader_keeps_its_lease_without_own_rows_or_with_one_fresh(any_engine: Engine) -> None:
+    await any_engine.elect_leader(APP, "a", 30, now=T0)  # a node with no queues: no rows at all
+    assert await any_engine.elect_leader(APP, "b", 30, now=at(20), stale_after=15) is None
+    await any_engine.record_producers(APP, "a", [ProducerBeat(uid(1), "default", OWN_PRODUCER)], now=T0)
+    await any_engine.record_producers(APP, "a", [ProducerBeat(uid(2), "mail", OWN_PRODUCER)], now=at(10))
+    assert await any_engine.elect_leader(APP, "b", 30, now=at(20), stale_after=15) is None  # mail beats
+    # Another runtime's rows of the node, or rows of another instance name, do not count.
+    await any_engine.record_producers(APP, "x", [ProducerBeat(uid(3), "default", {"local_limit": 1})], now=T0)
+    await any_engine.record_producers("other", "x", [ProducerBeat(uid(4), "q", OWN_PRODUCER)], now=T0)
+    await any_engine.elect_leader(APP, "x", 30, now=at(31))
+    assert await any_engine.elect_leader(APP, "b", 30, now=at(50), stale_after=15) is None
+
+
 @pytest.mark.parametrize(("offset", "held"), [(0, True), (10, True), (10.000001, False)])
 async def test_get_leader_sees_a_lease_until_it_expires(
     any_engine: Engine, offset: float, held: bool

@@ -83,6 +83,12 @@ class Heartbeat(Service):
             return 0.0
         return self.clock.monotonic() - self.contact_since
 
+    def trusted(self, timeout: float) -> float | None:
+        """``timeout`` once this node's contact has lasted that long, else None: only then does a
+        producer row older than ``timeout`` prove its node dead (every live node has beaten since;
+        see ``Lifeline``). What rescue, the fetch's global limit and the leader's lease go by."""
+        return timeout if self.contact_for() >= timeout else None
+
     async def tick(self) -> None:
         try:
             if self.producers:

@@ -212,6 +212,7 @@ class Engine(Protocol):
         now: datetime | None = None,
         limits: FetchLimits | None = None,
         ended: Sequence[tuple[int, int]] = (),
+        dead_after: float | None = None,
     ) -> list[Job]:
         """Claim up to ``demand`` (>= 0) available jobs of ``queue`` whose ``attempt`` is below
         ``max_attempts``, in (priority, scheduled_at, id) order, and return them in that order.
@@ -232,7 +233,12 @@ class Engine(Protocol):
 
         ``ended`` lists (job id, attempt) of this node's jobs that have finished but whose acks may not
         be written yet: a global limit does not count them as running (a row still executing that
-        attempt is one of them; once acked, or claimed again under a new attempt, it is not)."""
+        attempt is one of them; once acked, or claimed again under a new attempt, it is not).
+
+        ``dead_after`` (seconds): nor does it count the executing jobs of a producer whose row has
+        ``fleet.OWN_PRODUCER`` and an ``updated_at`` more than ``dead_after`` before now (other than
+        ``producer``): their node stopped beating, so their slots are free before the leader
+        rescues them. None: every executing job counts."""
 
     async def ack_jobs(
         self, acks: Sequence[Ack], *, now: datetime | None = None, node: str | None = None
@@ -362,6 +368,7 @@ class Engine(Protocol):
         *,
         now: datetime | None = None,
         take_from_foreign: bool = False,
+        stale_after: float | None = None,
     ) -> LeaderInfo | None:
         """Take or renew the lease ``name`` for ``ttl`` seconds; None when another node holds it.
 
@@ -369,7 +376,10 @@ class Engine(Protocol):
         held by another node is taken only once strictly past its ``expires_at`` (``elected_at`` =
         now). Leases of different names are independent. With ``take_from_foreign`` (a mixed
         fleet), a live lease is taken at once from a node of another runtime: one that has producer
-        rows and none with ``fleet.OWN_PRODUCER`` (an oban-py node)."""
+        rows and none with ``fleet.OWN_PRODUCER`` (an oban-py node). With ``stale_after``, a live
+        lease is also taken from a node whose heartbeats stopped: it has producer rows of this
+        instance with ``fleet.OWN_PRODUCER`` and every one of them is more than ``stale_after``
+        seconds old (a node killed or frozen while leading; rescue judges the same rows dead)."""
 
     async def resign_leader(self, name: str, node: str) -> bool:
         """Drop the lease ``name`` if ``node`` holds it, and announce it on "leader"

@@ -39,6 +39,7 @@ class PostgresCluster(PostgresCore):
         *,
         now: datetime | None = None,
         take_from_foreign: bool = False,
+        stale_after: float | None = None,
     ) -> LeaderInfo | None:
         params = {
             "name": name,
@@ -46,6 +47,7 @@ class PostgresCluster(PostgresCore):
             "ttl": ttl,
             "now": naive_utc(now),
             "take_from_foreign": take_from_foreign,
+            "stale_after": stale_after,
         }
         async with self.pool.connection() as conn:
             cur = await conn.execute(self.sql["elect_leader"].encode(), params)

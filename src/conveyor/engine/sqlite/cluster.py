@@ -46,6 +46,7 @@ class SqliteCluster(SqliteCore):
         *,
         now: datetime | None = None,
         take_from_foreign: bool = False,
+        stale_after: float | None = None,
     ) -> LeaderInfo | None:
         check_now(now)
         statement = FILES.compose("elect_leader", own_producer="own_producer")
@@ -58,6 +59,7 @@ class SqliteCluster(SqliteCore):
                 "now": time_text(clock),
                 "expires_at": later_text(clock, ttl),
                 "take_from_foreign": take_from_foreign,
+                "stale_before": None if stale_after is None else ago(clock, stale_after),
             }
             return tx.conn.execute(statement, params).fetchone()
 
