@@ -123,6 +123,7 @@ class Node:
             take_from_foreign=settings.mixed_fleet,
             stale_after=self._judged_after,
         )
+        self.heartbeat.on_gap.append(self.leadership.wake)  # thawed: do we still lead?
         self.duties: list[LeaderDuty] = []
         if settings.leadership:
             lifeline = Lifeline(
