@@ -96,3 +96,12 @@ async def record_span(dsn: str, prefix: str, seconds: float) -> None:
 async def sleep_step(seconds: float) -> None:
     """A workflow step that only takes time (the SQLite fault test reads everything from the rows)."""
     await asyncio.sleep(seconds)
+
+
+@job(queue="limited")
+async def sleeps_first(first: float, later: float = 0.0) -> int:
+    """Sleep ``first`` seconds on the first attempt and ``later`` on any later one (a rescued run
+    ends quickly); return the attempt. Needs no table, so it runs on any engine."""
+    context = current_job()
+    await asyncio.sleep(first if context.attempt == 1 else later)
+    return context.attempt

@@ -564,6 +564,94 @@ async def test_jobs_of_a_killed_node_run_again_once_on_a_live_node(
             await survivor.stop()
 
 
+@pytest.mark.slow
+async def test_a_killed_leaders_jobs_and_fleet_slots_come_back_long_before_its_lease_ends(
+    dsn: str, prefix: str, engine: PostgresEngine, tmp_path: Path
+) -> None:
+    """The only worker of a globally limited queue leads, and is killed mid-job. With the lease at
+    its default 30 s, a surviving node takes it once the dead leader's heartbeats are
+    ``producer_timeout`` old, rescues at once, and the dead node's slot of the global limit is
+    free by then too: both the rescued job and the one waiting for the slot run within
+    ``producer_timeout`` + ``rescue_interval`` + 2 s of the kill."""
+    jobs.create_runs_table(dsn, prefix)
+    producer_timeout, rescue_interval, heartbeat = 2.0, 1.0, 0.5
+    config = tmp_path / "conveyor.toml"
+    config.write_text("[queues.limited]\nlimit = 2\nglobal_limit = 1\n")
+    settings = {
+        "CONVEYOR_HEARTBEAT_INTERVAL": str(heartbeat),
+        "CONVEYOR_PRODUCER_TIMEOUT": str(producer_timeout),
+        "CONVEYOR_RESCUE_INTERVAL": str(rescue_interval),
+    }
+    options = ("--prefix", prefix, "--config", str(config))
+    survivor = make_app(
+        dsn,
+        prefix,
+        queues={"limited": {"limit": 2, "global_limit": 1}},
+        node=f"survivor-{uuid.uuid4().hex[:6]}",
+        heartbeat_interval=heartbeat,
+        producer_timeout=producer_timeout,
+        rescue_interval=rescue_interval,
+    )
+    assert survivor.settings.leader_ttl == 30.0  # the default lease
+    async with node_processes(dsn, tmp_path, 1, settings, *options) as nodes:
+        try:
+            (doomed,) = nodes
+            await poll(
+                lambda: leader_node(engine), doomed.owns, timeout=30, what=f"a leader\n{describe(nodes)}"
+            )
+            first, waiting = [
+                await survivor.enqueue(
+                    jobs.record_run.new(dsn=dsn, prefix=prefix, first=first, later=0.1).with_options(
+                        queue="limited"
+                    )
+                )
+                for first in (60.0, 0.1)
+            ]
+            await poll(
+                lambda: runs_of(engine, first), bool, timeout=30, what=f"the first run\n{describe(nodes)}"
+            )
+            claimed = await engine.get_job(first)
+            assert claimed is not None and doomed.owns(claimed.attempted_by[0])
+            doomed_node = claimed.attempted_by[0]
+            await survivor.start()
+            await asyncio.sleep(producer_timeout + heartbeat)  # its contact outlasts producer_timeout
+            assert await runs_of(engine, waiting) == []  # the global limit holds it back
+            assert survivor.node is not None and not survivor.node.leadership.is_leader
+
+            doomed.process.send_signal(signal.SIGKILL)
+            killed = time.monotonic()
+            await doomed.process.wait()
+            rerun = await poll(
+                lambda: runs_of(engine, first),
+                lambda r: len(r) == 2,
+                timeout=30,
+                what="the rescued run",
+                every=0.01,
+            )
+            rescued_after = time.monotonic() - killed
+            await poll(lambda: runs_of(engine, waiting), bool, timeout=30, what="the waiting job", every=0.01)
+            waited = time.monotonic() - killed
+            print(
+                f"\nkilled leader: its job ran again {rescued_after:.2f}s, the waiting job started "
+                f"{waited:.2f}s after SIGKILL (producer_timeout {producer_timeout}s, lease 30s)"
+            )
+            assert rerun == [(doomed.pid, 1), (os.getpid(), 2)]
+            assert survivor.node.leadership.is_leader
+            target = producer_timeout + rescue_interval + 2
+            assert rescued_after < target + SLACK and waited < target + SLACK, (rescued_after, waited)
+            done = await poll(
+                lambda: engine.get_job(first),
+                lambda j: j is not None and j.state is JobState.COMPLETED,
+                timeout=10,
+                what="the rescued job to complete",
+            )
+            assert done is not None and [e["error"] for e in done.errors] == [
+                f"the node running this job ({doomed_node}) stopped sending heartbeats; rescued to run again"
+            ]
+        finally:
+            await survivor.stop()
+
+
 # -- pruning --------------------------------------------------------------------------------------
 OLD_JOBS = 1_000_000
 FRESH_JOBS = 5_000

@@ -557,6 +557,11 @@ async def test_rescue_and_retry(elixir_engine: PostgresEngine, dsn: str, prefix:
     assert discarded is not None and discarded.state is JobState.DISCARDED and discarded.meta["rescued"] == 1
     assert available is not None and available.state is JobState.AVAILABLE and available.meta["rescued"] == 1
     assert elixirs is not None and elixirs.state is JobState.AVAILABLE and elixirs.meta == {"rescued": 1}
+    # Why, in an element of Elixir's jsonb[] errors (not a nested array).
+    for job_id, outcome in ((ids[0], "discarded: no attempts left"), (elixir_id, "rescued to run again")):
+        [entry] = errors_in_sql(dsn, prefix, job_id)
+        assert entry["attempt"] == 1
+        assert entry["error"] == f"the node running this job (gone) stopped sending heartbeats; {outcome}"
 
     assert await engine.retry_jobs(JobFilter.build(ids=[ids[0]])) == [ids[0]]
     retried = await engine.get_job(ids[0])

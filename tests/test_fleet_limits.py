@@ -36,16 +36,20 @@ def overlap_peak(spans: list[tuple[datetime, datetime]]) -> int:
     return peak
 
 
-async def executing_now(conn: psycopg.AsyncConnection[Any], prefix: str) -> int:
+async def executing_now(conn: psycopg.AsyncConnection[Any], prefix: str, dead_after: float) -> int:
     """Jobs the database holds executing that have not ended by their own record: claimed and not
     started yet, running, or cut short by the kill. A job that ended may still be executing in the
     database until its node's ack is written; the limit does not count those of the claiming node
-    (their slots are free), so neither does this."""
+    (their slots are free), so neither does this. Nor does it count the jobs of a producer silent for
+    ``dead_after`` (the killed node's, until rescued): the limit frees their slots then."""
     query = sql.SQL(
         "SELECT count(*) FROM {} AS j WHERE state = 'executing' AND queue = 'limited' AND NOT EXISTS ("
         " SELECT 1 FROM {} AS s WHERE s.job_id = j.id AND s.attempt = j.attempt AND s.ended_at IS NOT NULL)"
+        " AND NOT EXISTS (SELECT 1 FROM {} AS p WHERE p.uuid::text = j.attempted_by[2]"
+        "  AND p.updated_at < timezone('UTC', now()) - make_interval(secs => %s))"
     )
-    cur = await conn.execute(query.format(table(prefix), jobs.spans_table(prefix)))
+    producers = table(prefix, "oban_producers")
+    cur = await conn.execute(query.format(table(prefix), jobs.spans_table(prefix), producers), (dead_after,))
     row = await cur.fetchone()
     return int(row[0]) if row else 0
 
@@ -82,7 +86,7 @@ async def test_three_node_processes_share_a_global_limit_through_a_kill(
     async def sample() -> None:
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
             while sampling:
-                samples.append(await executing_now(conn, prefix))
+                samples.append(await executing_now(conn, prefix, producer_timeout))
                 await asyncio.sleep(0.005)
 
     await lifeline.start()

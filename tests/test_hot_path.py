@@ -75,13 +75,14 @@ async def test_fetch_and_ack_plans_use_the_indexes_even_when_planned_on_a_tiny_t
             "rate_period",
             "ended_ids",
             "ended_attempts",
+            "dead_after",
         ],
     )
     plan = await generic_plan(
         engine,
         fetch_global,
-        "text, int, text, text, timestamp, int, int, float8, bigint[], int[]",
-        ["default", 2, NODE, PRODUCER, None, 4, None, None, [ids[0]], [1]],
+        "text, int, text, text, timestamp, int, int, float8, bigint[], int[], float8",
+        ["default", 2, NODE, PRODUCER, None, 4, None, None, [ids[0]], [1], 15.0],
     )
     assert "Seq Scan on oban_jobs" not in plan and "Bitmap" not in plan, plan
     assert "Index Scan using oban_jobs_state_queue_priority_scheduled_at_id_index" in plan, plan

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,32 @@ def _sqlite_address(engine: Engine) -> tuple[str, str]:
 ADDRESSES: dict[str, Callable[[Engine], tuple[str, str]]] = {
     "postgres": _postgres_address,
     "sqlite": _sqlite_address,
+}
+
+
+async def _postgres_unstamp(engine: Engine, job_id: int, scheduled_at: datetime) -> None:
+    assert isinstance(engine, PostgresEngine)
+    async with await psycopg.AsyncConnection.connect(DSN, autocommit=True) as conn:
+        table = f'"{engine.prefix}".oban_jobs'
+        statement = f"UPDATE {table} SET attempted_at = NULL, scheduled_at = %s WHERE id = %s"
+        await conn.execute(statement.encode(), (scheduled_at.astimezone(UTC).replace(tzinfo=None), job_id))
+
+
+async def _sqlite_unstamp(engine: Engine, job_id: int, scheduled_at: datetime) -> None:
+    assert isinstance(engine, SqliteEngine)
+    naive = scheduled_at.astimezone(UTC).replace(tzinfo=None).isoformat(" ", timespec="microseconds")
+    async with aiosqlite.connect(engine.path) as conn:
+        await conn.execute(
+            "UPDATE oban_jobs SET attempted_at = NULL, scheduled_at = ? WHERE id = ?", (naive, job_id)
+        )
+        await conn.commit()
+
+
+#: For each engine, what another client may write that the Engine API never does: an executing row
+#: without ``attempted_at`` (and ``scheduled_at`` set as given), written on a connection of its own.
+UNSTAMP_ATTEMPT: dict[str, Callable[[Engine, int, datetime], Awaitable[None]]] = {
+    "postgres": _postgres_unstamp,
+    "sqlite": _sqlite_unstamp,
 }
 
 

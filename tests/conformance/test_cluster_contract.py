@@ -14,7 +14,8 @@ from conveyor.engine.base import Engine
 from conveyor.fleet import OWN_PRODUCER, CronTick, ProducerBeat
 from conveyor.retention import Retention
 from conveyor.telemetry import Telemetry
-from tests.conformance.contract import FINAL, STATES, T0, fetch, job, listening, put, req, uid
+from tests.conformance.conftest import UNSTAMP_ATTEMPT
+from tests.conformance.contract import ERROR, FINAL, NODE, STATES, T0, fetch, job, listening, put, req, uid
 
 APP = "conveyor"
 
@@ -47,6 +48,39 @@ async def test_another_node_takes_the_lease_only_once_it_expired(
     assert (result is not None) is taken
     leader = await any_engine.get_leader(APP, now=at(offset))
     assert leader is not None and leader.node == ("b" if taken else "a")
+
+
+@pytest.mark.parametrize(
+    ("silent", "taken"), [(14.999999, False), (15, False), (15.000001, True)], ids=["fresh", "at", "dead"]
+)
+async def test_a_live_lease_is_taken_from_a_leader_whose_heartbeats_stopped(
+    any_engine: Engine, silent: float, taken: bool
+) -> None:
+    """A leader killed or frozen: once every producer row of its node is older than
+    ``stale_after``, another node takes its lease without waiting for the TTL."""
+    beats = [ProducerBeat(uid(1), "default", OWN_PRODUCER), ProducerBeat(uid(2), "mail", OWN_PRODUCER)]
+    await any_engine.record_producers(APP, "a", beats, now=T0)
+    await any_engine.elect_leader(APP, "a", 30, now=T0)
+    await any_engine.record_producers(APP, "a", beats[:1], now=at(-5))  # one row older: not the last
+    result = await any_engine.elect_leader(APP, "b", 30, now=at(silent), stale_after=15)
+    assert (result is not None) is taken
+    leader = await any_engine.get_leader(APP, now=at(silent))
+    assert leader is not None and leader.node == ("b" if taken else "a")
+    # Without stale_after the lease holds to its end.
+    assert await any_engine.elect_leader(APP, "c", 30, now=at(29)) is None
+
+
+async def test_a_stale_leader_keeps_its_lease_without_own_rows_or_with_one_fresh(any_engine: Engine) -> None:
+    await any_engine.elect_leader(APP, "a", 30, now=T0)  # a node with no queues: no rows at all
+    assert await any_engine.elect_leader(APP, "b", 30, now=at(20), stale_after=15) is None
+    await any_engine.record_producers(APP, "a", [ProducerBeat(uid(1), "default", OWN_PRODUCER)], now=T0)
+    await any_engine.record_producers(APP, "a", [ProducerBeat(uid(2), "mail", OWN_PRODUCER)], now=at(10))
+    assert await any_engine.elect_leader(APP, "b", 30, now=at(20), stale_after=15) is None  # mail beats
+    # Another runtime's rows of the node, or rows of another instance name, do not count.
+    await any_engine.record_producers(APP, "x", [ProducerBeat(uid(3), "default", {"local_limit": 1})], now=T0)
+    await any_engine.record_producers("other", "x", [ProducerBeat(uid(4), "q", OWN_PRODUCER)], now=T0)
+    await any_engine.elect_leader(APP, "x", 30, now=at(31))
+    assert await any_engine.elect_leader(APP, "b", 30, now=at(50), stale_after=15) is None
 
 
 @pytest.mark.parametrize(("offset", "held"), [(0, True), (10, True), (10.000001, False)])
@@ -259,6 +293,50 @@ async def test_backstop_rescues_old_jobs_of_unknown_producers_only(
     assert result.available == ((job_id,) if rescued else ())
 
 
+@pytest.mark.parametrize(
+    ("scheduled_ago", "rescued"), [(7200, True), (3601, True), (3599, False), (60, False)]
+)
+async def test_backstop_rescues_a_job_another_client_left_without_attempted_at(
+    engine_name: str, any_engine: Engine, scheduled_ago: float, rescued: bool
+) -> None:
+    """Another client's executing row with attempted_at NULL and no producer row: the backstop
+    dates it by scheduled_at (its attempt began after that), so it is rescued once that is old."""
+    now = at(10_000)
+    job_id = await put(any_engine, JobState.EXECUTING, producer=uid(7), now=now)
+    await UNSTAMP_ATTEMPT[engine_name](any_engine, job_id, now - timedelta(seconds=scheduled_ago))
+    assert (await job(any_engine, job_id)).attempted_at is None
+    result = await any_engine.rescue_jobs(timeout=15, backstop=3600, now=now)
+    assert result.available == ((job_id,) if rescued else ())
+    found = await job(any_engine, job_id)
+    assert found.state is (JobState.AVAILABLE if rescued else JobState.EXECUTING)
+    if rescued:
+        [entry] = found.errors
+        assert entry["error"] == (
+            f"executing for over 3600 s with no heartbeat row of its node ({NODE}); rescued to run again"
+        )
+
+
+async def test_rescue_records_why_in_errors(any_engine: Engine) -> None:
+    """A rescued job, and above all a discarded one, says why its attempt ended: an errors entry
+    in Oban's {attempt, at, error} form, after what was there, naming the node that stopped."""
+    orphan = await _orphan(any_engine, uid(0xD))
+    await any_engine.ack_jobs([Ack(orphan, 1, JobState.RETRYABLE, schedule_in=0, error=ERROR)], now=at(1))
+    await any_engine.stage_jobs(10, now=at(2))
+    assert await fetch(any_engine, now=at(2), producer=uid(0xD)) == [orphan]
+    exhausted = await _orphan(any_engine, uid(0xD), max_attempts=1)
+    await any_engine.record_producers(APP, "n", [ProducerBeat(uid(0xD), "default", OWN_PRODUCER)], now=at(2))
+    result = await any_engine.rescue_jobs(timeout=15, backstop=3600, now=at(30))
+    assert result.available == (orphan,) and result.discarded == (exhausted,)
+    silent = f"the node running this job ({NODE}) stopped sending heartbeats"
+    assert list((await job(any_engine, orphan)).errors) == [
+        ERROR,
+        {"attempt": 2, "at": at(30).isoformat(), "error": f"{silent}; rescued to run again"},
+    ]
+    assert list((await job(any_engine, exhausted)).errors) == [
+        {"attempt": 1, "at": at(30).isoformat(), "error": f"{silent}; discarded: no attempts left"}
+    ]
+
+
 @pytest.mark.parametrize("times", [1, 2, 3])
 async def test_each_rescue_counts_in_meta(any_engine: Engine, times: int) -> None:
     job_id = await _orphan(any_engine, uid(1), meta={"keep": "me"})
@@ -300,7 +378,9 @@ async def test_a_stale_ack_after_rescue_does_not_overwrite_the_new_attempt(any_e
         2,
         ("node-2", uid(2)),
     )
-    assert current.errors == ()
+    assert [e["error"] for e in current.errors] == [  # the rescue's entry, no late one
+        f"the node running this job ({NODE}) stopped sending heartbeats; rescued to run again"
+    ]
     assert await any_engine.ack_jobs([Ack(job_id, 2, JobState.COMPLETED)], now=at(62)) == [job_id]
 
 

@@ -126,6 +126,49 @@ async def test_a_silent_leader_is_replaced_within_one_ttl(make: AppFactory) -> N
     assert second.node.leadership.is_leader
 
 
+async def kill(app: Conveyor) -> None:
+    """As if the node's process were killed: every loop ends where it is, nothing is cleaned up,
+    its running jobs end without an ack (their rows stay executing, its lease and rows stay)."""
+    node = app.node
+    assert node is not None
+    services: list[Service] = [node.heartbeat, node.leadership, *node.duties, node.stager, node.poller]
+    for service in [*services, *node.producers.values()]:
+        await Service.stop(service)
+    for producer in node.producers.values():
+        for running in producer.running.values():
+            running.task.cancel()
+
+
+async def test_a_killed_leaders_jobs_run_on_a_follower_well_before_its_lease_ends(make: AppFactory) -> None:
+    """Default timings: the lease lasts 30 s, producer_timeout is 15 s, rescue looks every 5 s. The
+    follower takes the lease once the leader's heartbeats are 15 s old and rescues at once: the job
+    runs again within producer_timeout + rescue_interval + 2 s of the kill (22 s), not after 27 s."""
+    clock = FakeClock()
+    first = make(clock=clock, node="first", **NODE)
+    await first.install()
+    await first.start()
+    key = uuid.uuid4().hex
+    job_id = await first.enqueue(hj.waits_for_release.new(key=key))
+    running = await settle(first, job_id, JobState.EXECUTING)
+    assert running.attempted_by[0] == "first"
+    second = make(clock=clock, node="second", **NODE)
+    await second.start()
+    assert first.node is not None and first.node.leadership.is_leader
+    await advance(clock, 20)  # the follower's contact with the database outlasts producer_timeout
+    await kill(first)
+    hj.RELEASE[key].set()  # the next run ends at once
+    killed = clock.monotonic()
+    while (await second.get_job(job_id)).state is not JobState.COMPLETED:  # type: ignore[union-attr]
+        assert clock.monotonic() - killed < 15 + 5 + 2, await second.get_job(job_id)
+        await advance(clock, 0.5)
+        await asyncio.sleep(0.02)
+    took = clock.monotonic() - killed
+    assert second.node is not None and second.node.leadership.is_leader
+    done = await second.get_job(job_id)
+    assert done is not None and done.attempted_by[0] == "second" and done.meta["rescued"] == 1
+    assert took < 27, took  # the lease alone would have held the leader's duties until then
+
+
 async def test_cron_inserts_one_job_per_minute(make: AppFactory) -> None:
     start = datetime.now(UTC).replace(second=30, microsecond=0) + timedelta(minutes=5)
     clock = FakeClock(start)

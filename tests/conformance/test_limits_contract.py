@@ -18,7 +18,7 @@ from conveyor.acks import Ack
 from conveyor.cli import main as cli
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
-from conveyor.fleet import ProducerBeat
+from conveyor.fleet import OWN_PRODUCER, ProducerBeat
 from conveyor.limits import FetchLimits, GlobalLimit, Partition, RateLimit
 from conveyor.queue_settings import fetch_limits, parse_queues
 from tests.conformance import jobs
@@ -66,6 +66,67 @@ async def test_jobs_of_a_dead_node_count_until_rescued(any_engine: Engine) -> No
     rescued = await any_engine.rescue_jobs(timeout=15, backstop=60, now=T0 + timedelta(hours=2))
     assert sorted(rescued.available) == ids[:3]
     assert len(await claim(any_engine, 3, CAP, n=2)) == 3
+
+
+@pytest.mark.parametrize(
+    ("silent", "freed"), [(14.999999, False), (15, False), (15.000001, True)], ids=["fresh", "at", "dead"]
+)
+async def test_jobs_of_a_silent_producer_free_their_global_slots_after_dead_after(
+    any_engine: Engine, silent: float, freed: bool
+) -> None:
+    """A node killed while its jobs run: once its heartbeat is ``dead_after`` old, its executing
+    jobs no longer hold the queue's global slots, before any leader rescues them."""
+    ids = await any_engine.insert([req() for _ in range(6)], now=T0)
+    await any_engine.record_producers(
+        "conveyor", "node-1", [ProducerBeat(uid(1), "default", OWN_PRODUCER)], now=T0
+    )
+    assert await claim(any_engine, 3, CAP, n=1) == ids[:3]
+    now = T0 + timedelta(seconds=silent)
+    took = await any_engine.fetch_jobs(
+        "default", 3, node="node-2", producer=uid(2), now=now, limits=CAP, dead_after=15
+    )
+    assert [j.id for j in took] == (ids[3:6] if freed else [])
+    # Without dead_after every executing job counts, whatever its producer's age.
+    later = T0 + timedelta(hours=1)
+    assert await any_engine.fetch_jobs("default", 3, node="n", producer=uid(3), now=later, limits=CAP) == []
+
+
+async def test_dead_after_spares_the_fetching_producer_and_other_runtimes_rows(any_engine: Engine) -> None:
+    """Only Conveyor's rows go by ``dead_after``, and never the fetching producer's own (it runs
+    its jobs, whatever its row says: its loop may have been too busy to beat)."""
+    ids = await any_engine.insert([req() for _ in range(6)], now=T0)
+    beats = [ProducerBeat(uid(1), "default", OWN_PRODUCER)]
+    await any_engine.record_producers("conveyor", "node-1", beats, now=T0)
+    await any_engine.record_producers(
+        "Oban", "py-1", [ProducerBeat(uid(4), "default", {"local_limit": 5})], now=T0
+    )
+    assert await claim(any_engine, 2, CAP, n=1) == ids[:2]
+    assert await claim(any_engine, 1, CAP, n=4) == ids[2:3]
+    later = T0 + timedelta(seconds=60)
+    own = await any_engine.fetch_jobs(
+        "default", 3, node="node-1", producer=uid(1), now=later, limits=CAP, dead_after=15
+    )
+    assert own == []  # its own two count, and so does oban-py's one
+    other = await any_engine.fetch_jobs(
+        "default", 3, node="n", producer=uid(2), now=later, limits=CAP, dead_after=15
+    )
+    assert [j.id for j in other] == ids[3:5]  # node-1's two slots are free; oban-py's job holds one
+
+
+async def test_dead_after_frees_partitioned_slots_too(any_engine: Engine) -> None:
+    by_worker = FetchLimits(global_limit=GlobalLimit(2, Partition(worker=True)))
+    ids = await any_engine.insert([req() for _ in range(4)], now=T0)
+    await any_engine.record_producers(
+        "conveyor", "node-1", [ProducerBeat(uid(1), "default", OWN_PRODUCER)], now=T0
+    )
+    assert await claim(any_engine, 2, by_worker, n=1) == ids[:2]
+    later = T0 + timedelta(seconds=60)
+    kept = await any_engine.fetch_jobs("default", 2, node="n", producer=uid(2), now=later, limits=by_worker)
+    assert kept == []
+    freed = await any_engine.fetch_jobs(
+        "default", 2, node="n", producer=uid(2), now=later, limits=by_worker, dead_after=15
+    )
+    assert [j.id for j in freed] == ids[2:4]
 
 
 async def test_no_limits_and_empty_limits_are_the_plain_fetch(any_engine: Engine) -> None:

@@ -4,7 +4,7 @@ dead node's jobs (rescue them) from a live node's long-running ones (leave them)
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from conveyor._runtime.acker import Acker
@@ -68,6 +68,12 @@ class Heartbeat(Service):
         self.contact_since: float | None = None
         #: When (loop time) the last look for lost claims was completed; None: never yet.
         self._claims_looked: float | None = None
+        #: When (loop time) the last heartbeat was written; None: never yet.
+        self._beat_at: float | None = None
+        #: Called when a heartbeat follows a silence longer than ``lost_after`` (the node's
+        #: ``producer_timeout``): the node was frozen or its loop stalled, and the fleet may have
+        #: judged it dead meanwhile (a leader checks its lease at once).
+        self.on_gap: list[Callable[[], None]] = []
 
     def beats(self) -> list[ProducerBeat]:
         return [ProducerBeat(p.uuid, p.queue, producer_meta(p)) for p in self.producers]
@@ -83,6 +89,12 @@ class Heartbeat(Service):
             return 0.0
         return self.clock.monotonic() - self.contact_since
 
+    def trusted(self, timeout: float) -> float | None:
+        """``timeout`` once this node's contact has lasted that long, else None: only then does a
+        producer row older than ``timeout`` prove its node dead (every live node has beaten since;
+        see ``Lifeline``). What rescue, the fetch's global limit and the leader's lease go by."""
+        return timeout if self.contact_for() >= timeout else None
+
     async def tick(self) -> None:
         try:
             if self.producers:
@@ -93,8 +105,19 @@ class Heartbeat(Service):
         except Exception:
             self.contact_since = None
             raise
+        beat_at = self.clock.monotonic()
         if self.contact_since is None:
-            self.contact_since = self.clock.monotonic()
+            self.contact_since = beat_at
+        elif self._beat_at is not None and beat_at - self._beat_at > self.lost_after:
+            # A silence that long breaks the contact as an outage does: our rows looked dead, so
+            # other nodes may have rescued our jobs and taken the lease.
+            log.warning(
+                "no heartbeat for %.1fs (the process was frozen or its loop stalled)", beat_at - self._beat_at
+            )
+            self.contact_since = beat_at
+            for hook in self.on_gap:
+                hook()
+        self._beat_at = beat_at
         # A job cancelled (or deleted) while its pkill signal was missed still gets stopped, and so
         # does one rescued from us while we were cut off from the database.
         running = [(job_id, r.context.job.attempt) for p in self.producers for job_id, r in p.running.items()]

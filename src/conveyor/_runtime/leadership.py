@@ -2,7 +2,11 @@
 
 The leader renews at half the TTL; followers look every tenth of it. The lease is written a tenth
 short of the TTL, so a leader that dies is replaced within one TTL. A clean stop resigns and
-announces it on the leader channel, and the other nodes elect at once.
+announces it on the leader channel, and the other nodes elect at once. A leader killed or frozen is
+replaced sooner: once its node's producer rows are all older than ``producer_timeout`` (the age at
+which rescue judges them dead), a follower in unbroken contact with the database takes the lease
+(``elect_leader(stale_after=...)``), and its rescue runs at once (``on_elected``). So a dead
+leader's jobs run again within ``producer_timeout`` and one follower check (TTL/10), not a whole TTL.
 
 In a mixed fleet (``Settings.mixed_fleet``) a Conveyor node takes the lease from an oban-py leader
 and announces it on the leader channel: oban-py elects again on any leader notification, finds the
@@ -12,6 +16,7 @@ lease gone and stops leading, so its age-based lifeline never rescues a live job
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor._runtime.service import Service
@@ -34,6 +39,7 @@ class Leadership(Service):
         ttl: float,
         clock: Clock = SYSTEM_CLOCK,
         take_from_foreign: bool = False,
+        stale_after: Callable[[], float | None] = lambda: None,
     ) -> None:
         self.check_interval = ttl / 10
         self.take_from_foreign = take_from_foreign
@@ -44,6 +50,10 @@ class Leadership(Service):
         self.node = node
         self.ttl = ttl
         self.is_leader = False
+        #: Seconds after which the leader's silent producer rows free its lease (None: not now).
+        self.stale_after = stale_after
+        #: Called when this node becomes the leader (the lifeline rescues at once).
+        self.on_elected: list[Callable[[], None]] = []
 
     async def tick(self) -> None:
         elected = await self.engine.elect_leader(
@@ -52,12 +62,15 @@ class Leadership(Service):
             self.ttl - self.check_interval,
             now=self.clock.database_now(),
             take_from_foreign=self.take_from_foreign,
+            stale_after=None if self.is_leader else self.stale_after(),
         )
         was_leader, self.is_leader = self.is_leader, elected is not None
         self.interval = self.ttl / 2 if self.is_leader else self.check_interval
         if self.is_leader and not was_leader:
             log.info("node %s is now the leader of %r", self.node, self.instance)
             self.telemetry.emit("leader.elected", node=self.node, name=self.instance)
+            for hook in self.on_elected:
+                hook()
             if self.take_from_foreign:
                 await self._announce()
         elif was_leader and not self.is_leader:

@@ -127,21 +127,23 @@ class Node:
             ttl=settings.leader_ttl,
             clock=clock,
             take_from_foreign=settings.mixed_fleet,
+            stale_after=self._judged_after,
         )
+        self.heartbeat.on_gap.append(self.leadership.wake)  # thawed: do we still lead?
         self.duties: list[LeaderDuty] = []
         if settings.leadership:
-            self.duties.append(
-                Lifeline(
-                    engine,
-                    telemetry,
-                    self.leadership,
-                    interval=settings.rescue_interval,
-                    producer_timeout=settings.producer_timeout,
-                    backstop=settings.rescue_backstop,
-                    heartbeat=self.heartbeat,
-                    foreign_timeout=settings.foreign_timeout,
-                )
+            lifeline = Lifeline(
+                engine,
+                telemetry,
+                self.leadership,
+                interval=settings.rescue_interval,
+                producer_timeout=settings.producer_timeout,
+                backstop=settings.rescue_backstop,
+                heartbeat=self.heartbeat,
+                foreign_timeout=settings.foreign_timeout,
             )
+            self.leadership.on_elected.append(lifeline.wake)  # a new leader rescues at once
+            self.duties.append(lifeline)
             self.duties.append(Sweeper(engine, telemetry, self.leadership, settings.stage_interval))
             if settings.prune:
                 self.duties.append(
@@ -162,6 +164,13 @@ class Node:
         self._control_tasks: set[asyncio.Task[None]] = set()
         self.started = False
         self._pool_started = False
+        #: Ids of the jobs still running at the last stop's deadline (given back, maybe still on a
+        #: thread that cannot be stopped).
+        self.abandoned: tuple[int, ...] = ()
+
+    def _judged_after(self) -> float | None:
+        """``producer_timeout`` while a stale producer row proves its node dead (Heartbeat.trusted)."""
+        return self.heartbeat.trusted(self.settings.producer_timeout)
 
     async def start_pool(self) -> None:
         """Start the process pool's workers (or arrange for them to start with the first process
@@ -257,9 +266,14 @@ class Node:
             leftovers += await producer.drain(remaining)
         await self.link.stop()
         await self.acker.stop()
+        self.abandoned = tuple(job_id for job_id, _ in leftovers)
         if leftovers:
             released = await self.engine.release_jobs(leftovers)
-            log.warning("gave back %d jobs still running at the shutdown deadline", len(released))
+            log.warning(
+                "gave back %d jobs still running at the shutdown deadline: %s",
+                len(released),
+                ", ".join(map(str, self.abandoned)),
+            )
         await self.heartbeat.stop()
         await self.heartbeat.forget()
         if self._listener is not None:
@@ -283,6 +297,7 @@ class Node:
             clock=self.clock,
             limits=fetch_limits(queue),
             link=self.link,
+            dead_after=self._judged_after,
         )
 
     async def _apply_persisted(self, only: str | None = None) -> None:

@@ -9,6 +9,7 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from conveyor._runtime.acker import Acker
@@ -55,6 +56,7 @@ class Producer(Service):
         clock: Clock = SYSTEM_CLOCK,
         limits: FetchLimits = NO_LIMITS,
         link: JobLink | None = None,
+        dead_after: Callable[[], float | None] = lambda: None,
     ) -> None:
         super().__init__(None, clock)
         self.poll_interval = poll_interval
@@ -72,6 +74,9 @@ class Producer(Service):
         self.executor = executor
         #: Fleet-wide caps the engine applies to each fetch.
         self.limits = limits
+        #: Seconds after which another producer's silent row frees its global slots (None: not
+        #: yet, or never); asked at each fetch (``Heartbeat.trusted``).
+        self.dead_after = dead_after
         self._retry_timer: Timer | None = None
         self.capped = False
         self.running: dict[int, RunningJob] = {}
@@ -101,6 +106,8 @@ class Producer(Service):
                 limits=None if self.limits.unlimited else self.limits,
                 # Finished jobs free their global slots at once, not when their acks are written.
                 ended=self.acker.held_attempts() if self.limits.global_limit else (),
+                # A killed node's jobs free their global slots once its heartbeat is that old.
+                dead_after=self.dead_after() if self.limits.global_limit else None,
             )
         finally:
             self.fetching = False

@@ -10,8 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import logging
+import os
 import signal
 import sys
+import threading
+import time
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -26,9 +31,18 @@ from conveyor.errors import ConveyorError
 from conveyor.settings import LOG_FORMATS, LOG_LEVELS, with_overrides
 from conveyor.testing.modes import effective_mode
 
+log = logging.getLogger("conveyor.cli")
 
-async def run_node(app: Conveyor) -> None:
-    """Start the node, wait for SIGTERM/SIGINT, then shut down gracefully."""
+#: The exit status of a node that stopped but left threads running: a thread job still running at
+#: the end of ``shutdown_grace`` (its job was given back), or a thread a job started and never ended.
+EXIT_THREADS_LEFT = 3
+#: Seconds the stopped node waits for its threads to end before leaving them behind.
+THREADS_WAIT = 1.0
+
+
+async def run_node(app: Conveyor) -> tuple[int, ...]:
+    """Start the node, wait for SIGTERM/SIGINT, then shut down gracefully. Return the ids of the
+    jobs still running at the shutdown deadline (given back to run again)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -42,7 +56,39 @@ async def run_node(app: Conveyor) -> None:
     )
     await stop.wait()
     click.echo("stopping: finishing running jobs...", err=True)
+    node = app.node
     await app.stop()
+    return node.abandoned if node is not None else ()
+
+
+def exit_if_threads_remain(abandoned: Sequence[int], wait: float = THREADS_WAIT) -> None:
+    """End the process now if threads that would keep it alive are still running.
+
+    A thread cannot be stopped from outside: a thread job deaf to its expiry, or a non-daemon thread
+    a job started, would keep the interpreter waiting at exit (it joins such threads, and the pool's
+    workers) until someone sends SIGKILL. The jobs were given back already and every ack written, so
+    after ``wait`` seconds for them to end, say which jobs and threads were left behind, flush the
+    logs and leave with ``EXIT_THREADS_LEFT``."""
+    deadline = time.monotonic() + wait
+    current = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not current and not thread.daemon:
+            thread.join(max(0.0, deadline - time.monotonic()))
+    left = [t.name for t in threading.enumerate() if t is not current and not t.daemon and t.is_alive()]
+    if not left:
+        return
+    jobs = ", ".join(str(job_id) for job_id in abandoned) or "none"
+    log.error(
+        "exiting with %d threads still running after the shutdown (%s); abandoned jobs: %s "
+        "(given back: they run again elsewhere)",
+        len(left),
+        ", ".join(left),
+        jobs,
+    )
+    logging.shutdown()  # flush every handler: os._exit skips the interpreter's cleanup
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_THREADS_LEFT)
 
 
 #: Options that choose the database and the configuration: with ``--app`` the app chose them.
@@ -142,10 +188,11 @@ def start(
             raise click.ClickException(f"cannot import {module!r}: {type(exc).__name__}{detail}") from None
     server = None if metrics_port is None else serve_metrics(app, metrics_host, metrics_port)
     try:
-        asyncio.run(run_node(app))
+        abandoned = asyncio.run(run_node(app))
     finally:
         if server is not None:
             server.shutdown()
+    exit_if_threads_remain(abandoned)
 
 
 def serve_metrics(app: Conveyor, host: str, port: int) -> Any:

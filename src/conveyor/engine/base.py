@@ -219,6 +219,7 @@ class Engine(Protocol):
         now: datetime | None = None,
         limits: FetchLimits | None = None,
         ended: Sequence[tuple[int, int]] = (),
+        dead_after: float | None = None,
     ) -> list[Job]:
         """Claim up to ``demand`` (>= 0) available jobs of ``queue`` whose ``attempt`` is below
         ``max_attempts``, in (priority, scheduled_at, id) order, and return them in that order.
@@ -239,7 +240,12 @@ class Engine(Protocol):
 
         ``ended`` lists (job id, attempt) of this node's jobs that have finished but whose acks may not
         be written yet: a global limit does not count them as running (a row still executing that
-        attempt is one of them; once acked, or claimed again under a new attempt, it is not)."""
+        attempt is one of them; once acked, or claimed again under a new attempt, it is not).
+
+        ``dead_after`` (seconds): nor does it count the executing jobs of a producer whose row has
+        ``fleet.OWN_PRODUCER`` and an ``updated_at`` more than ``dead_after`` before now (other than
+        ``producer``): their node stopped beating, so their slots are free before the leader
+        rescues them. None: every executing job counts."""
 
     async def ack_jobs(
         self, acks: Sequence[Ack], *, now: datetime | None = None, node: str | None = None
@@ -369,6 +375,7 @@ class Engine(Protocol):
         *,
         now: datetime | None = None,
         take_from_foreign: bool = False,
+        stale_after: float | None = None,
     ) -> LeaderInfo | None:
         """Take or renew the lease ``name`` for ``ttl`` seconds; None when another node holds it.
 
@@ -376,7 +383,10 @@ class Engine(Protocol):
         held by another node is taken only once strictly past its ``expires_at`` (``elected_at`` =
         now). Leases of different names are independent. With ``take_from_foreign`` (a mixed
         fleet), a live lease is taken at once from a node of another runtime: one that has producer
-        rows and none with ``fleet.OWN_PRODUCER`` (an oban-py node)."""
+        rows and none with ``fleet.OWN_PRODUCER`` (an oban-py node). With ``stale_after``, a live
+        lease is also taken from a node whose heartbeats stopped: it has producer rows of this
+        instance with ``fleet.OWN_PRODUCER`` and every one of them is more than ``stale_after``
+        seconds old (a node killed or frozen while leading; rescue judges the same rows dead)."""
 
     async def resign_leader(self, name: str, node: str) -> bool:
         """Drop the lease ``name`` if ``node`` holds it, and announce it on "leader"
@@ -413,7 +423,9 @@ class Engine(Protocol):
         """Rescue up to ``limit`` orphaned executing jobs (lowest ids first) and return them.
 
         Orphans are the executing jobs of dead producers and, as a backstop, executing jobs with no
-        producer row at all claimed more than ``backstop`` seconds ago. A producer row whose meta
+        producer row at all claimed more than ``backstop`` seconds ago (dated by ``scheduled_at``
+        when another client left ``attempted_at`` NULL: no attempt begins before its job is due).
+        A producer row whose meta
         holds ``"runtime": "conveyor"`` (``fleet.OWN_PRODUCER``) is dead when its ``updated_at`` is
         more than ``timeout`` seconds before now; any other row (another runtime's: oban-py,
         Elixir Oban) when it is more than ``foreign_timeout`` seconds old, and never while
@@ -424,9 +436,11 @@ class Engine(Protocol):
 
         A rescued job becomes ``available`` (its attempt stays spent) or, when ``attempt`` >=
         ``max_attempts``, ``discarded`` with ``discarded_at`` = now; either way ``meta["rescued"]``
-        counts up by one. Notify "insert" once per queue that got available jobs. Then delete the
-        dead producers (outside ``live``) that own no executing job any more; one that still does
-        (beyond ``limit``) stays until a later pass rescues the rest."""
+        counts up by one and an entry ``{"attempt", "at", "error"}`` is appended to ``errors``: the
+        attempt, now (ISO 8601, UTC), and why (the node, from ``attempted_by``, stopped sending
+        heartbeats, or the backstop; rescued or discarded). Notify "insert" once per queue that got
+        available jobs. Then delete the dead producers (outside ``live``) that own no executing job
+        any more; one that still does (beyond ``limit``) stays until a later pass rescues the rest."""
 
     async def prune_jobs(self, retention: Retention, *, limit: int, now: datetime | None = None) -> Pruned:
         """Delete at most ``limit`` final jobs that ``retention`` lets go; return how many went,

@@ -11,6 +11,7 @@ import orjson
 import psycopg
 
 from conveyor.engine._prune_plan import PruneBatch, cron_tick_age, prune_batches, ranked_rules
+from conveyor.engine.postgres import schema
 from conveyor.engine.postgres.core import PostgresCore
 from conveyor.engine.postgres.rows import aware, naive_utc, request_record
 from conveyor.fleet import (
@@ -38,6 +39,7 @@ class PostgresCluster(PostgresCore):
         *,
         now: datetime | None = None,
         take_from_foreign: bool = False,
+        stale_after: float | None = None,
     ) -> LeaderInfo | None:
         params = {
             "name": name,
@@ -45,6 +47,7 @@ class PostgresCluster(PostgresCore):
             "ttl": ttl,
             "now": naive_utc(now),
             "take_from_foreign": take_from_foreign,
+            "stale_after": stale_after,
         }
         async with self.pool.connection() as conn:
             cur = await conn.execute(self.sql["elect_leader"].encode(), params)
@@ -109,8 +112,12 @@ class PostgresCluster(PostgresCore):
             "now": naive_utc(now),
             "insert_channel": self.insert_channel,
         }
+        if self.errors_type is None:  # not read yet (an engine used before its schema was checked)
+            await self._detect_errors_type()
+        append = schema.ERRORS_APPEND[self.errors_type or "jsonb"]
+        statement = self.sql.compose("rescue_jobs", append_error=append)
         async with self.pool.connection() as conn:
-            cur = await conn.execute(self.sql["rescue_jobs"].encode(), params)
+            cur = await conn.execute(statement.encode(), params)
             rows = await cur.fetchall()
             forget = {
                 "timeout": timeout,

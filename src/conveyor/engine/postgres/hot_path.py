@@ -51,6 +51,7 @@ class PostgresHotPath(PostgresWorkflows):
         now: datetime | None = None,
         limits: FetchLimits | None = None,
         ended: Sequence[tuple[int, int]] = (),
+        dead_after: float | None = None,
     ) -> list[Job]:
         params: dict[str, Any] = {
             "queue": queue,
@@ -71,6 +72,7 @@ class PostgresHotPath(PostgresWorkflows):
         params |= {
             "ended_ids": [job_id for job_id, _ in ended],
             "ended_attempts": [attempt for _, attempt in ended],
+            "dead_after": dead_after,
             "global_limit": limits.global_limit.allowed if limits.global_limit else None,
             "rate_allowed": rate.allowed if rate else None,
             "rate_period": rate.period if rate else None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -46,6 +46,7 @@ class SqliteCluster(SqliteCore):
         *,
         now: datetime | None = None,
         take_from_foreign: bool = False,
+        stale_after: float | None = None,
     ) -> LeaderInfo | None:
         check_now(now)
         statement = FILES.compose("elect_leader", own_producer="own_producer")
@@ -58,6 +59,7 @@ class SqliteCluster(SqliteCore):
                 "now": time_text(clock),
                 "expires_at": later_text(clock, ttl),
                 "take_from_foreign": take_from_foreign,
+                "stale_before": None if stale_after is None else ago(clock, stale_after),
             }
             return tx.conn.execute(statement, params).fetchone()
 
@@ -140,7 +142,15 @@ class SqliteCluster(SqliteCore):
                 "foreign_dead_before": None if foreign_timeout is None else ago(clock, foreign_timeout),
                 "live": live_json,
             }
-            params = {"now": stamp, "backstop_before": ago(clock, backstop), "limit": limit, **dead}
+            params = {
+                "now": stamp,
+                # The errors entry's time, as the runner writes one (acks.error_entry).
+                "at": clock.replace(tzinfo=UTC).isoformat(),
+                "backstop_before": ago(clock, backstop),
+                "backstop": f"{backstop:g}",
+                "limit": limit,
+                **dead,
+            }
             rows = sorted(tx.conn.execute(rescue, params).fetchall())
             for queue in sorted({row[1] for row in rows if row[2] == "available"}):
                 tx.notify("insert", {"queue": queue}, stamp)

@@ -32,6 +32,7 @@ def compose(name: str, condition: str, demand: str = "fetch_demand") -> str:
         claimed_meta="claimed_meta",
         demand=demand,
         still_running="still_running",  # after demand: fetch_demand_limited.sql holds it
+        own_producer="own_producer",  # after still_running, which holds it
         step_with_deps="step_with_deps",
     )
     return text.replace("{filter}", condition)

@@ -22,7 +22,7 @@ from conveyor.limits import Claimed, FetchLimits, capped_by
 
 RATE_RECORD = FILES["rate_starts_record"]
 RATE_FORGET = FILES["rate_starts_forget"]
-CLAIM_LEFT = FILES.compose("limited_claim_left", still_running="still_running")
+CLAIM_LEFT = FILES.compose("limited_claim_left", still_running="still_running", own_producer="own_producer")
 PARTITIONED_LEFT = FILES.compose("partitioned_claim_left", lock_free="lock_free")
 
 #: Partition keys on SQLite: a JSON array of the worker and the values under the keys (read through
@@ -33,6 +33,12 @@ KEYS = KeySyntax(
     array=lambda items: f"json_array({', '.join(items)})",
     param=lambda key: f'$."{key}"',
 )
+
+
+def dead_before(clock: datetime, dead_after: float | None) -> str | None:
+    """The time before which a producer's last heartbeat makes it dead (``fetch_jobs``' ``dead_after``):
+    its executing jobs no longer take slots of a global limit. None: every producer counts."""
+    return None if dead_after is None else time_text(clock - timedelta(seconds=dead_after))
 
 
 class SqliteHotPath(SqliteWorkflows):
@@ -48,6 +54,7 @@ class SqliteHotPath(SqliteWorkflows):
         now: datetime | None = None,
         limits: FetchLimits | None = None,
         ended: Sequence[tuple[int, int]] = (),
+        dead_after: float | None = None,
     ) -> list[Job]:
         check_now(now)
         if isinstance(demand, bool) or not isinstance(demand, int) or demand < 0:
@@ -65,6 +72,7 @@ class SqliteHotPath(SqliteWorkflows):
             jobs.sort(key=fetch_order)
             return jobs
         params["ended"] = orjson.dumps([list(pair) for pair in ended]).decode()
+        params["dead_after"] = dead_after
         if limits.partitioned:
             return await self._fetch_partitioned(params, demand, now, limits)
         # One writer at a time: the counts in the statement see every process's claims.
@@ -84,6 +92,7 @@ class SqliteHotPath(SqliteWorkflows):
                 "now": time_text(clock),
                 "window_start": window_start,
                 "forget_before": forget_before,
+                "dead_before": dead_before(clock, dead_after),
             }
             rows = tx.conn.execute(limited, values).fetchall()
             if rate is not None:
@@ -114,6 +123,7 @@ class SqliteHotPath(SqliteWorkflows):
             clock = utc_clock(now)
             values = params | {
                 "now": time_text(clock),
+                "dead_before": dead_before(clock, params["dead_after"]),
                 "window_start": time_text(clock - timedelta(seconds=rate.period)) if rate else None,
                 "forget_before": time_text(clock - timedelta(seconds=2 * rate.period + 60)) if rate else None,
             }

@@ -2,3 +2,8 @@ NOT EXISTS (
     SELECT 1 FROM unnest(%(ended_ids)s::bigint[], %(ended_attempts)s::integer[]) AS e(id, attempt)
     WHERE e.id = x.id AND e.attempt = x.attempt
 )
+AND coalesce(x.attempted_by[2], '') <> ALL(ARRAY(
+    SELECT p.uuid::text FROM {prefix}.oban_producers AS p
+    WHERE p.updated_at < (SELECT now FROM clock) - make_interval(secs => %(dead_after)s::float8)
+      AND p.meta ->> 'runtime' = 'conveyor' AND p.uuid::text <> %(producer)s
+))

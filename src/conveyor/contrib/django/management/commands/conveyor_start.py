@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from conveyor.cli.common import require_schema
 from conveyor.cli.logs import configure_logging
-from conveyor.cli.start import run_node
+from conveyor.cli.start import exit_if_threads_remain, run_node
 from conveyor.contrib.django.config import build_app, jobs_modules
 from conveyor.errors import ConveyorError
 from conveyor.settings import LOG_FORMATS, LOG_LEVELS
@@ -55,4 +55,4 @@ class Command(BaseCommand):
                 f"conveyor_install`) first. The check said: {exc}"
             ) from None
         app.make_default()  # jobs that enqueue more find this app
-        asyncio.run(run_node(app))
+        exit_if_threads_remain(asyncio.run(run_node(app)))
