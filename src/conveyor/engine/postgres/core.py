@@ -243,7 +243,7 @@ class PostgresCore:
         # The callbacks look at transaction_pooled on every connection: "auto" learns it when the
         # engine opens, and the first pooler error met at run time (``pooler_error``) sets it.
         # LivePool: a connection the server closed while it sat idle is never handed out.
-        watched = poolers.watched_connection(self.pooler_error)
+        watched = poolers.watched_connection(self.pooler_error, lambda: self.transaction_pooled)
         pool = LivePool(
             self.dsn,
             min_size=self._min_connections,
@@ -251,7 +251,6 @@ class PostgresCore:
             kwargs={"autocommit": True},
             connection_class=watched,
             configure=self._configure,
-            reset=self._reset,
             open=False,
             name=f"conveyor-{self.prefix}",
             reconnect_timeout=RECONNECT_TIMEOUT,
@@ -265,7 +264,6 @@ class PostgresCore:
             kwargs={"autocommit": True, "prepare_threshold": 0},
             connection_class=watched,
             configure=functools.partial(self._configure, hot=True),
-            reset=self._reset,
             open=False,
             name=f"conveyor-{self.prefix}-hot",
             reconnect_timeout=RECONNECT_TIMEOUT,
@@ -281,11 +279,6 @@ class PostgresCore:
         else:
             _json_loaders(conn)
             poolers.configure(conn)
-
-    async def _reset(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        # A connection made before a pooler error revealed the pooler prepares nothing more.
-        if self.transaction_pooled:
-            conn.prepare_threshold = None
 
     def pooler_error(self, exc: BaseException) -> None:
         """A statement failed as session state fails through a transaction pooler: from now on,

@@ -105,13 +105,21 @@ def configure(conn: psycopg.AsyncConnection[Any]) -> None:
     conn.adapters.register_loader("timestamptz", UtcTimestamptzLoader)
 
 
-def watched_connection(on_error: Callable[[BaseException], None]) -> type[psycopg.AsyncConnection[Any]]:
+def watched_connection(
+    on_error: Callable[[BaseException], None], pooled: Callable[[], bool]
+) -> type[psycopg.AsyncConnection[Any]]:
     """The pools' connection class: ``execute`` tells ``on_error`` of a pooler error
     (``is_pooler_error``) before raising it, whichever caller retries the statement, so that an
-    engine not told of the pooler stops preparing statements at the first sign of one."""
+    engine not told of the pooler stops preparing statements at the first sign of one; and a
+    connection made before that (``pooled()`` now true) stops preparing at its next statement.
+
+    Not a pool ``reset`` callback: with one, psycopg_pool hands every returned connection to a
+    worker task, a task switch on each fetch and ack, and a task that outlives a loop an app left."""
 
     class WatchedConnection(psycopg.AsyncConnection[Any]):
         async def execute(self, *args: Any, **kwargs: Any) -> Any:
+            if self.prepare_threshold is not None and pooled():
+                self.prepare_threshold = None
             try:
                 return await super().execute(*args, **kwargs)
             except psycopg.Error as exc:
