@@ -177,7 +177,7 @@ class PostgresCore:
         # Composed once the type of the errors column is known (see _detect_errors_type).
         self._ack_statement: bytes | None = None
         self._errors_type: str | None = None
-        self._inserter = Inserter(self.sql, self.insert_channel)
+        self._inserter = Inserter(self.sql, self.insert_channel, schema.ERRORS_APPEND)
         self._opened = False
 
     async def open(self) -> None:
@@ -281,7 +281,7 @@ class PostgresCore:
         async with self.pool.connection() as conn:
             found = await schema.errors_type(conn, self.prefix)
         statement = self.sql.compose("ack_jobs", append_error=schema.ERRORS_APPEND[found or "jsonb"]).encode()
-        self._errors_type = found
+        self._errors_type = self._inserter.errors_type = found
         self._ack_statement = statement if found is not None else None
         return statement
 
