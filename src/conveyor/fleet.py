@@ -101,6 +101,15 @@ def with_limits(states: dict[str, QueueState], rows: Iterable[Sequence[Any]]) ->
 
 
 @dataclass(frozen=True, slots=True)
+class QueuePoll:
+    """A node's one poll (``Engine.poll_queues``): the queues holding jobs a fetch could claim, and
+    the persisted states of its queues (so a pause or limit whose signal it missed still reaches it)."""
+
+    waiting: frozenset[str]
+    states: dict[str, QueueState]
+
+
+@dataclass(frozen=True, slots=True)
 class QueueInfo:
     """One queue on one live node, from its heartbeat."""
 

@@ -27,6 +27,7 @@ from conveyor.acks import Ack
 from conveyor.cron import CronEntry, definitions_in
 from conveyor.definition import ExecutorKind
 from conveyor.engine.base import Engine
+from conveyor.fleet import QueueState
 from conveyor.inbox import AWAITING
 from conveyor.queue_settings import QueueSettings, fetch_limits
 from conveyor.settings import Settings
@@ -86,9 +87,18 @@ class Node:
             clock=clock,
         )
         self.producers: dict[str, Producer] = {q.name: self._producer(q) for q in settings.queues}
-        # One poll for every queue, waking the producers of those with jobs waiting.
+        #: The persisted state of each queue as this node last applied it: a poll applies only
+        #: what changed since, so a change made without ``persist`` lasts until the persisted one moves.
+        self._persisted: dict[str, QueueState] = {}
+        # One poll for every queue, waking the producers of those with jobs waiting; it also brings
+        # the persisted queue states, so a persisted change whose signal was missed still arrives.
         self.poller = Poller(
-            engine, lambda: list(self.producers.values()), interval=settings.poll_interval, clock=clock
+            engine,
+            lambda: list(self.producers.values()),
+            interval=settings.poll_interval,
+            clock=clock,
+            name=settings.name,
+            on_states=self.persisted_states,
         )
         # A global limit counts executing rows, so this node's finished jobs free their slots only
         # once their acks are written: wake the producers a cap stopped right then.
@@ -286,6 +296,7 @@ class Node:
             producer = self.producers.get(queue)
             if producer is None or (only is not None and queue != only):
                 continue
+            self._persisted[queue] = state
             if state.paused is not None:
                 producer.paused = state.paused
             if state.limit is not None:
@@ -294,6 +305,22 @@ class Node:
             if limits is not None:
                 producer.limits = limits
         self._fit_threads()
+
+    def persisted_states(self, states: dict[str, QueueState]) -> None:
+        """The persisted states a poll read: apply each part that changed since this node last
+        looked (a signal normally brought it already; this catches one that was missed)."""
+        for queue, state in states.items():
+            seen = self._persisted.get(queue, QueueState())
+            if queue not in self.producers or state == seen:
+                continue
+            self._persisted[queue] = state
+            if state.paused is not None and state.paused != seen.paused:
+                (self.pause if state.paused else self.resume)(queue)
+            if state.limit is not None and state.limit != seen.limit:
+                self.scale(queue, state.limit)
+            if state.limits and state.limits != seen.limits:
+                changed = {k: v for k, v in state.limits.items() if seen.limits.get(k, ...) != v}
+                self.apply_scale(queue, changed)
 
     # -- queue control (local; signals from anywhere arrive in _on_signal) ----------------------
     def pause(self, queue: str) -> None:
@@ -489,7 +516,10 @@ class Node:
             elif isinstance(queue, str):
                 self._wake_queue(queue)
         elif channel == "listener":
+            # (Re)connected: notifications sent meanwhile are lost. Fetch, and read the persisted
+            # queue states at once (the poll brings them) rather than at the next interval.
             self.nudge()
+            self.poller.wake()
         elif channel == "leader" and payload.get("action") == "resign":
             self.leadership.on_resign(payload)
         elif channel == "signal":

@@ -47,7 +47,15 @@ from typing import Any, Protocol, runtime_checkable
 
 from conveyor.acks import Ack
 from conveyor.filters import JobFilter
-from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, QueueState, RescueResult
+from conveyor.fleet import (
+    CronTick,
+    LeaderInfo,
+    ProducerBeat,
+    ProducerInfo,
+    QueuePoll,
+    QueueState,
+    RescueResult,
+)
 from conveyor.job import Job, JobState
 from conveyor.limits import FetchLimits
 from conveyor.request import JobRequest
@@ -339,6 +347,12 @@ class Engine(Protocol):
         and costs about one index probe per queue whatever the size of the table. Jobs inserted by
         any client, notified or not, are seen. A string instead of a list of names, or an invalid
         name, is refused with a ValidationError."""
+
+    async def poll_queues(self, name: str, queues: Sequence[str], *, awake: Sequence[str]) -> QueuePoll:
+        """A node's one poll, as one read (one transaction on a server: the node's idle cost): which
+        of ``awake`` hold jobs a fetch could claim (as ``waiting_queues``), and the persisted states
+        of the instance ``name`` for those of ``queues`` that have one (as ``load_queue_states``).
+        Bad names are refused as ``waiting_queues`` refuses them."""
 
     # -- notifications -----------------------------------------------------------------------
     async def notify(self, name: str, payload: dict[str, Any]) -> None:
