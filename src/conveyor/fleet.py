@@ -49,6 +49,9 @@ class ProducerBeat:
     uuid: str
     queue: str
     meta: dict[str, Any]
+    #: The jobs whose runs this producer still holds (runs on): a cancelled job among them keeps its
+    #: ordered lock and global-limit slot (``Engine.record_producers``).
+    holding: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,11 @@ CLAIM_PARTS = {
     "job_columns": "job_columns",
     "lock_free": "lock_free",
     "claimed_meta": "claimed_meta",
-    "still_running": "still_running",  # after demand: fetch_demand_limited.sql holds it
+    # After demand (fetch_demand_limited.sql holds running_jobs), running_jobs before still_running
+    # and stopping_ids, lock_free before stopping_ids: each holds the next.
+    "running_jobs": "running_jobs",
+    "still_running": "still_running",
+    "stopping_ids": "stopping_ids",
 }
 
 
@@ -167,7 +171,10 @@ class PostgresCore:
         )
         self._fetch_limited_statement = limited.replace("{rate_key}", "''").encode()
         self._claim_left_statement = self.sql.compose(
-            "limited_claim_left", still_running="still_running"
+            "limited_claim_left",
+            running_jobs="running_jobs",
+            still_running="still_running",
+            stopping_ids="stopping_ids",
         ).encode()
         #: Claims under partitioned limits, by the shapes of their partitions (hot_path).
         self._partitioned: dict[Any, tuple[bytes, bytes]] = {}

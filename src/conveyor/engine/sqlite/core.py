@@ -31,7 +31,11 @@ def compose(name: str, condition: str, demand: str = "fetch_demand") -> str:
         lock_free="lock_free",
         claimed_meta="claimed_meta",
         demand=demand,
-        still_running="still_running",  # after demand: fetch_demand_limited.sql holds it
+        # After demand (fetch_demand_limited.sql holds running_jobs), running_jobs before
+        # still_running and stopping_ids, lock_free before stopping_ids: each holds the next.
+        running_jobs="running_jobs",
+        still_running="still_running",
+        stopping_ids="stopping_ids",
     )
     return text.replace("{filter}", condition)
 
