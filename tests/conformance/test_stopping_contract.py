@@ -5,13 +5,23 @@ slot, so "one at a time" and the limit hold (issue 31.6)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import threading
+import uuid
+from pathlib import Path
 from typing import Any
 
-from conveyor import JobFilter, JobRequest, JobState
+import pytest
+
+from conveyor import Conveyor, JobFilter, JobRequest, JobState
 from conveyor.engine.base import Engine
 from conveyor.fleet import OWN_PRODUCER, ProducerBeat
 from conveyor.limits import FetchLimits, GlobalLimit
+from tests.conformance import hardening_jobs as hj
+from tests.conformance.conftest import started_node
 from tests.conformance.contract import PRODUCER, T0, WORKER, fetch, job, uid
+from tests.conformance.test_runtime_contract import wait_final
 
 
 async def beat(engine: Engine, *holding: int, producer: str = PRODUCER, queue: str = "default") -> None:
@@ -103,3 +113,67 @@ async def test_a_cancel_of_a_job_no_producer_row_names_holds_nothing(any_engine:
     assert await fetch(any_engine, producer=uid(5)) == [first]  # a claimer that writes no row
     await any_engine.cancel_jobs(JobFilter(ids=(first,)), now=T0)
     assert await fetch(any_engine) == [second]
+
+
+# -- on a node: a blocking job that ignores its cancel flag ------------------------------------------
+def limited(kind: str, key: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The node's queues and the jobs' options for one kind of "one at a time"."""
+    if kind == "lock":
+        return {"default": 5}, {"lock": key}
+    return {"default": {"limit": 5, "global_limit": 1}}, {}
+
+
+async def cancel_while_it_runs(app: Conveyor, key: str, options: dict[str, Any]) -> tuple[int, int]:
+    """Start a thread job that ignores its flag, enqueue a second one behind it, cancel the first."""
+    first = await app.enqueue(hj.thread_ignores_cancel.new(key=key, n=1).with_options(**options))
+    await wait_final(app, [first], {JobState.EXECUTING})
+    second = await app.enqueue(hj.thread_records.new(key=key, n=2).with_options(**options))
+    assert await app.cancel_job(first)
+    assert (await job(await app.engine(), first)).state is JobState.CANCELLED
+    return first, second
+
+
+@pytest.mark.parametrize("kind", ["lock", "global_limit"])
+async def test_a_cancelled_thread_job_holds_its_turn_until_its_thread_returns(
+    engine_name: str, tmp_path: Path, kind: str
+) -> None:
+    key = uuid.uuid4().hex
+    hj.THREAD_RELEASE[key] = threading.Event()
+    queues, options = limited(kind, key)
+    async with started_node(engine_name, tmp_path, queues=queues, heartbeat_interval=0.2) as app:
+        _, second = await cancel_while_it_runs(app, key, options)
+        await asyncio.sleep(1.0)  # five heartbeats, ten polls: the first one's thread still runs
+        assert (await job(await app.engine(), second)).state is JobState.AVAILABLE
+        hj.THREAD_RELEASE[key].set()
+        await wait_final(app, [second], {JobState.COMPLETED})
+    assert [run for run in hj.RUNS if run[1] == key] == [
+        ("start", key, 1),
+        ("end", key, 1),
+        ("start", key, 2),
+        ("end", key, 2),
+    ]
+
+
+async def test_a_thread_that_never_returns_is_let_go_after_the_cancel_grace(
+    engine_name: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = uuid.uuid4().hex
+    hj.THREAD_RELEASE[key] = threading.Event()
+    queues, options = limited("lock", key)
+    settings = {"queues": queues, "heartbeat_interval": 0.2, "cancel_grace": 0.5}
+    try:
+        with caplog.at_level(logging.WARNING, logger="conveyor.producer"):
+            async with started_node(engine_name, tmp_path, **settings) as app:
+                first, second = await cancel_while_it_runs(app, key, options)
+                await wait_final(app, [second], {JobState.COMPLETED})
+                assert [run for run in hj.RUNS if run[1] == key][:3] == [
+                    ("start", key, 1),
+                    ("start", key, 2),
+                    ("end", key, 2),
+                ]
+                assert any(
+                    f"job {first} was cancelled" in r.getMessage() and "let go" in r.getMessage()
+                    for r in caplog.records
+                )
+    finally:
+        hj.THREAD_RELEASE[key].set()

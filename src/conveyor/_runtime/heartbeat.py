@@ -70,7 +70,7 @@ class Heartbeat(Service):
         self._claims_looked: float | None = None
 
     def beats(self) -> list[ProducerBeat]:
-        return [ProducerBeat(p.uuid, p.queue, producer_meta(p)) for p in self.producers]
+        return [ProducerBeat(p.uuid, p.queue, producer_meta(p), holding=p.holding()) for p in self.producers]
 
     @property
     def live_producers(self) -> list[str]:

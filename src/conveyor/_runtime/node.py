@@ -275,7 +275,7 @@ class Node:
         log.info("node %s stopped", self.name)
 
     def _producer(self, queue: QueueSettings) -> Producer:
-        return Producer(
+        producer = Producer(
             queue.name,
             queue.limit,
             engine=self.engine,
@@ -287,7 +287,11 @@ class Node:
             clock=self.clock,
             limits=fetch_limits(queue),
             link=self.link,
+            cancel_grace=self.settings.cancel_grace,
         )
+        # A cancelled run that ends lets go of its lock and global slot with the next beat: now.
+        producer.on_stopped = lambda: self.heartbeat.wake()
+        return producer
 
     async def _apply_persisted(self, only: str | None = None) -> None:
         """Apply the pauses and limits operators asked to keep across restarts."""
