@@ -177,3 +177,18 @@ async def test_a_thread_that_never_returns_is_let_go_after_the_cancel_grace(
                 )
     finally:
         hj.THREAD_RELEASE[key].set()
+
+
+async def test_a_cancel_of_a_job_another_runtime_runs_holds_nothing(any_engine: Engine) -> None:
+    """An oban-py producer's row is never listed: its beats know nothing of the list, so nothing
+    would ever let go."""
+    foreign = uid(9)
+    await any_engine.record_producers(
+        "Oban", "py", [ProducerBeat(foreign, "default", {"local_limit": 5})], now=T0
+    )
+    first, second = await any_engine.insert([locked("k", 1), locked("k", 2)], now=T0)
+    assert await fetch(any_engine, producer=foreign) == [first]
+    await any_engine.cancel_jobs(JobFilter(ids=(first,)), now=T0)
+    assert await fetch(any_engine) == [second]
+    (row,) = [p for p in await any_engine.list_producers() if p.uuid == foreign]
+    assert "stopping" not in row.meta

@@ -5,7 +5,8 @@
 -- is listed in its producer's row (meta.stopping, by attempted_by[2]): until that producer's node
 -- says the run is over (its heartbeat's holding list, upsert_producers.sql), the job keeps its
 -- ordered lock and its global-limit slot (stopping_ids.sql), and a dead node's list goes with its
--- row when the leader deletes it.
+-- row when the leader deletes it. Only Conveyor's rows (meta.runtime): another runtime's beats would
+-- never let go.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
@@ -37,7 +38,7 @@ stopping AS (
         WHERE previous_state = 'executing' AND producer IS NOT NULL
         GROUP BY producer
     ) AS s
-    WHERE p.uuid::text = s.producer
+    WHERE p.uuid::text = s.producer AND jsonb_typeof(p.meta) = 'object' AND p.meta ->> 'runtime' = 'conveyor'
 ),
 signalled AS (
     SELECT pg_notify(%(signal_channel)s, jsonb_build_object('action', 'pkill', 'job_id', id)::text)

@@ -9,7 +9,7 @@ FROM json_each(:producers)
 WHERE true
 ON CONFLICT (uuid) DO UPDATE
 SET meta = CASE
-        WHEN json_valid(p.meta) AND json_type(p.meta, '$.stopping') = 'array' THEN (
+        WHEN CASE WHEN json_valid(p.meta) THEN json_type(p.meta, '$.stopping') END = 'array' THEN (
             SELECT CASE WHEN count(*) = 0 THEN excluded.meta
                 ELSE json_set(excluded.meta, '$.stopping', json_group_array(e.value)) END
             FROM json_each(p.meta, '$.stopping') AS e
