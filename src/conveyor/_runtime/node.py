@@ -19,6 +19,7 @@ from conveyor._runtime.leadership import Leadership
 from conveyor._runtime.poller import Poller
 from conveyor._runtime.process_pool import ProcessPool
 from conveyor._runtime.producer import Producer
+from conveyor._runtime.queue_states import PersistedStates
 from conveyor._runtime.runner import JobRunner
 from conveyor._runtime.signals import addressed_to, limits_from_signal
 from conveyor._runtime.stager import Stager
@@ -87,9 +88,7 @@ class Node:
             clock=clock,
         )
         self.producers: dict[str, Producer] = {q.name: self._producer(q) for q in settings.queues}
-        #: The persisted state of each queue as this node last applied it: a poll applies only
-        #: what changed since, so a change made without ``persist`` lasts until the persisted one moves.
-        self._persisted: dict[str, QueueState] = {}
+        self._persisted = PersistedStates()
         # One poll for every queue, waking the producers of those with jobs waiting; it also brings
         # the persisted queue states, so a persisted change whose signal was missed still arrives.
         self.poller = Poller(
@@ -300,7 +299,7 @@ class Node:
             producer = self.producers.get(queue)
             if producer is None or (only is not None and queue != only):
                 continue
-            self._persisted[queue] = state
+            self._persisted.applied(queue, state)
             if state.paused is not None:
                 producer.paused = state.paused
             if state.limit is not None:
@@ -313,18 +312,13 @@ class Node:
     def persisted_states(self, states: dict[str, QueueState]) -> None:
         """The persisted states a poll read: apply each part that changed since this node last
         looked (a signal normally brought it already; this catches one that was missed)."""
-        for queue, state in states.items():
-            seen = self._persisted.get(queue, QueueState())
-            if queue not in self.producers or state == seen:
-                continue
-            self._persisted[queue] = state
-            if state.paused is not None and state.paused != seen.paused:
-                (self.pause if state.paused else self.resume)(queue)
-            if state.limit is not None and state.limit != seen.limit:
-                self.scale(queue, state.limit)
-            if state.limits and state.limits != seen.limits:
-                changed = {k: v for k, v in state.limits.items() if seen.limits.get(k, ...) != v}
-                self.apply_scale(queue, changed)
+        for change in self._persisted.changes(states, self.producers):
+            if change.paused is not None:
+                (self.pause if change.paused else self.resume)(change.queue)
+            if change.limit is not None:
+                self.scale(change.queue, change.limit)
+            if change.limits:
+                self.apply_scale(change.queue, change.limits)
 
     # -- queue control (local; signals from anywhere arrive in _on_signal) ----------------------
     def pause(self, queue: str) -> None:

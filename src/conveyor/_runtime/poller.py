@@ -11,7 +11,7 @@ held, a fleet-wide limit reached) is woken every interval, as its producer used 
 The same read brings the persisted queue states (``Engine.poll_queues``: no extra transaction), so
 a persisted pause or limit whose signal a node missed (sent while its listener reconnected, or by
 a client that sends none) reaches it within one poll; the node applies only what changed since it
-last looked (``Node.persisted_states``).
+last looked (``Node.persisted_states``, ``queue_states.py``).
 """
 
 from __future__ import annotations
