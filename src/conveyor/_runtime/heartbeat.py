@@ -84,6 +84,11 @@ class Heartbeat(Service):
         return self.clock.monotonic() - self.contact_since
 
     async def tick(self) -> None:
+        # Producers whose stopped runs this beat lets go of (a cancelled job's lock or global slot):
+        # they fetch once it is written. Taken before the beats, so a run ending meanwhile waits.
+        released = [p for p in self.producers if p.released]
+        for producer in released:
+            producer.released = False
         try:
             if self.producers:
                 now = self.clock.database_now()
@@ -92,9 +97,13 @@ class Heartbeat(Service):
                 await self.engine.get_leader(self.instance, now=self.clock.database_now())
         except Exception:
             self.contact_since = None
+            for producer in released:
+                producer.released = True  # the next beat lets go of them
             raise
         if self.contact_since is None:
             self.contact_since = self.clock.monotonic()
+        for producer in released:
+            producer.wake()
         # A job cancelled (or deleted) while its pkill signal was missed still gets stopped, and so
         # does one rescued from us while we were cut off from the database.
         running = [(job_id, r.context.job.attempt) for p in self.producers for job_id, r in p.running.items()]

@@ -91,6 +91,8 @@ class Producer(Service):
         #: Seconds a stopping run is held before the node lets go of it with a warning.
         self.cancel_grace = cancel_grace
         self._let_go: set[int] = set()
+        #: A stopping run ended since the last beat: once the beat has let go of its job, fetch.
+        self.released = False
 
     async def tick(self) -> None:
         if self.paused:
@@ -188,8 +190,10 @@ class Producer(Service):
             if not self.running:
                 self._idle.set()
             self._let_go.discard(job_id)
-            if self.stopping.pop(job_id, None) is not None and self.on_stopped is not None:
-                self.on_stopped()  # the heartbeat tells the database the run is over
+            if self.stopping.pop(job_id, None) is not None:
+                self.released = True
+                if self.on_stopped is not None:
+                    self.on_stopped()  # the heartbeat tells the database the run is over
             progress = self.link.detach(context) if self.link is not None else None
         if progress is not None:  # reported since the last write: the ack stores it
             ack = with_meta(ack, {"progress": progress})
