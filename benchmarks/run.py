@@ -24,6 +24,7 @@ from idle import idle
 from insert import insert_asyncpg, insert_bulk, insert_single, insert_unique, insert_unique_bulk
 from insert_copy import insert_copy
 from memory import memory, soak
+from migrate_live import migrate_live
 from node_cost import node_cost
 from nodes import drain_nodes
 from relay import relay, wait_many
@@ -62,6 +63,7 @@ SCENARIOS: dict[str, Scenario] = {
     "cpu-cold": cpu_cold,
     "drain-history": drain_history,
     "large-tables": large_tables,
+    "migrate-live": migrate_live,
     "drain-global": drain_global,
     "drain-nodes": drain_nodes,
     "rate-limit": rate_limit,
@@ -102,7 +104,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--history",
         type=int,
         default=None,
-        help="drain-history, stats, large-tables: completed jobs beforehand",
+        help="drain-history, stats, large-tables, migrate-live: completed jobs beforehand",
     )
     parser.add_argument("--minutes", type=float, default=None, help="soak: minutes to run (default 30)")
     parser.add_argument("--json", action="store_true", help="one JSON object per scenario per line")

@@ -15,6 +15,7 @@ fi
 bash scripts/ensure-postgres.sh
 bash scripts/ensure-oban-venv.sh
 bash scripts/ensure-chromium.sh
+bash scripts/ensure-pgbouncer.sh
 
 echo "== ruff"
 .venv/bin/ruff check .

@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 import orjson
 import pytest
 
-from conveyor import JobFilter, JobRequest, JobState
+from conveyor import JobFilter, JobRequest, JobState, Workflow
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from conveyor.fleet import CronTick
@@ -256,6 +256,20 @@ def test_retry_and_delete_by_filter_print_json(target: Target) -> None:
     assert schema_of(shown) == {"action": "str", "matched": "int", "count": "int"}
     assert (shown["matched"], shown["count"]) == (1, 1)
     assert new not in target.states()
+
+
+def test_retry_by_queue_leaves_a_waiting_workflow_step_waiting(target: Target) -> None:
+    """b depends on a, which has not run: retrying the queue must not let b go first."""
+    workflow = Workflow().add("a", JobRequest(worker="tests.w.Job", queue="flow"))
+    workflow.add("b", JobRequest(worker="tests.w.Job", queue="flow"), deps=["a"])
+
+    async def enqueue(engine: Engine) -> list[int]:
+        requests, hold = workflow.requests()
+        return [int(i) for i in await engine.insert(requests, hold=hold)]
+
+    a, b = target.with_engine(enqueue)
+    assert target.json("retry", "--queue", "flow", "--yes") == {"action": "retry", "matched": 2, "count": 0}
+    assert target.states()[a] is JobState.AVAILABLE and target.states()[b] is JobState.SUSPENDED
 
 
 def test_by_ids_keeps_its_shape(target: Target) -> None:

@@ -4,13 +4,14 @@ tick (day rules, time zones), and how entries are named."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from conveyor import JobRequest, job
 from conveyor.cron import CronEntry, CronError, CronExpression
 from conveyor.errors import ValidationError
-from conveyor.settings import parse_crontab
+from conveyor.settings import load_settings, parse_crontab
 from tests import cluster_jobs
 
 
@@ -304,3 +305,80 @@ def test_backfill_limit_must_be_positive() -> None:
     with pytest.raises(ValidationError) as exc:
         CronEntry(CronExpression.parse("* * * * *"), JobRequest(worker="x.y"), backfill_limit=0)
     assert exc.value.field == "backfill_limit"
+
+
+# -- entries of the wrong type (issue 31.15) -----------------------------------------------------
+WRONG_TYPES = [
+    ({"timezone": 5}, "timezone"),
+    ({"timezone": None}, "timezone"),
+    ({"args": 5}, "args"),
+    ({"args": [1, 2]}, "args"),
+    ({"args": "ab"}, "args"),
+    ({"name": 5}, "name"),
+    ({"name": "x" * 256}, "name"),
+    ({"backfill": "yes"}, "backfill"),
+    ({"backfill_limit": "x"}, "backfill_limit"),
+    ({"priority": "x"}, "priority"),
+    ({"max_attempts": 0}, "max_attempts"),
+    ({"tags": 5}, "tags"),
+    ({"queue": 5}, "queue"),
+    ({"expression": 5}, "cron"),
+    ({"expression": None}, "cron"),
+]
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"), WRONG_TYPES, ids=[f"{f}={v!r}"[:30] for (d, f) in WRONG_TYPES for v in d.values()]
+)
+def test_entries_of_the_wrong_type_name_the_field(fields: dict[str, object], field: str) -> None:
+    spec: dict[str, object] = {"expression": "0 * * * *", **fields}
+    expression = spec.pop("expression")
+    args = spec.pop("args", None)
+    with pytest.raises(ValidationError) as raised:
+        CronEntry.build(expression, cluster_jobs.cron_tick, args, **spec)  # type: ignore[arg-type]
+    assert raised.value.field == field
+    # From settings or a config file: the same, naming the entry too.
+    mapping = {"expression": "0 * * * *", "worker": "tests.cluster_jobs.cron_tick", **fields}
+    with pytest.raises(ValidationError) as raised:
+        parse_crontab([("0 * * * *", cluster_jobs.cron_tick), mapping])
+    assert raised.value.field == f"crontab[1].{field}"
+
+
+def test_a_config_files_crontab_of_the_wrong_type_names_the_entry_and_field(tmp_path: Path) -> None:
+    config = tmp_path / "conveyor.toml"
+    config.write_text(
+        '[[crontab]]\nexpression = "0 * * * *"\nworker = "tests.cluster_jobs.cron_tick"\ntimezone = 5\n'
+    )
+    with pytest.raises(ValidationError, match=r"crontab\[0\]\.timezone=5: .*\(from "):
+        load_settings(config_file=config, environ={}, cwd=tmp_path)
+    config.write_text(
+        '[[crontab]]\nexpression = "0 * * * *"\nworker = "tests.cluster_jobs.cron_tick"\nargs = [1, 2]\n'
+    )
+    with pytest.raises(ValidationError, match=r"crontab\[0\]\.args=\[1, 2\]: must be a mapping"):
+        load_settings(config_file=config, environ={}, cwd=tmp_path)
+    for crontab in (5, "0 * * * *"):
+        with pytest.raises(ValidationError, match="must be a list of cron entries"):
+            parse_crontab(crontab)
+
+
+@pytest.mark.parametrize("timezone", [5, None, b"UTC"])
+def test_a_decorated_jobs_time_zone_of_the_wrong_type_names_the_field(timezone: object) -> None:
+    with pytest.raises(ValidationError) as raised:
+
+        @job(cron="0 0 * * *", timezone=timezone)  # type: ignore[call-overload]
+        def zoned() -> None: ...
+
+    assert raised.value.field == "timezone"
+    with pytest.raises(ValidationError, match="timezone"):  # even without cron: it would mean nothing
+
+        @job(timezone="Nowhere/City")
+        def unscheduled() -> None: ...
+
+
+def test_entries_built_directly_check_their_parts() -> None:
+    with pytest.raises(ValidationError, match="expression"):
+        CronEntry("0 * * * *", cluster_jobs.cron_tick.new())  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="request"):
+        CronEntry(CronExpression.parse("0 * * * *"), cluster_jobs.cron_tick)  # type: ignore[arg-type]
+    entry = CronEntry(CronExpression.parse("0 * * * *"), cluster_jobs.cron_tick.new(), name=None)  # type: ignore[arg-type]
+    assert entry.name.startswith("tests.cluster_jobs.cron_tick@")

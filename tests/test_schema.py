@@ -256,7 +256,7 @@ def test_cli_install_migrate_uninstall(dsn: str, prefix: str) -> None:
 
     result = runner.invoke(main, ["migrate", *args])
     assert result.exit_code == 0, result.output
-    assert f"version {LATEST} -> {LATEST}" in result.output
+    assert f"schema {prefix!r} already at version {LATEST}" in result.output
 
     # Without --yes, answering no keeps everything.
     result = runner.invoke(main, ["uninstall", *args], input="n\n")
@@ -270,7 +270,8 @@ def test_cli_install_migrate_uninstall(dsn: str, prefix: str) -> None:
 
     result = runner.invoke(main, ["migrate", *args])
     assert result.exit_code == 0, result.output
-    assert f"version absent -> {LATEST}" in result.output
+    assert f"version absent → {LATEST}: applying {LATEST} migrations" in result.output
+    assert f"schema {prefix!r} now at version {LATEST}" in result.output
 
     result = runner.invoke(main, ["uninstall", "--yes", *args])
     assert result.exit_code == 0, result.output

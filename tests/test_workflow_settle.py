@@ -37,7 +37,7 @@ async def test_the_settle_plan_uses_the_indexes_even_when_planned_on_a_tiny_tabl
     )
     assert "Seq Scan on oban_jobs" not in plan and "Bitmap" not in plan, plan
     assert "Index Scan using oban_jobs_pkey" in plan, plan
-    assert "conveyor_workflow_steps_index" in plan, plan  # each dependent and dependency by name
+    assert "conveyor_workflow_step_names_index" in plan, plan  # each dependent and dependency by name
 
 
 async def test_a_step_whose_row_another_transaction_changes_is_waited_for_then_let_go_on(

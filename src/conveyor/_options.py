@@ -136,6 +136,20 @@ def is_utf8(text: str) -> bool:
     return True
 
 
+def check_texts(field: str, value: Any) -> list[str]:
+    """A list of strings a database can take (no NUL, no lone surrogate); a single string is refused:
+    it is not a list of its letters."""
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ValidationError(field, value, "must be a list of strings")
+    texts = list(value)
+    for text in texts:
+        if not isinstance(text, str) or "\x00" in text or not is_utf8(text):
+            raise ValidationError(
+                field, value, f"each must be a string without NUL characters or lone surrogates; got {text!r}"
+            )
+    return texts
+
+
 def normalise_tag(tag: str) -> str:
     """A tag as Oban stores it: surrounding blanks trimmed, lowercased (``str.lower``, as oban-py)."""
     return tag.strip().lower()

@@ -9,11 +9,11 @@ from datetime import datetime
 from typing import Any
 
 from conveyor.engine.base import Engine
-from conveyor.errors import ValidationError
+from conveyor.errors import StepExistsError, ValidationError
 from conveyor.filters import JobFilter
-from conveyor.job import JobState
+from conveyor.job import Job, JobState
 from conveyor.request import JobRequest
-from conveyor.workflow import Workflow, WorkflowStatus, step_name
+from conveyor.workflow import RUN_IF, Workflow, WorkflowStatus, step_name
 
 FAILED = (JobState.CANCELLED, JobState.DISCARDED)
 
@@ -38,11 +38,15 @@ async def enqueue_workflow(
     if transform is not None:
         requests = [transform(request) for request in requests]
     if workflow.existing:
-        stored = {step_name(job) for job in await engine.workflow_jobs(workflow.id)}
-        clash = sorted(name for name in (s.name for s in workflow.steps) if name in stored)
-        if clash:
-            raise ValidationError("name", clash[0], "is already a step of this workflow")
-    ids = await engine.insert(requests, conn=conn, now=now, hold=hold)
+        await _refuse_stored_names(engine, workflow)
+    try:
+        ids = await engine.insert(requests, conn=conn, now=now, hold=hold)
+    except StepExistsError:
+        # Another enqueue stored one of these names meanwhile (two running steps grafting alike),
+        # or a new workflow was given the id of a stored one: the database refused this whole
+        # insert; name the step, as the check above does.
+        await _refuse_stored_names(engine, workflow)
+        raise
     if workflow.existing and hold:
         # The stored steps they depend on list them from now on, so a settle after one of those
         # finds them; one that ended already is seen by the settle below, which runs after both
@@ -50,6 +54,14 @@ async def enqueue_workflow(
         await engine.add_dependents(workflow.id, workflow.new_dependents(), conn=conn)
         await engine.settle_steps([int(ids[i]) for i in hold], now=now, conn=conn)
     return ids
+
+
+async def _refuse_stored_names(engine: Engine, workflow: Workflow) -> None:
+    """Raise ``StepExistsError`` naming the first step of ``workflow`` its stored namesake has."""
+    stored = {step_name(job) for job in await engine.workflow_jobs(workflow.id)}
+    clash = sorted(name for name in (s.name for s in workflow.steps) if name in stored)
+    if clash:
+        raise StepExistsError("name", clash[0], f"is already a step of workflow {workflow.id!r}")
 
 
 async def extend_workflow(engine: Engine, workflow_id: str) -> Workflow:
@@ -68,33 +80,32 @@ async def workflow_status(engine: Engine, workflow_id: str) -> WorkflowStatus:
 
 
 async def cancel_workflow(engine: Engine, workflow_id: str, *, now: datetime | None = None) -> list[int]:
-    """Cancel every unfinished step (running ones too, wherever they run)."""
+    """Cancel every unfinished step (running ones too, wherever they run), except the steps that
+    wait to run only on some ending of their dependencies (``run_if``: a batch's ``on_cancelled``
+    and ``on_exhausted``): those handle how the work ended, cancelling included, so they are left
+    to settle as when their dependencies are cancelled one by one (the settle after this cancel
+    does it). Returns the ids cancelled here."""
     jobs = await engine.workflow_jobs(check_workflow_id(workflow_id))
-    live = tuple(job.id for job in jobs if not job.state.is_final)
+    live = tuple(job.id for job in jobs if not job.state.is_final and not _handler(job))
     if not live:
         return []
     return await engine.cancel_jobs(JobFilter(ids=live, limit=len(live)), now=now)
 
 
+def _handler(job: Job) -> bool:
+    """A step still waiting to run only on some ending of its dependencies (``run_if``)."""
+    return job.state is JobState.SUSPENDED and isinstance(job.meta, dict) and job.meta.get("run_if") in RUN_IF
+
+
 async def retry_workflow(engine: Engine, workflow_id: str, *, now: datetime | None = None) -> list[int]:
     """Run the failed (cancelled or discarded) steps again: those whose dependencies all completed
-    at once, the others once their dependencies complete again. Returns the steps retried."""
+    at once, the others once their dependencies complete again. Returns the steps retried.
+
+    One ``retry_jobs`` of them all: it holds each step with dependencies in the same statement
+    that makes its failed dependencies available again, then settles the held ones, so no sweep in
+    between sees a step waiting on a dependency still failed (and cancels it anew)."""
     jobs = await engine.workflow_jobs(check_workflow_id(workflow_id))
-    states = {name: job.state for job in jobs if (name := step_name(job)) is not None}
-    failed = [job for job in jobs if job.state in FAILED and step_name(job) is not None]
-    ready, waiting = [], []
-    for job in failed:
-        deps = job.meta.get("deps") if isinstance(job.meta, dict) else None
-        names = deps if isinstance(deps, list) else []
-        if all(states.get(str(dep)) is JobState.COMPLETED for dep in names):
-            ready.append(job.id)
-        else:
-            waiting.append(job.id)
-    # Ready steps first, the waiting ones after: held first, a waiting step whose dependency is
-    # still discarded would be cancelled again by a sweep that runs in between. A dependency that
-    # ends before its dependent is held finds nothing to settle, so the held steps settle at once.
-    retried = await engine.retry_jobs(JobFilter(ids=tuple(ready), limit=len(ready)), now=now) if ready else []
-    held = await engine.hold_steps(waiting) if waiting else []
-    if held:
-        await engine.settle_steps(held, now=now)
-    return sorted([*retried, *held])
+    failed = tuple(job.id for job in jobs if job.state in FAILED and step_name(job) is not None)
+    if not failed:
+        return []
+    return await engine.retry_jobs(JobFilter(ids=failed, limit=len(failed)), now=now)

@@ -21,7 +21,7 @@ from types import EllipsisType
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, overload
 
 from conveyor._control import list_queues, scale_changes, send_queue_signal
-from conveyor._options import check_aware, check_delay, check_job_id
+from conveyor._options import check_aware, check_delay, check_job_id, check_queue, check_texts
 from conveyor._portal import Portal
 from conveyor._resolver import Resolver
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
@@ -49,7 +49,7 @@ from conveyor.job import FINAL_STATES, Job, JobId, JobState
 from conveyor.job_ids import JobIds, job_ids
 from conveyor.limits import GlobalLimit, RateLimit
 from conveyor.recorded import decode_result
-from conveyor.request import JobRequest
+from conveyor.request import JobRequest, check_requests
 from conveyor.retention import Pruned, Retention
 from conveyor.settings import load_settings
 from conveyor.stats import EXACT_UP_TO, JobCount, JobStats, QueueCounts, StatsQuery, countable, exact_limit
@@ -165,6 +165,8 @@ class Conveyor:
                 prefix=config.prefix,
                 pool_size=config.pool_size,
                 synchronous_commit=config.synchronous_commit,
+                pooler=config.pooler,
+                listen_url=config.listen_url,
             )
 
         if engine is None:
@@ -276,7 +278,7 @@ class Conveyor:
 
     async def last_cron_ticks(self, names: Iterable[str]) -> dict[str, datetime]:
         """The latest tick a leader inserted for each named cron entry (entries never run: absent)."""
-        wanted = list(names)
+        wanted = check_texts("names", names)
         return await self._run(lambda e: e.last_cron_ticks(wanted))
 
     last_cron_ticks_sync = blocking_twin(last_cron_ticks)
@@ -390,7 +392,7 @@ class Conveyor:
     async def cron_ticks(self, names: Sequence[str]) -> dict[str, datetime]:
         """The latest tick the fleet ran of each named cron entry (aware UTC); an entry that never
         ticked is absent."""
-        wanted = [str(name) for name in names]
+        wanted = check_texts("names", names)
         return await self._run(lambda e: e.last_cron_ticks(wanted))
 
     pause_queue_sync = blocking_twin(pause_queue)
@@ -408,6 +410,8 @@ class Conveyor:
 
     async def nudge(self, queue: str | None = None) -> None:
         """Make producers fetch now: this node's directly, every node's through a notification."""
+        if queue is not None:
+            check_queue(queue)
         node = self._local_node()
         if node is not None:
             node.nudge(queue)
@@ -498,6 +502,8 @@ class Conveyor:
     ) -> JobIds:
         if isinstance(requests, Batch):
             requests = requests.workflow()
+        if not isinstance(requests, Workflow):
+            check_requests(requests)
         if effective_mode(self.testing) == "inline":
             if isinstance(requests, Workflow):
                 raise ConveyorError(
@@ -543,6 +549,7 @@ class Conveyor:
                 steps, hold = requests.requests()
                 steps = list(transformed(steps, transform))
                 return job_ids(engine.insert_sync(steps, conn=conn, now=now, hold=hold))
+            check_requests(requests)
             return job_ids(engine.insert_sync(transformed(requests, transform), conn=conn, now=now))
         return self._call_blocking(self._enqueue_many, requests, None, now, transform)
 
@@ -604,7 +611,9 @@ class Conveyor:
         return {name: results[name] for name in deps if name in results}
 
     async def cancel_workflow(self, workflow_id: str) -> list[int]:
-        """Cancel every unfinished step of the workflow; return the ids cancelled."""
+        """Cancel every unfinished step of the workflow; return the ids cancelled. Steps waiting to
+        run only on some ending of their dependencies (``run_if``: a batch's ``on_cancelled`` and
+        ``on_exhausted``) are left to settle, so they run as when those steps are cancelled."""
         return await self._run(lambda e: cancel_workflow(e, workflow_id))
 
     async def retry_workflow(self, workflow_id: str) -> list[int]:
@@ -711,7 +720,8 @@ class Conveyor:
     async def retry_jobs(
         self, /, criteria: JobFilter | None = None, *, conn: Any = None, **filters: Any
     ) -> list[int]:
-        """Make matching jobs available again now; return their ids. ``conn``: as ``cancel_jobs``."""
+        """Make matching jobs available again now; return their ids. A workflow step goes on only
+        once its dependencies finish (see ``Engine.retry_jobs``). ``conn``: as ``cancel_jobs``."""
         found = _criteria(criteria, filters)
         return await self._run(lambda e: e.retry_jobs(found, conn=conn), conn)
 

@@ -12,6 +12,9 @@ Callbacks (each optional):
 - ``on_exhausted``: every job finished, and some did not complete (cancelled, discarded, deleted);
 - ``on_discarded``: every job finished, and some were discarded;
 - ``on_cancelled``: every job finished, and some were cancelled.
+
+Cancelling the batch (``app.cancel_workflow(batch.id)``) cancels its unfinished jobs and leaves the
+callbacks to settle as for any cancelled jobs: ``on_cancelled`` and ``on_exhausted`` run, once.
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ FIELDS = (
 
 
 class CronError(ValidationError):
-    def __init__(self, expression: str, problem: str) -> None:
+    def __init__(self, expression: Any, problem: str) -> None:
         super().__init__("cron", expression, problem)
 
 
@@ -128,7 +128,7 @@ class CronExpression:
     @classmethod
     def parse(cls, text: str) -> CronExpression:
         if not isinstance(text, str) or not text.strip():
-            raise CronError(str(text), "must be a non-empty cron expression such as '*/5 * * * *'")
+            raise CronError(text, "must be a non-empty cron expression such as '*/5 * * * *'")
         stripped = text.strip()
         if stripped.lower() == REBOOT:
             return cls(stripped, reboot=True)
@@ -197,6 +197,10 @@ def definitions_in(modules: Iterable[ModuleType]) -> list[JobDefinition]:
 
 
 def load_zone(name: str) -> ZoneInfo:
+    if not isinstance(name, str):  # ZoneInfo(5) would raise a TypeError naming nothing
+        raise ValidationError(
+            "timezone", name, "must be an IANA time zone name, a string such as 'Europe/Paris'"
+        )
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
@@ -205,6 +209,8 @@ def load_zone(name: str) -> ZoneInfo:
         ) from None
 
 
+#: The longest entry name (it is stored with each tick, and shown by the dashboard and the CLI).
+MAX_NAME_LENGTH = 255
 #: Back-filling never looks further back than this.
 MAX_BACKFILL_SPAN = timedelta(days=7)
 
@@ -238,7 +244,23 @@ class CronEntry:
     backfill_limit: int = 1440
 
     def __post_init__(self) -> None:
+        if not isinstance(self.expression, CronExpression):
+            raise ValidationError(
+                "expression",
+                self.expression,
+                "must be a CronExpression (CronExpression.parse('*/5 * * * *'))",
+            )
+        if not isinstance(self.request, JobRequest):
+            raise ValidationError("request", self.request, "must be a JobRequest (my_job.new(...))")
         load_zone(self.timezone)
+        if self.name is None:
+            object.__setattr__(self, "name", "")
+        if not isinstance(self.name, str) or len(self.name) > MAX_NAME_LENGTH or "\x00" in self.name:
+            raise ValidationError(
+                "name", self.name, f"must be a string of at most {MAX_NAME_LENGTH} characters, without NUL"
+            )
+        if not isinstance(self.backfill, bool):
+            raise ValidationError("backfill", self.backfill, "must be True or False")
         if (
             isinstance(self.backfill_limit, bool)
             or not isinstance(self.backfill_limit, int)
@@ -263,9 +285,13 @@ class CronEntry:
         timezone: str = "UTC",
         name: str = "",
         backfill: bool = False,
+        backfill_limit: int = 1440,
         **options: Any,
     ) -> CronEntry:
         """An entry for a ``@job``/``@worker`` target (or a worker name) with its own args and options."""
+        if args is not None and not isinstance(args, Mapping):  # dict(5), dict([1, 2]): TypeErrors
+            raise ValidationError("args", args, "must be a mapping of argument names to values (a dict)")
+        load_zone(timezone)  # before the request: the entry's own fields first
         definition = definition_of(target)
         if definition is not None:
             request = definition.new(**dict(args or {}))
@@ -280,7 +306,14 @@ class CronEntry:
             )
         if options:
             request = request.with_options(**options)
-        return cls(CronExpression.parse(expression), request, timezone=timezone, name=name, backfill=backfill)
+        return cls(
+            CronExpression.parse(expression),
+            request,
+            timezone=timezone,
+            name=name,
+            backfill=backfill,
+            backfill_limit=backfill_limit,
+        )
 
     def ticks(self, after: datetime, until: datetime) -> Iterator[datetime]:
         """Tick moments (aware UTC, whole minutes) in (after, until].

@@ -117,10 +117,11 @@ def _build_definition(target: Any, *, is_class: bool, is_async: bool, **options:
         raise ValidationError("record", record, "must be True or False")
     cron = options.pop("cron", None)
     timezone = options.pop("timezone", "UTC")
-    if cron is not None:
+    if cron is not None or timezone != "UTC":
         from conveyor.cron import CronExpression, load_zone
 
-        CronExpression.parse(cron)  # fail at import time, pointing at the bad field
+        if cron is not None:
+            CronExpression.parse(cron)  # fail at import time, pointing at the bad field
         load_zone(timezone)
     return JobDefinition(
         name=name,
@@ -313,7 +314,14 @@ def worker(cls: Any = None, /, **options: Any) -> Any:
         is_async = inspect.iscoroutinefunction(process)
         definition = _build_definition(cls, is_class=True, is_async=is_async, **options)
         setattr(cls, DEFINITION_ATTRIBUTE, definition)
-        cls.new = staticmethod(definition.new)  # type: ignore[attr-defined]
+        from conveyor._oban_py import is_oban_worker
+
+        if is_oban_worker(cls):  # over oban-py's @worker or @job: its new/enqueue forms keep working
+            from conveyor._oban_dual import add_oban_style_methods
+
+            add_oban_style_methods(cls, definition)
+        else:
+            cls.new = staticmethod(definition.new)  # type: ignore[attr-defined]
         return cls
 
     return decorate(cls) if cls is not None else decorate

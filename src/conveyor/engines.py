@@ -39,6 +39,11 @@ def sqlite_path(url: str) -> str:
     return rest[1:]
 
 
+def _dsn(url: str) -> str:
+    """A PostgreSQL URL as libpq takes it (SQLAlchemy's ``postgresql+psycopg://`` spelling too)."""
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
 def is_sqlite_url(url: str | None) -> bool:
     return url is None or url.startswith(SQLITE_SCHEMES)
 
@@ -56,11 +61,18 @@ def install_sql(url: str | None, prefix: str = "public") -> str:
 
 
 def engine_from_url(
-    url: str | None = None, *, prefix: str = "public", pool_size: int = 10, synchronous_commit: bool = True
+    url: str | None = None,
+    *,
+    prefix: str = "public",
+    pool_size: int = 10,
+    synchronous_commit: bool = True,
+    pooler: str = "auto",
+    listen_url: str | None = None,
 ) -> Engine:
     """An engine for ``postgresql://...`` or ``sqlite://...`` URLs; None means the default SQLite
-    file (``default_database_url``). ``pool_size`` and ``synchronous_commit`` apply to PostgreSQL
-    only (SQLite commits with ``synchronous = NORMAL`` in WAL mode: never waiting for the disk)."""
+    file (``default_database_url``). ``pool_size``, ``synchronous_commit``, ``pooler`` and
+    ``listen_url`` apply to PostgreSQL only (SQLite commits with ``synchronous = NORMAL`` in WAL
+    mode: never waiting for the disk)."""
     if url is None:
         url = default_database_url()
     if not isinstance(url, str) or not url:
@@ -68,9 +80,14 @@ def engine_from_url(
     if url.startswith(POSTGRES_SCHEMES):
         from conveyor.engine.postgres import PostgresEngine
 
-        dsn = url.replace("postgresql+psycopg://", "postgresql://", 1)
+        dsn = _dsn(url)
         return PostgresEngine(
-            dsn, prefix=prefix, max_connections=pool_size, synchronous_commit=synchronous_commit
+            dsn,
+            prefix=prefix,
+            max_connections=pool_size,
+            synchronous_commit=synchronous_commit,
+            pooler=pooler,
+            listen_url=_dsn(listen_url) if listen_url is not None else None,
         )
     if url.startswith(SQLITE_SCHEMES):
         from conveyor.engine.sqlite import SqliteEngine

@@ -6,6 +6,7 @@ wrong, so a caller can fix it without reading Conveyor's source.
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 
@@ -30,6 +31,11 @@ def _safe_repr(value: Any) -> str:
         return repr(value)
     except Exception:
         return object.__repr__(value)
+
+
+class StepExistsError(ValidationError):
+    """A workflow step of that name is stored already: names are unique within a workflow (a unique
+    index keeps them so, so of two enqueues adding the same name at once, one is refused whole)."""
 
 
 class UnknownOptionError(ValidationError):
@@ -79,6 +85,15 @@ class UnsupportedConnectionError(ConveyorError, TypeError):
             f"cannot enqueue through a {type(connection).__module__}.{type(connection).__qualname__}; "
             f"expected {expected}"
         )
+
+
+class CallerTransactionLockedError(ConveyorError, sqlite3.OperationalError):
+    """SQLite: a write through a caller's connection (``conn=``) could not take the database's write
+    lock inside the caller's open transaction, which began deferred (``BEGIN``, or sqlite3's implicit
+    one) and has read. SQLite then refuses at once instead of waiting: another connection wrote
+    since that read, or holds the lock. The fix is the caller's: ``BEGIN IMMEDIATE`` (the write lock
+    is taken before anything is read). A ``sqlite3.OperationalError`` too, for code that catches it;
+    ``__cause__`` is SQLite's own error."""
 
 
 class EngineClosedError(ConveyorError, RuntimeError):

@@ -49,6 +49,8 @@ def _check_suffix(value: Any) -> str | None:
         )
     if "\x00" in value:
         raise ValidationError("worker_suffix", value, "holds a NUL character (\\x00)")
+    if not opt.is_utf8(value):
+        raise ValidationError("worker_suffix", value, "holds a lone surrogate, which is not valid UTF-8")
     return value
 
 
@@ -156,6 +158,8 @@ class JobFilter:
             texts = _tuple_of(name, getattr(self, name), str)
             if any("\x00" in text for text in texts):  # no stored worker or tag holds one
                 raise ValidationError(name, texts, "holds a NUL character (\\x00)")
+            if not all(opt.is_utf8(text) for text in texts):  # nor one a database cannot take
+                raise ValidationError(name, texts, "holds a lone surrogate, which is not valid UTF-8")
             if name == "tags":
                 texts = _normalised_tags(texts)
             object.__setattr__(self, name, texts)

@@ -21,8 +21,10 @@ class JobIds(Sequence[JobId]):
     stored job) on access; a slice is a ``JobIds`` again. It compares equal to a list or a tuple
     holding the same ints (``ids == [1, 2, 3]``), as a list of ``JobId`` values does, and
     concatenates with ``+`` (a ``JobIds``, list or tuple) into a new ``JobIds``. Like a list, and
-    unlike a tuple, it is not hashable. ``tolist()`` gives the ids as plain ints, for a driver or a
-    JSON encoder; a ``JobIds`` also goes into job args as it is (stored as a list of ints).
+    unlike a tuple, it is not hashable. ``tolist()`` gives the ids as plain ints, for a JSON encoder;
+    a ``JobIds`` also goes into job args as it is (stored as a list of ints), and into a psycopg
+    query as a ``bigint[]`` (``_psycopg_ids``), or asyncpg's, SQLAlchemy's or sqlite3's parameters
+    as a sequence of ints.
 
     ``JobIds(iterable)`` takes ints; each ``ExistingJobId`` among them is kept as a conflict."""
 
@@ -37,6 +39,8 @@ class JobIds(Sequence[JobId]):
         builder = JobIdsBuilder()
         builder.extend(ids)
         self._ids, self._conflicts = builder.parts()
+        if not _adapted:
+            _adapt()
 
     @classmethod
     def _adopt(cls, ids: array[int], conflicts: bytearray | None) -> JobIds:
@@ -44,6 +48,8 @@ class JobIds(Sequence[JobId]):
         made = cls.__new__(cls)
         made._ids = ids
         made._conflicts = conflicts
+        if not _adapted:
+            _adapt()
         return made
 
     def _conflict(self, position: int) -> bool:
@@ -208,6 +214,12 @@ class JobIdsBuilder:
         if conflict:
             self._mark(len(self._ids) - 1)
 
+    def put(self, position: int, value: int, *, conflict: bool = False) -> None:
+        """Set the id at ``position`` (added already: a placeholder until the insert knows it)."""
+        self._ids[position] = value
+        if conflict:
+            self._mark(position)
+
     def _mark(self, position: int) -> None:
         self._conflicts = _set_bit(bytearray() if self._conflicts is None else self._conflicts, position)
 
@@ -242,3 +254,27 @@ def plain_ids(ids: Iterable[int]) -> list[int]:
     """``ids`` as a list of plain ints, for a driver: psycopg chooses an array's element type by
     each value's type and size, and refuses a list that mixes ``JobId`` values and ints."""
     return ids.tolist() if isinstance(ids, JobIds) else [int(i) for i in ids]
+
+
+def id_array(ids: JobIds) -> array[int]:
+    """The ids of ``ids`` as they are stored (8 bytes each): read them, never change them."""
+    return ids._ids
+
+
+#: Whether psycopg can take a ``JobIds`` as a parameter (``_psycopg_ids``).
+_adapted = False
+
+
+def _adapt() -> None:
+    """Register ``JobIds``' psycopg dumpers if psycopg is imported (checked as each ``JobIds`` is
+    made, until then: a dictionary lookup; importing psycopg for an application that does not use
+    it would cost more than the rest of ``import conveyor``)."""
+    global _adapted
+    if "psycopg" in sys.modules:
+        from conveyor import _psycopg_ids
+
+        _psycopg_ids.register()
+        _adapted = True
+
+
+_adapt()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import MappingProxyType
@@ -195,6 +195,23 @@ def _with_lock(meta_json: bytes, lock: str) -> bytes:
     """The stored meta of a job with an ordered lock: the caller's, with ``lock_key`` last."""
     marker = orjson.dumps({"lock_key": lock})
     return marker if meta_json == b"{}" else meta_json[:-1] + b"," + marker[1:]
+
+
+def check_requests(requests: Any) -> None:
+    """Refuse what is not an iterable of requests (each one is checked as an insert takes it): a
+    string, bytes or a mapping too, whose letters or keys would be offered as jobs."""
+    if isinstance(requests, str | bytes | bytearray | Mapping) or not isinstance(requests, Iterable):
+        raise ValidationError(
+            "requests",
+            requests,
+            "must be an iterable of JobRequest values (from my_job.new(...)), e.g. a list, or a Workflow",
+        )
+
+
+def request_stream(requests: Any) -> Iterator[Any]:
+    """An iterator over ``requests``, checked by ``check_requests``."""
+    check_requests(requests)
+    return iter(requests)
 
 
 def check_option_names(options: Mapping[str, Any], allowed: tuple[str, ...] = ENQUEUE_OPTIONS) -> None:

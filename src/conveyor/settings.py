@@ -80,6 +80,15 @@ class Settings:
     #: ``hot_session`` in ``engine/postgres/core.py``. Inserts and every other statement always keep
     #: the database's own setting.
     synchronous_commit: bool = True
+    #: PostgreSQL: what sits between Conveyor and the server (guides/poolers.md). "transaction": a
+    #: pooler that hands out server sessions per transaction (PgBouncer's pool_mode=transaction,
+    #: RDS Proxy, Supavisor): no prepared statements, no session settings, LISTEN on ``listen_url``
+    #: or polling. "session" or "none": everything as on a direct connection. "auto": find out
+    #: when the engine opens (a pooler found is treated as a transaction pooler, with a warning).
+    pooler: str = "auto"
+    #: PostgreSQL: a URL that reaches the server directly, for LISTEN (notifications) when
+    #: ``database_url`` goes through a transaction pooler. None: LISTEN on ``database_url``.
+    listen_url: str | None = None
     #: Modules to import at start so their jobs resolve (``conveyor start --import``). Their
     #: ``@job(cron=...)`` jobs join the crontab.
     imports: tuple[str, ...] = ()
@@ -104,6 +113,11 @@ class Settings:
     #: the instance name defaults to oban-py's ``Oban`` (leadership, signals, producer rows), and a
     #: Conveyor node takes the lease from an oban-py leader, so rescue follows heartbeats, never age.
     mixed_fleet: bool = False
+    #: Seconds a job that does not fit this node's code (its worker cannot be imported here, or its
+    #: args do not fit the function) is snoozed and offered to every node again, its reason recorded
+    #: in ``errors`` each time, before it is discarded: the span of a rolling deploy, where old and
+    #: new code run side by side. Counted from its first misfit; 0 discards such a job at once.
+    unfit_job_patience: float = 900.0
     rescue_interval: float = 5.0
     #: Executing jobs with no producer row at all are rescued after this long (the backstop).
     rescue_backstop: float = 3600.0
@@ -132,6 +146,7 @@ class Settings:
         # Spelled as given ("debug", "JSON"), kept in one spelling.
         object.__setattr__(self, "log_level", self.log_level.upper())
         object.__setattr__(self, "log_format", self.log_format.lower())
+        object.__setattr__(self, "pooler", self.pooler.lower())
         if self.producer_timeout <= self.heartbeat_interval:
             raise ValidationError(
                 "producer_timeout", self.producer_timeout, "must be longer than heartbeat_interval"
@@ -199,6 +214,7 @@ DURATIONS = POSITIVE_DURATIONS | {
     "ack_max_delay",
     "prune_max_age",
     "progress_interval",
+    "unfit_job_patience",
 }
 #: The longest duration accepted (100 years); longer ones overflow timers and timestamps.
 MAX_DURATION = opt.MAX_DELAY_SECONDS
@@ -213,6 +229,8 @@ UNSET_FROM_TEXT = frozenset({"prune_keep_per_queue", "prune_max_rows", "foreign_
 MAX_COUNT = 2**31 - 1
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")
+#: The values of ``pooler`` (see ``engine/postgres/pooler.py``).
+POOLER_MODES = ("auto", "none", "session", "transaction")
 #: Names other nodes see (the node's, the instance's): text without control characters.
 MAX_NAME_LENGTH = 255
 
@@ -249,9 +267,12 @@ def check_setting(name: str, value: Any) -> None:
             raise ValidationError(
                 name, value, f"must be at most {MAX_NAME_LENGTH} characters, without control characters"
             )
-    elif name == "database_url":
+    elif name in ("database_url", "listen_url"):
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise ValidationError(name, value, "must be a non-empty URL string")
+    elif name == "pooler":
+        if not isinstance(value, str) or value.lower() not in POOLER_MODES:
+            raise ValidationError(name, value, f"must be one of {', '.join(POOLER_MODES)}")
     elif name == "imports":
         if not isinstance(value, tuple) or not all(isinstance(m, str) and m.strip() for m in value):
             raise ValidationError(name, value, "must be a list of module names")
@@ -275,25 +296,36 @@ def parse_crontab(value: Any) -> tuple[CronEntry, ...]:
     """Entries as ``CronEntry`` values, ``(expression, job[, args])`` tuples, or mappings with
     expression, worker (a @job/@worker or its name), and optional args, timezone, name, backfill,
     and job options."""
-    entries = []
-    for item in value:
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        raise ValidationError("crontab", value, "must be a list of cron entries")
+    entries = [_crontab_entry(index, item) for index, item in enumerate(value)]
+    names = [e.name for e in entries]
+    if len(names) != len(set(names)):
+        raise ValidationError("crontab", names, "two entries have the same name; give them distinct names")
+    return tuple(entries)
+
+
+def _crontab_entry(index: int, item: Any) -> CronEntry:
+    """One entry of ``parse_crontab``; its errors name the entry and the field
+    (``crontab[2].timezone``)."""
+    try:
         if isinstance(item, CronEntry):
-            entries.append(item)
-        elif isinstance(item, tuple | list) and 2 <= len(item) <= 3:
-            entries.append(CronEntry.build(*item))
-        elif isinstance(item, Mapping):
+            return item
+        if isinstance(item, tuple | list) and 2 <= len(item) <= 3:
+            return CronEntry.build(*item)
+        if isinstance(item, Mapping):
             spec = dict(item)
             try:
                 expression, target = spec.pop("expression"), spec.pop("worker")
             except KeyError as exc:
                 raise ValidationError("crontab", item, f"an entry needs {exc.args[0]!r}") from None
-            entries.append(CronEntry.build(expression, target, spec.pop("args", None), **spec))
-        else:
-            raise ValidationError("crontab", item, "entries are (expression, job, args) or mappings")
-    names = [e.name for e in entries]
-    if len(names) != len(set(names)):
-        raise ValidationError("crontab", names, "two entries have the same name; give them distinct names")
-    return tuple(entries)
+            if not all(isinstance(key, str) for key in spec):
+                raise ValidationError("crontab", item, "an entry's keys are field names (strings)")
+            return CronEntry.build(expression, target, spec.pop("args", None), **spec)
+        raise ValidationError("crontab", item, "entries are (expression, job, args) or mappings")
+    except ValidationError as exc:
+        field = f"crontab[{index}]" if exc.field == "crontab" else f"crontab[{index}].{exc.field}"
+        raise ValidationError(field, exc.value, exc.problem) from None
 
 
 def _from_text(name: str, text: str) -> Any:

@@ -4,8 +4,12 @@ transaction, and from many processes at the same moment."""
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
+import random
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +19,7 @@ from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 from tests.conformance import unique_procs
-from tests.conformance.conftest import ADDRESSES
+from tests.conformance.conftest import ADDRESSES, CALLER_CONNECTIONS, ENGINES, release_schema
 from tests.conformance.contract import T0, WORKER, fetch, job
 
 ONCE: dict[str, Any] = {"period": None}
@@ -222,6 +226,48 @@ async def test_retrying_two_twins_at_once_never_fails(any_engine: Engine) -> Non
     assert await any_engine.retry_jobs(JobFilter(ids=(a, b)), now=T0) == [a, b]
 
 
+@pytest.mark.parametrize("commit", [True, False], ids=["twin-committed", "twin-rolled-back"])
+async def test_a_retry_meeting_a_twin_in_an_open_transaction_gives_way(
+    engine_name: str, any_engine: Engine, commit: bool
+) -> None:
+    """The retry waits for the transaction inserting the twin (as another insert of it would), then
+    gives way if it committed, or keeps the key if it rolled back; never an error."""
+    (old,) = await insert(any_engine, ureq(ONCE))
+    await any_engine.cancel_jobs(JobFilter(ids=(old,)), now=T0)
+    caller = await CALLER_CONNECTIONS[engine_name](any_engine)
+    try:
+        (twin,) = await any_engine.insert([ureq(ONCE)], conn=caller, now=T0)
+        retry = asyncio.create_task(any_engine.retry_jobs(JobFilter(ids=(old,)), now=T0))
+        await asyncio.sleep(0.3)  # the retry meets the twin's uncommitted key meanwhile
+        assert not retry.done()
+        await (caller.commit() if commit else caller.rollback())
+        assert await asyncio.wait_for(retry, 30) == [old]
+    finally:
+        await caller.close()
+    retried = await job(any_engine, old)
+    assert retried.state is JobState.AVAILABLE
+    assert ("uniq_key" in retried.meta) is not commit
+    (again,) = await insert(any_engine, ureq(ONCE))
+    assert again == (twin if commit else old) and again.conflict  # type: ignore[attr-defined]
+
+
+async def test_retries_racing_inserts_of_their_twins_never_fail(any_engine: Engine) -> None:
+    """Retries of unique jobs and inserts of their twins at the same moment: every call succeeds,
+    and one job at most holds each key."""
+    keys = 20
+    old = await insert(any_engine, *(ureq(ONCE, args={"n": n}) for n in range(keys)))
+    await any_engine.cancel_jobs(JobFilter(ids=tuple(old)), now=T0)
+    calls = [any_engine.retry_jobs(JobFilter(ids=(job_id,)), now=T0) for job_id in old]
+    calls += [any_engine.insert([ureq(ONCE, args={"n": n})], now=T0) for n in range(keys)]
+    order = list(range(len(calls)))
+    random.Random(7).shuffle(order)
+    results = await asyncio.gather(*(calls[i] for i in order), return_exceptions=True)
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    jobs = await any_engine.list_jobs(JobFilter(limit=1000))
+    holding = [j.meta["uniq_key"] for j in jobs if "uniq_key" in j.meta]
+    assert keys <= len(jobs) <= 2 * keys and len(holding) == len(set(holding)) == keys
+
+
 async def test_snoozing_a_debounced_job_while_a_twin_waits(any_engine: Engine) -> None:
     debounce = {"period": None, "states": "scheduled"}
     (running,) = await insert(any_engine, ureq(debounce, scheduled_at=T0 - timedelta(seconds=1)))
@@ -257,6 +303,94 @@ async def test_processes_inserting_the_same_jobs_at_once_make_each_once(
     assert all(isinstance(c, int) for c in created), created
     assert sum(created) == jobs  # every job made by exactly one process
     assert await count(any_engine) == jobs
+
+
+# -- concurrent batches in different orders ---------------------------------------------------------
+@pytest.fixture
+async def writers(engine_name: str, tmp_path: Path) -> AsyncIterator[list[Engine]]:
+    """Six open engines on one installed database: six writers with pools of their own."""
+    schemas: list[str] = []
+    engines = [ENGINES[engine_name](tmp_path, schemas) for _ in range(6)]
+    try:
+        for engine in engines:
+            await engine.open()
+        await engines[0].install()
+        yield engines
+    finally:
+        for engine in engines:
+            await engine.close()
+        for schema in schemas:
+            release_schema(schema)
+
+
+def shuffled(round_: int, size: int, *, seed: int, plain: Sequence[JobRequest] = ()) -> list[JobRequest]:
+    """Round ``round_``'s unique requests (each set of keys used by two rounds: new, then stored),
+    with ``plain`` ones among them, in an order of the writer's own."""
+    first = round_ // 2 * size
+    batch = [ureq(ONCE, args={"n": n}) for n in range(first, first + size)] + list(plain)
+    random.Random(round_ * 100 + seed).shuffle(batch)
+    return batch
+
+
+@pytest.mark.parametrize("size", [20, 700], ids=["statement", "copy-sized"])
+async def test_concurrent_batches_in_any_order_make_conflicts_never_deadlocks(
+    writers: list[Engine], size: int
+) -> None:
+    """Writers insert the same unique jobs in batches shuffled differently, at once: new keys, then
+    keys stored already; every batch succeeds and each key is one row. (Keys are claimed in one
+    order, whatever the batch's; plain requests in between make a COPY-sized batch several
+    statements.)"""
+    rounds = 4
+    for round_ in range(rounds):
+        plain = [JobRequest(WORKER, args={"plain": n}) for n in range(size // 10)]
+        batches = [shuffled(round_, size, seed=w, plain=plain) for w in range(len(writers))]
+
+        async def write(engine: Engine, batch: list[JobRequest]) -> list[int]:
+            ids = await engine.insert(batch, now=T0)
+            return [i for r, i in zip(batch, ids, strict=True) if r.unique is not None]
+
+        results = await asyncio.gather(
+            *(write(engine, batch) for engine, batch in zip(writers, batches, strict=True)),
+            return_exceptions=True,
+        )
+        errors = [r for r in results if isinstance(r, BaseException)]
+        assert not errors, errors
+        made = [i for ids in results for i in ids if not getattr(i, "conflict", False)]  # type: ignore[union-attr]
+        assert len(made) == (size if round_ % 2 == 0 else 0)
+    stored = await writers[0].list_jobs(JobFilter(limit=10_000))
+    unique = [j for j in stored if "uniq_key" in j.meta]
+    assert len(unique) == len({j.meta["uniq_key"] for j in unique}) == rounds // 2 * size
+
+
+async def test_concurrent_caller_transactions_in_any_order_make_conflicts_never_deadlocks(
+    engine_name: str, writers: list[Engine]
+) -> None:
+    """The same inside callers' transactions, each holding its keys until it commits: the batches
+    wait for one another instead of deadlocking."""
+    engine = writers[0]
+    size, rounds = 20, 4
+    callers = [await CALLER_CONNECTIONS[engine_name](engine) for _ in range(6)]
+    try:
+        for round_ in range(rounds):
+            batches = [shuffled(round_, size, seed=w) for w in range(len(callers))]
+
+            async def write(conn: Any, batch: list[JobRequest]) -> list[int]:
+                ids = await engine.insert(batch, now=T0, conn=conn)
+                await conn.commit()
+                return list(ids)
+
+            results = await asyncio.gather(
+                *(write(conn, batch) for conn, batch in zip(callers, batches, strict=True)),
+                return_exceptions=True,
+            )
+            errors = [r for r in results if isinstance(r, BaseException)]
+            assert not errors, errors
+            made = [i for ids in results for i in ids if not getattr(i, "conflict", False)]  # type: ignore[union-attr]
+            assert len(made) == (size if round_ % 2 == 0 else 0)
+    finally:
+        for conn in callers:
+            await conn.close()
+    assert await count(engine) == rounds // 2 * size
 
 
 # -- bad input -------------------------------------------------------------------------------------------
@@ -309,6 +443,21 @@ async def test_a_conflict_replaces_the_chosen_fields_for_the_stored_jobs_state(a
     assert job_now.meta["m"] == 2 and job_now.meta["uniq_key"].startswith("cv1:")  # markers kept
     (third,) = await insert(any_engine, ureq(REPLACING, args={"v": 3}))
     assert third == stored  # still unique after the replace
+
+
+async def test_a_conflict_in_a_large_batch_replaces_once(any_engine: Engine) -> None:
+    """A COPY-sized batch on PostgreSQL holds its unique requests back until its end: the first one
+    with the key still replaces the stored job's fields, and a later twin only gets its id."""
+    (stored,) = await insert(any_engine, ureq(REPLACING, args={"v": 1}))
+    batch = [JobRequest(WORKER, args={"plain": i}) for i in range(300)]
+    batch.insert(150, ureq(REPLACING, args={"v": 2}, priority=2))
+    batch.insert(250, ureq(REPLACING, args={"v": 3}, priority=3))
+    ids = await any_engine.insert(batch, now=T0)
+    assert ids[150] == ids[250] == stored and ids[150].conflict and ids[250].conflict
+    job_now = await job(any_engine, stored)
+    assert job_now.args == {"v": 2} and job_now.priority == 2
+    new_ids = [i for i in ids if not i.conflict]
+    assert len(new_ids) == 300 and new_ids == sorted(new_ids)
 
 
 async def test_a_scheduled_job_takes_the_new_time(any_engine: Engine) -> None:

@@ -196,6 +196,23 @@ async def test_a_batch_with_failures_runs_its_exhausted_and_discarded_callbacks(
     assert found["on_completed"] is JobState.CANCELLED and found["on_cancelled"] is JobState.CANCELLED
 
 
+async def test_a_cancelled_batch_runs_its_cancelled_and_exhausted_callbacks_once(
+    fleet: list[Conveyor],
+) -> None:
+    jobs.CALLBACKS.clear()
+    batch = Batch(**callbacks()).add_many(jobs.flow_step.new(label=f"slow{n}", pause=30) for n in range(3))
+    await fleet[0].enqueue_many(batch)
+    deadline = asyncio.get_running_loop().time() + 10
+    while sum(event == "start" for _, event in jobs.FLOW_LOG) < 3:
+        assert asyncio.get_running_loop().time() < deadline, jobs.FLOW_LOG
+        await asyncio.sleep(0.02)
+    await fleet[2].cancel_workflow(batch.id)
+    found = await until_finished(fleet[0], batch.id)
+    counts = {"completed": 0, "cancelled": 3, "discarded": 0, "deleted": 0}
+    assert sorted(jobs.CALLBACKS) == [("on_cancelled", counts), ("on_exhausted", counts)]
+    assert found["on_completed"] is JobState.CANCELLED and found["on_discarded"] is JobState.CANCELLED
+
+
 def test_bad_batches_are_refused() -> None:
     with pytest.raises(ValidationError, match="batch"):
         Batch().workflow()

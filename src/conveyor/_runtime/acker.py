@@ -5,7 +5,11 @@ Two kinds of failure are told apart (``Engine.is_transient``). A transient one (
 away, busy or restarting) retries the same batch with a growing pause. Any other means the statement
 refused something in the batch: the batch is split in halves until the ack at fault stands alone,
 so every other ack is written at once. The ack at fault is then replaced by a fallback that records
-why (see ``fallback_acks``); one bad ack never holds back the others.
+why (see ``fallback_acks``); one bad ack never holds back the others. When even the last fallback,
+fixed text, is refused, the cause is not the ack's data but the statement or the database (a schema
+being replaced, a read-only server, a pooler's error): the ack is kept and tried again after a
+pause, for as long as it takes. Dropping it would let the heartbeat give back a job that finished,
+and run it again.
 """
 
 from __future__ import annotations
@@ -223,8 +227,20 @@ class Acker:
             refused = await self._attempt([fallback])
             if refused is None:
                 return
-        # The job stays executing until its own node's heartbeat gives it back as a lost claim.
-        log.error("no ack of job %s could be written (%r); it will be given back", ack.job_id, refused)
+        # Refused whatever it carries: the ack stays held (the job counts as running, so nothing
+        # gives it back) and is tried again, as given first, until the cause passes.
+        failures = 0
+        while True:
+            delay = RETRY_DELAYS[min(failures, len(RETRY_DELAYS) - 1)]
+            failures += 1
+            log.error(
+                "no ack of job %s could be written (%r); trying again in %.2fs", ack.job_id, refused, delay
+            )
+            await asyncio.sleep(delay)
+            for candidate in (ack, *fallback_acks(ack, refused, self.clock.now())):
+                refused = await self._attempt([candidate])
+                if refused is None:
+                    return
 
     async def _attempt(self, batch: Sequence[Ack]) -> Exception | None:
         """Write ``batch``, retrying while failures are transient; return a refusal, else None."""

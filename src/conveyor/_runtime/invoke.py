@@ -8,11 +8,11 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
+from conveyor._runtime.unfit import ArgsDoNotFit
 from conveyor.arguments import ArgumentError
 from conveyor.context import JobContext, bind, unbind
 from conveyor.definition import JobDefinition
 from conveyor.job import Job
-from conveyor.outcomes import Discard
 
 
 class BaseExceptionRaised(Exception):
@@ -35,8 +35,8 @@ def start_call(definition: JobDefinition, job: Job) -> Any:
         return definition.target().process(job)
     try:
         args = definition.call_args(job.args)
-    except ArgumentError as exc:  # no attempt can do better: end the job now, saying why
-        raise Discard(str(exc)) from None
+    except ArgumentError as exc:  # made for other code: the runner offers it to other nodes
+        raise ArgsDoNotFit(str(exc)) from None
     return definition.target(**args)
 
 

@@ -94,8 +94,8 @@ def _level(job: Job, ack: Ack | None, error: BaseException | None) -> int | None
     logged where they are caught)."""
     if ack is None:
         return logging.INFO if _released(error) else None
-    if ack.state is JobState.RETRYABLE:
-        return logging.WARNING
+    if ack.state is JobState.RETRYABLE or (ack.state is JobState.SCHEDULED and error is not None):
+        return logging.WARNING  # a failed attempt, or a job this node's code does not fit
     if ack.state is JobState.DISCARDED:
         # A failure with no attempts left, or a row that cannot be read: the job is lost, unlike a
         # ``Discard`` the code chose.
@@ -145,6 +145,8 @@ def _log(level: int, fields: dict[str, Any], ack: Ack | None) -> None:
     wait = ack.schedule_in if ack is not None and ack.schedule_in is not None else 0.0
     if outcome == "completed":
         text = f"{head} {took}, queued {_seconds(fields['queue_time'])} ({attempt})"
+    elif outcome == "snoozed" and error is not None:  # it does not fit this node's code
+        text = f"{head} for {_seconds(wait)} ({attempt} not spent): {error}"
     elif outcome == "snoozed":
         text = f"{head} for {_seconds(wait)} ({attempt}, {took})"
     elif outcome == "retryable":

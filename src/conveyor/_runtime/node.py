@@ -69,7 +69,13 @@ class Node:
         self.processes = ProcessPool(settings.processes)
         self.resolver = resolver
         self.runner = JobRunner(
-            resolver, telemetry, threads=self.threads, processes=self.processes, clock=clock, app=app
+            resolver,
+            telemetry,
+            threads=self.threads,
+            processes=self.processes,
+            clock=clock,
+            app=app,
+            unfit_patience=settings.unfit_job_patience,
         )
         self.acker = Acker(
             engine,

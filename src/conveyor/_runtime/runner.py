@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import math
 import traceback
@@ -20,12 +21,13 @@ from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor._runtime.invoke import call_async, call_blocking
 from conveyor._runtime.job_report import JobReport
 from conveyor._runtime.process_pool import ProcessPool, RemoteError
+from conveyor._runtime.unfit import UNFIT_SINCE, ArgsDoNotFit, unfit_ack
 from conveyor.acks import Ack, error_entry
 from conveyor.backoff import default_backoff
 from conveyor.context import JobContext
 from conveyor.current_app import bind_app, unbind_app
 from conveyor.definition import ExecutorKind, JobDefinition
-from conveyor.errors import ConveyorError
+from conveyor.errors import ConveyorError, WorkerNotFoundError
 from conveyor.inbox import AWAITING, AwaitSignal
 from conveyor.job import Job, JobState
 from conveyor.outcomes import Cancel, Discard, Outcome, Record, Snooze
@@ -60,8 +62,12 @@ class JobRunner:
         clock: Clock = SYSTEM_CLOCK,
         app: Any = None,
         reraise: bool = False,
+        unfit_patience: float = 0.0,
     ) -> None:
         self.resolver = resolver
+        #: Seconds a job that does not fit this node's code (worker not importable, args not fitting)
+        #: is offered to the fleet again before it is discarded (``Settings.unfit_job_patience``).
+        self.unfit_patience = unfit_patience
         #: The app whose node runs the jobs: their current app (``send.enqueue`` in a job uses it).
         self.app = app
         #: Let a job's exception out of ``run`` instead of turning it into a failed ack (testing's
@@ -115,7 +121,11 @@ class JobRunner:
         try:
             if job.unreadable is not None:
                 raise UnreadableRow(job.unreadable)
-            definition = self.resolver.resolve(job.worker)
+            try:
+                definition = self.resolver.resolve(job.worker)
+            except WorkerNotFoundError as exc:  # another node's code may know it (a rolling deploy)
+                # drain_queue(with_safety=False) lets it out, as it lets a job's own error out.
+                return self._settled(job, self._unfit(job, str(exc))), exc, self.reraise
             kind = self.executor_for(definition, queue_default)
             context.executor = kind.value
             value = await self._execute(definition, kind, context)
@@ -126,6 +136,9 @@ class JobRunner:
             # Cancelled on request, or the job's code raised CancelledError of its own accord (an
             # error like any other).
             ack = self._cancelled(job, context) if context.cancel_requested else self._failed(job, exc)
+            error = exc
+        except ArgsDoNotFit as exc:  # the args were made for other code (a rolling deploy)
+            ack = self._unfit(job, exc.reason)
             error = exc
         except Outcome as outcome:
             ack = self._outcome(job, outcome)
@@ -146,8 +159,16 @@ class JobRunner:
     @staticmethod
     def _settled(job: Job, ack: Ack) -> Ack:
         if isinstance(job.meta.get(AWAITING), dict) and not (ack.meta and AWAITING in ack.meta):
-            return with_meta(ack, {AWAITING: None})  # it waits for a signal no more
+            ack = with_meta(ack, {AWAITING: None})  # it waits for a signal no more
+        if job.meta.get(UNFIT_SINCE) is not None and not (ack.meta and UNFIT_SINCE in ack.meta):
+            ack = with_meta(ack, {UNFIT_SINCE: None})  # it fit here: a later misfit waits afresh
         return ack
+
+    def _unfit(self, job: Job, reason: str) -> Ack:
+        """A job this node's code cannot run: offered to the fleet again until its patience is
+        spent, then discarded (see ``_runtime/unfit.py``)."""
+        entry = functools.partial(self._error, job)
+        return unfit_ack(job, reason, now=self.clock.now(), patience=self.unfit_patience, entry=entry)
 
     async def _execute(self, definition: JobDefinition, kind: ExecutorKind, context: JobContext) -> Any:
         """Run the job on its executor, within its timeout on the node's clock (every executor

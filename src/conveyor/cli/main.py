@@ -16,9 +16,11 @@ from conveyor.cli.cron import cron
 from conveyor.cli.dashboard import dashboard
 from conveyor.cli.fleet import pause, queues, resume, scale, stop
 from conveyor.cli.jobs import job_detail, jobs, signal_job, wait_job
+from conveyor.cli.migration_plan import migration_plan
 from conveyor.cli.prune import prune
 from conveyor.cli.start import start
 from conveyor.cli.stats import stats
+from conveyor.engine._migrations import LATEST_VERSION
 from conveyor.engines import engine_from_url, install_sql
 from conveyor.errors import ConveyorError
 from conveyor.settings import load_settings
@@ -113,13 +115,29 @@ def install(dsn: str | None, prefix: str | None, config_file: str | None, print_
 @DSN_OPTION
 @PREFIX_OPTION
 @CONFIG_OPTION
-def migrate(dsn: str | None, prefix: str | None, config_file: str | None) -> None:
+@click.option("--dry-run", is_flag=True, help="Print which migrations would run, and how, changing nothing.")
+def migrate(dsn: str | None, prefix: str | None, config_file: str | None, dry_run: bool) -> None:
     """Apply the migrations that are missing (same as install on an existing schema)."""
     dsn, prefix = schema_target(dsn, prefix, config_file)
-    state = inspect_database(dsn, prefix, create=True)
-    before, after = state.version, run_blocking(_migrate(dsn, prefix))
-    repaired = f" ({_recreated(state)})" if state.missing else ""
-    click.echo(f"schema {prefix!r}: version {before or 'absent'} -> {after}{repaired}")
+    state = inspect_database(dsn, prefix, create=not dry_run)
+    if dry_run:
+        click.echo(run_blocking(migration_plan(dsn, prefix, state)))
+        return
+    if state.missing:
+        click.echo(
+            f"schema {prefix!r} at version {state.version} lacks {', '.join(state.missing)}: recreating them"
+        )
+    elif state.version != LATEST_VERSION:
+        count = LATEST_VERSION - (state.version or 0)
+        click.echo(
+            f"schema {prefix!r}: version {state.version or 'absent'} → {LATEST_VERSION}: "
+            f"applying {count} migration{'s' if count != 1 else ''}"
+        )
+    after = run_blocking(_migrate(dsn, prefix))
+    if state.version == after and not state.missing:
+        click.echo(f"schema {prefix!r} already at version {after}")
+    else:
+        click.echo(f"schema {prefix!r} now at version {after}")
 
 
 async def _uninstall(dsn: str | None, prefix: str) -> None:

@@ -37,6 +37,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "fleet_limits"),
     Migration(8, "workflows"),
     Migration(9, "job_stats"),
+    Migration(10, "workflow_step_names"),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -178,7 +178,14 @@ class Engine(Protocol):
         ``scheduled_at`` = now, ``completed_at``/``cancelled_at``/``discarded_at`` cleared,
         ``attempt`` and ``errors`` kept, and ``max_attempts`` raised to ``attempt + 1`` if the job
         had used them all up (one more try). With ``criteria.limit``, the lowest ids go first.
-        Return the ids retried, ascending; notify "insert" once per queue among them."""
+        Return the ids retried, ascending; notify "insert" once per queue among them.
+
+        A workflow step with dependencies never goes on before they finish: a ``suspended`` one is
+        left alone (it waits already); any other is held ``suspended`` instead, in the same
+        statement or transaction as the rest, then settled (``settle_steps``) once that is written:
+        it goes on at once if its dependencies completed, waits if one is unfinished (a dependency
+        this call retried too), or is cancelled again by its policy if one stays failed, and then
+        is not among the ids returned."""
 
     async def delete_jobs(self, criteria: JobFilter, *, conn: Any = None) -> list[int]:
         """Delete every matching job that is not executing (its node still owns it); with

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -17,8 +18,10 @@ from psycopg_pool import AsyncConnectionPool
 from conveyor._options import check_prefix
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.postgres import foreign, schema
+from conveyor.engine.postgres import pooler as poolers
 from conveyor.engine.postgres.connect import connect_once
 from conveyor.engine.postgres.inserter import Inserter
+from conveyor.engine.postgres.pool import LivePool
 from conveyor.engine.postgres.rows import read_jobs, salvage_rows
 from conveyor.errors import EngineClosedError, SchemaError, ValidationError
 from conveyor.job import Job
@@ -57,10 +60,14 @@ class _JsonTextLoader(Loader):
     load = staticmethod(orjson.loads)  # type: ignore[assignment]
 
 
-async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
+def _json_loaders(conn: psycopg.AsyncConnection[Any]) -> None:
     set_json_loads(orjson.loads, conn)  # binary format, should a statement ask for it
     conn.adapters.register_loader("json", _JsonTextLoader)
     conn.adapters.register_loader("jsonb", _JsonTextLoader)
+
+
+async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
+    _json_loaders(conn)
     # Job times come back as timestamptz (job_columns.sql); in a UTC session psycopg hands them over
     # with datetime.UTC attached. Every statement reads the clock as timezone('UTC', now()), so the
     # session zone changes nothing else.
@@ -144,13 +151,25 @@ class PostgresCore:
         min_connections: int = 1,
         max_connections: int = 10,
         synchronous_commit: bool = True,
+        pooler: str = "auto",
+        listen_url: str | None = None,
     ) -> None:
         if not isinstance(synchronous_commit, bool):
             problem = "must be true or false (a boolean, not a string or number)"
             raise ValidationError("synchronous_commit", synchronous_commit, problem)
+        if listen_url is not None and (not isinstance(listen_url, str) or not listen_url.strip()):
+            raise ValidationError("listen_url", listen_url, "must be a non-empty URL string")
         self.dsn = dsn
-        #: The hot pool's session settings (``hot_session``).
+        #: Where LISTEN connects: a direct URL when ``dsn`` goes through a transaction pooler.
+        self.listen_url = listen_url
+        #: The pooler setting as given (``pooler.MODES``), and whether the engine treats the
+        #: connection as a transaction pooler's (known for "auto" once open).
+        self.pooler = poolers.check_pooler(pooler)
+        self.transaction_pooled = self.pooler == "transaction"
+        #: The hot pool's session settings (``hot_session``), or with a transaction pooler the
+        #: ones its fetches and acks set per transaction (``pooler.hot_settings``).
         self.hot_session = hot_session(synchronous_commit=synchronous_commit)
+        self._pooled_hot = poolers.hot_settings(synchronous_commit=synchronous_commit)
         self.prefix = check_prefix(prefix)
         self.sql = SqlFiles(schema.SQL_PACKAGE, prefix)
         self.insert_channel = channel(prefix, "insert")
@@ -191,7 +210,12 @@ class PostgresCore:
         if not self._opened:
             # Fail in seconds, with the server's reason, when the database cannot be reached at all.
             probe = await connect_once(self.dsn)
-            await probe.close()
+            try:
+                if self.pooler == "auto" and await poolers.detect(probe):
+                    log.warning(poolers.detected_warning())
+                    self.transaction_pooled = True
+            finally:
+                await probe.close()
             await self._pool.open(wait=True)
             await self._hot_pool.open()
             self._opened = True
@@ -223,24 +247,32 @@ class PostgresCore:
         self._pool, self._hot_pool = self._new_pools()
 
     def _new_pools(self) -> tuple[AsyncConnectionPool, AsyncConnectionPool]:
-        pool = AsyncConnectionPool(
+        # The callbacks look at transaction_pooled on every connection: "auto" learns it when the
+        # engine opens, and the first pooler error met at run time (``pooler_error``) sets it.
+        # LivePool: a connection the server closed while it sat idle is never handed out.
+        watched = poolers.watched_connection(self.pooler_error)
+        pool = LivePool(
             self.dsn,
             min_size=self._min_connections,
             max_size=self._max_connections,
             kwargs={"autocommit": True},
-            configure=_configure,
+            connection_class=watched,
+            configure=self._configure,
+            reset=self._reset,
             open=False,
             name=f"conveyor-{self.prefix}",
             reconnect_timeout=RECONNECT_TIMEOUT,
             reconnect_failed=_reconnect_again,
         )
-        hot_pool = AsyncConnectionPool(
+        hot_pool = LivePool(
             self.dsn,
             min_size=0,
             max_size=self._max_connections,
             # Prepared at once: these two statements are the whole workload of these sessions.
             kwargs={"autocommit": True, "prepare_threshold": 0},
-            configure=functools.partial(_configure_hot, session=self.hot_session),
+            connection_class=watched,
+            configure=functools.partial(self._configure, hot=True),
+            reset=self._reset,
             open=False,
             name=f"conveyor-{self.prefix}-hot",
             reconnect_timeout=RECONNECT_TIMEOUT,
@@ -248,11 +280,51 @@ class PostgresCore:
         )
         return pool, hot_pool
 
+    async def _configure(self, conn: psycopg.AsyncConnection[Any], *, hot: bool = False) -> None:
+        """A new connection of either pool (``hot``): see ``_configure`` and ``_configure_hot``;
+        through a transaction pooler, the same loaders and no session state (``pooler.configure``)."""
+        if not self.transaction_pooled:
+            await (_configure_hot(conn, session=self.hot_session) if hot else _configure(conn))
+        else:
+            _json_loaders(conn)
+            poolers.configure(conn)
+
+    async def _reset(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        # A connection made before a pooler error revealed the pooler prepares nothing more.
+        if self.transaction_pooled:
+            conn.prepare_threshold = None
+
+    def pooler_error(self, exc: BaseException) -> None:
+        """A statement failed as session state fails through a transaction pooler: from now on,
+        prepare nothing and set nothing on new sessions (see ``pooler.RUNTIME_WARNING``)."""
+        if not self.transaction_pooled:
+            self.transaction_pooled = True
+            log.warning(poolers.RUNTIME_WARNING, exc)
+
     @property
     def pool(self) -> AsyncConnectionPool:
         if not self._opened:
             raise EngineClosedError("the PostgreSQL engine is not open; call await engine.open()")
         return self._pool
+
+    async def set_local(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Inside a transaction of the hot path: through a transaction pooler, apply what
+        ``pooled_hot_settings`` keeps with ``SET LOCAL`` (they end with the transaction, on
+        whichever server session it ran). Otherwise the sessions have them already: nothing."""
+        if self.transaction_pooled and self._pooled_hot:
+            setting = "; ".join(f"SET LOCAL {name} = {value}" for name, value in self._pooled_hot.items())
+            await conn.execute(setting.encode(), prepare=False)
+
+    @contextlib.asynccontextmanager
+    async def hot_transaction(self, conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
+        """Around one fetch or ack: a transaction with ``set_local`` where it has settings to
+        apply, else nothing (the statement commits by itself, one round trip)."""
+        if not (self.transaction_pooled and self._pooled_hot):
+            yield
+            return
+        async with conn.transaction():
+            await self.set_local(conn)
+            yield
 
     @property
     def hot_pool(self) -> AsyncConnectionPool:

@@ -8,10 +8,11 @@ from typing import Any
 
 from conveyor._options import check_queues
 from conveyor.engine import _payloads as payloads
+from conveyor.engine._step_names import step_names_kept
 from conveyor.engine.base import NotificationHandler
-from conveyor.engine.postgres import faults, foreign
+from conveyor.engine.postgres import faults, foreign, pooler
 from conveyor.engine.postgres.cluster import PostgresCluster
-from conveyor.engine.postgres.core import channel
+from conveyor.engine.postgres.core import channel, log
 from conveyor.engine.postgres.hot_path import PostgresHotPath
 from conveyor.engine.postgres.jobs import PostgresJobs
 from conveyor.engine.postgres.listener import PostgresListener
@@ -37,6 +38,8 @@ class PostgresEngine(PostgresJobs, PostgresHotPath, PostgresCluster, PostgresRel
     """
 
     name = "postgres"
+    #: Whether the warning that notifications are off behind a transaction pooler was logged.
+    _said_polling = False
 
     def __repr__(self) -> str:
         return f"PostgresEngine(prefix={self.prefix!r})"
@@ -50,11 +53,12 @@ class PostgresEngine(PostgresJobs, PostgresHotPath, PostgresCluster, PostgresRel
         now: datetime | None = None,
         hold: Sequence[int] = (),
     ) -> JobIds:
-        if conn is not None:
-            driver = await foreign.async_driver_connection(conn)
-            return await self._inserter.insert(driver, requests, now, hold)
-        async with self.pool.connection() as own:
-            return await self._inserter.insert(own, requests, now, hold, side=self.pool)
+        with step_names_kept():
+            if conn is not None:
+                driver = await foreign.async_driver_connection(conn)
+                return await self._inserter.insert(driver, requests, now, hold)
+            async with self.pool.connection() as own:
+                return await self._inserter.insert(own, requests, now, hold, side=self.pool)
 
     def insert_sync(
         self,
@@ -64,7 +68,8 @@ class PostgresEngine(PostgresJobs, PostgresHotPath, PostgresCluster, PostgresRel
         now: datetime | None = None,
         hold: Sequence[int] = (),
     ) -> JobIds:
-        return self._inserter.insert_sync(foreign.sync_driver_connection(conn), requests, now, hold)
+        with step_names_kept():
+            return self._inserter.insert_sync(foreign.sync_driver_connection(conn), requests, now, hold)
 
     # -- polling -----------------------------------------------------------------------------
     async def waiting_queues(self, queues: Sequence[str]) -> set[str]:
@@ -94,10 +99,22 @@ class PostgresEngine(PostgresJobs, PostgresHotPath, PostgresCluster, PostgresRel
                 "SELECT pg_notify(%s, %s)", (channel(self.prefix, name), payloads.encode(payload))
             )
 
-    async def listen(self, names: Iterable[str], handler: NotificationHandler) -> PostgresListener:
-        listener = PostgresListener(self.dsn, self.prefix, names, handler, on_reconnect=self._server_back)
+    async def listen(
+        self, names: Iterable[str], handler: NotificationHandler
+    ) -> PostgresListener | pooler.SilentListener:
+        if self.listen_url is None and self.transaction_pooled:
+            # LISTEN through a transaction pooler registers on a session the client then leaves:
+            # it would hear nothing, silently. Say so once; the callers poll.
+            if not self._said_polling:
+                self._said_polling = True
+                log.warning(pooler.POLLING_WARNING)
+            return pooler.SilentListener()
+        dsn = self.listen_url or self.dsn
+        listener = PostgresListener(dsn, self.prefix, names, handler, on_reconnect=self._server_back)
         await listener.start()
         return listener
 
     def is_transient(self, exc: BaseException) -> bool:
+        if pooler.is_pooler_error(exc):
+            self.pooler_error(exc)  # retried, without prepared statements from now on
         return faults.is_transient(exc)

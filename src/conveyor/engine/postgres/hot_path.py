@@ -61,8 +61,10 @@ class PostgresHotPath(PostgresWorkflows):
         }
         if limits is None or limits.unlimited:
             async with self.hot_pool.connection() as conn:
-                cur = await conn.execute(self._fetch_statement, params)
-                return await read_result(cur)
+                async with self.hot_transaction(conn):
+                    cur = await conn.execute(self._fetch_statement, params)
+                    rows = await read_result(cur)
+                return rows
         # Fleet-wide limits: count and claim under the queue's lock, in a statement that starts
         # after the lock is taken (READ COMMITTED gives it a snapshot with every earlier claim).
         rate = limits.rate
@@ -85,6 +87,7 @@ class PostgresHotPath(PostgresWorkflows):
         # (read inside it, the commit would be a second round trip).
         async with self.hot_pool.connection() as conn, conn.pipeline():
             async with conn.transaction():
+                await self.set_local(conn)
                 await conn.execute(self._lock_queue_statement, {"queue": queue})
                 claim = await conn.execute(fetch, params)
                 left = await conn.execute(claim_left, params)
@@ -122,8 +125,9 @@ class PostgresHotPath(PostgresWorkflows):
         }
         statement = self._ack_statement or await self._detect_errors_type()
         async with self.hot_pool.connection() as conn:
-            cur = await conn.execute(statement, params)
-            rows = await cur.fetchall()
+            async with self.hot_transaction(conn):
+                cur = await conn.execute(statement, params)
+                rows = await cur.fetchall()
             steps = [row[0] for row in rows if row[1]]  # ended steps whose dependents may go on
             if steps:
                 # On the same connection, after the ack's commit: no second checkout, and the

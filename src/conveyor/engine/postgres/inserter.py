@@ -52,10 +52,10 @@ from conveyor.engine.postgres.rows import (
     request_record,
     take_requests,
 )
+from conveyor.engine.postgres.unique_claims import HeldUniques, UniqueClaims
 from conveyor.errors import ValidationError
-from conveyor.job import ExistingJobId
 from conveyor.job_ids import JobIds, JobIdsBuilder
-from conveyor.request import JobRequest
+from conveyor.request import JobRequest, request_stream
 
 #: Jobs per ``insert_jobs.sql`` statement: large enough to amortise round trips, small enough that a
 #: big batch streams through bounded memory on both sides.
@@ -171,7 +171,7 @@ class Inserter:
 
     def _insert_steps(self, requests: Iterable[JobRequest], now: datetime | None, *, copy: bool) -> Steps:
         clock = naive_utc(now)
-        source = iter(requests)
+        source = request_stream(requests)
         head = take_requests(source, COPY_THRESHOLD)
         if not head:
             return JobIds()
@@ -187,25 +187,82 @@ class Inserter:
         if first is None:
             return JobIds()
         second = next(chunks, None)
-        # One statement is atomic by itself: no transaction round trips. A unique request that may
-        # replace fields of a stored job takes a second statement.
-        if second is not None or any(r.unique is not None and r.unique.replace for r in first):
-            yield Atomic()
-        claims = UniqueClaims()
+        if second is None:
+            # One statement is atomic by itself: no transaction round trips. A unique request that
+            # may replace fields of a stored job takes a second statement.
+            if not any(request.unique is not None for request in first):
+                single = JobIdsBuilder()
+                single.extend_new(row[0] for row in (yield self._plain(first, now)))
+                return single.build()
+            if any(r.unique is not None and r.unique.replace for r in first):
+                yield Atomic()
+            return JobIds((yield from self._unique_steps(first, now, UniqueClaims())))
+        yield Atomic()
+        held = HeldUniques()
         ids = JobIdsBuilder()
-        for chunk in (first, *(() if second is None else (second,)), *chunks):
+        for chunk in (first, second, *chunks):
             if not any(request.unique is not None for request in chunk):
-                records = records_json([request_record(request) for request in chunk])
-                rows = yield Execute(self._statement, {"jobs": records, "now": now, "channel": self._channel})
-                ids.extend_new(row[0] for row in rows)
+                ids.extend_new(row[0] for row in (yield self._plain(chunk, now)))
                 continue
-            ids.extend((yield from self._unique_steps(chunk, now, claims)))
+            # The plain requests go in now with ids reserved for the whole chunk, the unique ones
+            # are held back with theirs (see ``unique_claims``).
+            reserved = _first((yield self._reservation(chunk)))
+            plain = [
+                request_record(request) | {"id": job_id}
+                for job_id, request in zip(reserved, chunk, strict=True)
+                if request.unique is None
+            ]
+            if plain:
+                yield Execute(
+                    self._unique_statement,
+                    {"jobs": records_json(plain), "now": now, "channel": self._channel},
+                )
+            self._hold(held, ids, reserved, chunk)
+        yield from self._held_steps(held, ids, now)
         return ids.build()
+
+    def _plain(self, chunk: list[JobRequest], now: datetime | None) -> Execute:
+        records = records_json([request_record(request) for request in chunk])
+        return Execute(self._statement, {"jobs": records, "now": now, "channel": self._channel})
+
+    @staticmethod
+    def _hold(held: HeldUniques, ids: JobIdsBuilder, reserved: list[int], chunk: list[JobRequest]) -> None:
+        """Hold back the unique requests of ``chunk``, which come next in ``ids`` with the ids
+        ``reserved`` for them (placeholders until ``_held_steps``)."""
+        start = len(ids)
+        for offset, (job_id, request) in enumerate(zip(reserved, chunk, strict=True)):
+            if request.unique is not None:
+                held.hold(start + offset, job_id, request)
+        ids.extend_new(reserved)
+
+    def _held_steps(
+        self, held: HeldUniques, ids: JobIdsBuilder, now: datetime | None
+    ) -> Generator[Step, Any, None]:
+        """Claim the held unique requests in key order, and put their ids (see ``unique_claims``)."""
+        for batch in held.batches(INSERT_CHUNK):
+            records = records_json(held.records(batch))
+            rows = yield Execute(
+                self._unique_statement, {"jobs": records, "now": now, "channel": self._channel}
+            )
+            replacing = [
+                request_record(claim.request) | {"id": job_id, "replace": claim.unique.replace_spec()}
+                for claim, job_id in held.settle(batch, rows, ids)
+                if claim.unique.replace
+            ]
+            if replacing:
+                yield self._replace(replacing, now)
+
+    def _replace(self, replacing: list[dict[str, Any]], now: datetime | None) -> Execute:
+        """``replace_jobs`` for the errors column's type, over the records of the requests that
+        conflicted and replace fields of the stored jobs."""
+        statement = self._replace_statements[self.errors_type or "jsonb"]
+        return Execute(statement, {"jobs": records_json(replacing), "now": now})
 
     def _unique_steps(
         self, chunk: list[JobRequest], now: datetime | None, claims: UniqueClaims
     ) -> Generator[Step, Any, list[int]]:
-        """One ``insert_unique_jobs.sql`` for a chunk holding unique requests (see ``UniqueClaims``)."""
+        """One ``insert_unique_jobs.sql`` for an insert of one chunk holding unique requests (see
+        ``UniqueClaims``)."""
         keys, records = claims.plan(chunk)
         rows = yield Execute(
             self._unique_statement, {"jobs": records_json(records), "now": now, "channel": self._channel}
@@ -217,15 +274,14 @@ class Inserter:
             if (unique := chunk[i].unique) is not None and unique.replace
         ]
         if replacing:
-            statement = self._replace_statements[self.errors_type or "jsonb"]
-            yield Execute(statement, {"jobs": records_json(replacing), "now": now})
+            yield self._replace(replacing, now)
         return ids
 
     def _copy_steps(self, source: Pushback, now: datetime | None) -> Steps:
         clock, binary = (yield Execute(self._clock, {"now": now}))[0]
         formatter = copy_rows(clock, binary=binary)
         statement = self._copy_binary if binary else self._copy
-        claims = UniqueClaims()
+        held = HeldUniques()
         ids = JobIdsBuilder()
         size = FIRST_COPY_CHUNK
         rows = formatter.take(source, size)
@@ -240,20 +296,22 @@ class Inserter:
                 rows, ahead = yield CopyIn(statement, blocks, finish, self._reservation_ahead)
                 reserved = None if ahead is None else _first(ahead)
                 continue
-            # Stopped before a unique request (or at the end): the unique ones that follow go
-            # through a statement that can skip what conflicts, then COPY takes over again.
+            # Stopped before a unique request (or at the end): the unique ones that follow are held
+            # back with ids reserved in their place, for a statement that can skip what conflicts
+            # at the end (in key order: see ``unique_claims``), and COPY takes over again.
             uniques = take_unique_run(source, INSERT_CHUNK)
             if not uniques:
                 break
-            ids.extend((yield from self._unique_steps(uniques, clock, claims)))
+            self._hold(held, ids, _first((yield self._reservation(uniques))), uniques)
             rows = formatter.take(source, size)
+        yield from self._held_steps(held, ids, clock)
         if formatter.available_queues:
             queues = sorted(formatter.available_queues)
             yield Execute(self._notify, {"channel": self._channel, "queues": queues})
         return ids.build()
 
-    def _reservation(self, rows: list[bytes]) -> Execute:
-        """The statement reserving the ids of ``rows``."""
+    def _reservation(self, rows: Sequence[object]) -> Execute:
+        """The statement reserving the ids of ``rows`` (formatted ones, or requests)."""
         return Execute(self._reserve, {"count": len(rows)}, binary=True)
 
     def _reservation_ahead(self, rows: list[bytes]) -> Execute | None:
@@ -294,69 +352,6 @@ class Lookahead:
         ids.extend_new(chunk_ids)
         self._more(self._size)
         return self.rows
-
-
-class UniqueClaims:
-    """The unique keys one insert has claimed so far, and the ids they ended with.
-
-    Keys are known here by their base (``Unique.base_key``): the statement adds the period's time
-    bucket from its own clock, the same for every statement of one insert (one transaction), so
-    equal bases mean equal keys. Within an insert the first request with a key claims it; later
-    ones are not sent and get the claimant's id as an ``ExistingJobId`` (a statement meeting one
-    key twice would fail). What the table holds already is ``insert_unique_jobs.sql``'s ON CONFLICT."""
-
-    def __init__(self) -> None:
-        self._ids: dict[str, int] = {}
-
-    def plan(self, chunk: list[JobRequest]) -> tuple[list[str | None], list[dict[str, Any]]]:
-        """Each request's base key (None: not unique), and the records to send."""
-        keys: list[str | None] = []
-        records: list[dict[str, Any]] = []
-        sending: set[str] = set()
-        for request in chunk:
-            unique = request.unique
-            if unique is None:
-                keys.append(None)
-                records.append(request_record(request))
-                continue
-            base = unique.base_key(request)
-            keys.append(base)
-            if base not in self._ids and base not in sending:
-                sending.add(base)
-                record = request_record(request)
-                record["uniq_base"] = base
-                record["uniq_period"] = unique.period
-                record["uniq_states"] = unique.state_names()
-                records.append(record)
-        return keys, records
-
-    def resolve(self, keys: list[str | None], rows: list[tuple[Any, ...]]) -> tuple[list[int], list[int]]:
-        """The chunk's ids in input order from the statement's rows (id, inserted, uniq_key, _),
-        and the positions of the requests that claimed a key and met a stored job holding it."""
-        claimed: dict[str, int] = {}
-        fresh: list[int] = []
-        wanted = set(keys)
-        for job_id, inserted, key, _ in rows:
-            base = None if key is None else key.partition(".")[0]
-            if base is not None and base in wanted and base not in self._ids:
-                claimed[base] = job_id if inserted else ExistingJobId(job_id)
-            else:
-                fresh.append(job_id)
-        fresh.sort()  # new rows took ids in input order
-        new = iter(fresh)
-        ids: list[int] = []
-        conflicted: list[int] = []
-        for position, base in enumerate(keys):
-            if base is None:
-                ids.append(next(new))
-            elif base in claimed:
-                ids.append(claimed.pop(base))
-                self._ids[base] = int(ids[-1])
-                if isinstance(ids[-1], ExistingJobId):
-                    conflicted.append(position)
-            else:
-                ids.append(ExistingJobId(self._ids[base]))
-        return ids, conflicted
 
 
 def request_chunks(requests: Iterator[Any]) -> Iterator[list[JobRequest]]:

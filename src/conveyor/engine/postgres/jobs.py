@@ -7,10 +7,17 @@ from typing import Any
 
 import orjson
 
+from conveyor.engine.postgres import foreign
 from conveyor.engine.postgres.rows import naive_utc
 from conveyor.engine.postgres.workflows import PostgresWorkflows
 from conveyor.filters import JobFilter
 from conveyor.job import Job, JobState
+
+#: Runs of ``retake_unique.sql`` at most: each failed one saw a twin commit (then seen by the next).
+RETAKE_ATTEMPTS = 5
+#: The errors after which ``retake_unique.sql`` runs again: a twin committed while it waited (unique
+#: violation), or its wait crossed another transaction's (deadlock; see retake_unique.sql).
+GIVE_WAY_STATES = frozenset({"23505", "40P01"})
 
 
 def filter_params(criteria: JobFilter) -> dict[str, Any]:
@@ -83,11 +90,46 @@ class PostgresJobs(PostgresWorkflows):
             "now": naive_utc(now),
             "insert_channel": self.insert_channel,
         }
-        return await self._fetch_ids(
-            self.sql.compose("retry_jobs", filter="job_filter", unique_predicate="unique_predicate"),
-            params,
-            conn,
-        )
+        if conn is not None:
+            rows = await self._retry_on(await foreign.async_driver_connection(conn), params)
+        else:
+            async with self.pool.connection() as own:
+                rows = await self._retry_on(own, params)
+        held = [row[0] for row in rows if row[1] == JobState.SUSPENDED.value]
+        # Steps held until their dependencies finish settle now, after the retry is written (in the
+        # caller's transaction with conn): those whose dependencies completed go on at once, those
+        # whose dependency stays failed are cancelled again by their policy, and are not retried.
+        settled = await self.settle_after(held, now, conn) if held else {}
+        return [row[0] for row in rows if settled.get(row[0]) is not JobState.CANCELLED]
+
+    async def _retry_on(self, driver: foreign.AsyncDriver, params: dict[str, Any]) -> list[Any]:
+        """``retry_jobs.sql``, then ``retake_unique.sql`` for the unique jobs that may keep their
+        key, in one transaction (or a savepoint of the caller's); the rows (id, state, ...)."""
+        statement = self.sql.compose("retry_jobs", filter="job_filter", unique_predicate="unique_predicate")
+        async with foreign.atomic_async(driver):
+            rows = await foreign.fetch_rows(driver, statement.encode(), params)
+            retaking = [
+                {"id": job_id, "uniq_key": key, "markers": orjson.Fragment(markers)}
+                for job_id, _, key, markers, _ in rows
+                if key is not None
+            ]
+            if retaking:
+                await self._retake_unique(driver, orjson.dumps(retaking).decode())
+        return list(rows)
+
+    async def _retake_unique(self, driver: foreign.AsyncDriver, jobs: str) -> None:
+        """Give retried unique jobs their markers back, in a savepoint run again each time a twin
+        committed meanwhile (now seen, its job gives way); after ``RETAKE_ATTEMPTS`` the rest give
+        way too. Never an error for a twin: the unique guide promises a retry gives way."""
+        statement = self.sql.compose("retake_unique", unique_predicate="unique_predicate").encode()
+        for _ in range(RETAKE_ATTEMPTS):
+            try:
+                async with foreign.atomic_async(driver):
+                    await foreign.fetch_rows(driver, statement, {"jobs": jobs})
+                return
+            except Exception as exc:
+                if getattr(exc, "sqlstate", None) not in GIVE_WAY_STATES:
+                    raise
 
     async def delete_jobs(self, criteria: JobFilter, *, conn: Any = None) -> list[int]:
         params = filter_params(criteria)

@@ -2,7 +2,8 @@
 
 ``install_sql`` and ``uninstall_sql`` return plain SQL for migration tools (Alembic, Django);
 ``migrate`` applies what is missing on a live connection, under an advisory lock so two nodes
-starting at once cannot race.
+starting at once cannot race: in one transaction when it creates ``oban_jobs``, else in steps that
+keep the table writable (``migration_steps``, ``migration_runner``). ``plan`` says what it would do.
 """
 
 from __future__ import annotations
@@ -14,13 +15,22 @@ import psycopg
 from conveyor.engine._migrations import LATEST_VERSION as _LATEST
 from conveyor.engine._migrations import MIGRATIONS, missing_from, schema_problem
 from conveyor.engine._sqlfiles import SqlFiles, quote_identifier
+from conveyor.engine.postgres import migration_runner
+from conveyor.engine.postgres.migration_steps import (
+    MigrationPlan,
+    Step,
+    StepKind,
+    guard_stand_ins,
+    phased_steps,
+    stand_ins,
+)
 from conveyor.errors import SchemaError
 
 #: The schema version this Conveyor installs (the same on every engine).
 LATEST_VERSION = _LATEST
 
 SQL_PACKAGE = "conveyor.engine.postgres.sql"
-# An arbitrary constant that names "Conveyor is migrating" among advisory locks.
+# An arbitrary constant that names "Conveyor is migrating" among advisory locks (with the prefix).
 MIGRATION_LOCK_KEY = 0x636F6E76
 
 
@@ -33,7 +43,7 @@ def install_sql(prefix: str = "public", *, from_version: int = 0) -> str:
     files = SqlFiles(SQL_PACKAGE, prefix)
     parts = [files["migrations_table"]]
     parts += [m.sql(files) for m in MIGRATIONS if m.version > from_version]
-    return "\n".join(parts)
+    return guard_stand_ins("\n".join(parts), prefix, STAND_INS)
 
 
 def uninstall_sql(prefix: str = "public") -> str:
@@ -75,16 +85,20 @@ OBJECTS: tuple[tuple[int, str, str], ...] = (
     (5, "index", "conveyor_ordered_lock_index"),
     (7, "table", "conveyor_queue_starts"),
     (7, "table", "conveyor_queue_limits"),
-    (8, "index", "conveyor_workflow_steps_index"),
     (8, "index", "conveyor_workflow_waiting_index"),
     (9, "index", "conveyor_failed_jobs_index"),
     (9, "function", "conveyor_count_estimate"),
+    (10, "index", "conveyor_workflow_step_names_index"),
 )
+#: Index name -> other names that stand in for it (``a|b`` above): created only when none exists.
+STAND_INS = stand_ins(OBJECTS)
 
 
 async def missing_objects(conn: psycopg.AsyncConnection[Any], prefix: str) -> list[tuple[int, str]]:
     """The objects of the installed migrations that do not exist, as (migration version, name),
-    in migration order; empty when all are there (or when nothing was ever installed)."""
+    in migration order; empty when all are there (or when nothing was ever installed). Objects of
+    later migrations are not missing: an upgrade creates them."""
+    installed = await installed_version(conn, prefix) or 0
     cur = await conn.execute(
         """
         SELECT c.relname FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
@@ -99,7 +113,7 @@ async def missing_objects(conn: psycopg.AsyncConnection[Any], prefix: str) -> li
         {"prefix": prefix},
     )
     present = {str(row[0]) for row in await cur.fetchall()}
-    return missing_from(OBJECTS, present)
+    return [(version, name) for version, name in missing_from(OBJECTS, present) if version <= installed]
 
 
 async def check(conn: psycopg.AsyncConnection[Any], prefix: str) -> str | None:
@@ -144,24 +158,50 @@ async def errors_type(conn: psycopg.AsyncConnection[Any], prefix: str) -> str | 
     return found
 
 
-async def migrate(conn: psycopg.AsyncConnection[Any], prefix: str) -> int:
-    """Apply every missing migration in one transaction; return the version now installed.
+async def plan(conn: psycopg.AsyncConnection[Any], prefix: str) -> MigrationPlan:
+    """What ``migrate`` would do to ``prefix`` now, changing nothing (``conveyor migrate --dry-run``).
 
     The recorded version is not trusted alone: when an object of an applied migration is missing
     (dropped by ``oban uninstall``, or by hand), the migrations from that one on run again. Every
     statement is idempotent, so that recreates what is missing and leaves the rest as it is.
+    """
+    installed = await installed_version(conn, prefix)
+    missing = await missing_objects(conn, prefix) if installed else []
+    start = min([installed or 0, *(version - 1 for version, _ in missing)])
+    cur = await conn.execute("SELECT to_regclass(%s) IS NULL", (f"{quote_identifier(prefix)}.oban_jobs",))
+    row = await cur.fetchone()
+    fresh = bool(row and row[0])
+    steps: tuple[Step, ...] = ()
+    if start < LATEST_VERSION and fresh:
+        # No table that a fleet writes: one transaction, all or nothing, is the quickest.
+        steps = (Step(0, StepKind.TRANSACTION, install_sql(prefix, from_version=start)),)
+    elif start < LATEST_VERSION:
+        steps = phased_steps(SqlFiles(SQL_PACKAGE, prefix), prefix, start, STAND_INS)
+    indexes = await migration_runner.index_validity(conn, prefix)
+    return MigrationPlan(prefix, installed, start, tuple(name for _, name in missing), fresh, steps, indexes)
 
-    A migration that finds an ``oban_jobs`` it cannot work with (say, from an Elixir Oban older than
-    its migration V9) raises ``SchemaError``, and the transaction leaves everything as it was.
+
+async def migrate(
+    conn: psycopg.AsyncConnection[Any],
+    prefix: str,
+    *,
+    lock_timeout_ms: int = migration_runner.LOCK_TIMEOUT_MS,
+    retry_for: float = migration_runner.RETRY_FOR_S,
+) -> int:
+    """Apply every missing migration (see ``plan``); return the version now installed. ``conn`` is
+    in autocommit mode.
+
+    Where ``oban_jobs`` exists, its indexes are built concurrently and the other statements run in
+    short transactions (``migration_steps``), so the fleet keeps inserting, claiming and acking;
+    each migration is recorded once all of its steps ran. A migration that finds an ``oban_jobs`` it
+    cannot work with (say, from an Elixir Oban older than its migration V9) raises ``SchemaError``
+    before changing anything of that migration.
     """
     try:
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK_KEY,))
-            current = await installed_version(conn, prefix) or 0
-            missing = await missing_objects(conn, prefix) if current else []
-            start = min([current, *(version - 1 for version, _ in missing)])
-            if start < LATEST_VERSION:
-                await conn.execute(install_sql(prefix, from_version=start).encode())
+        async with migration_runner.migration_lock(conn, MIGRATION_LOCK_KEY, prefix):
+            # Read under the lock: another migrator may have done it all meanwhile.
+            steps = await plan(conn, prefix)
+            await migration_runner.run_plan(conn, steps, lock_timeout_ms=lock_timeout_ms, retry_for=retry_for)
     except psycopg.errors.RaiseException as exc:  # only the migrations' own checks RAISE
         hint = f" ({exc.diag.message_hint})" if exc.diag.message_hint else ""
         raise SchemaError(f"{exc.diag.message_primary}{hint}") from exc

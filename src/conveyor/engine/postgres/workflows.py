@@ -97,19 +97,19 @@ class PostgresWorkflows(PostgresCore):
         conn: Any = None,
         *,
         own: psycopg.AsyncConnection[Any] | None = None,
-    ) -> None:
+    ) -> dict[int, JobState]:
         """``settle_steps`` after a change to ``ids`` was written (on the caller's ``conn``, or on
-        ``own``, the engine's connection that wrote it). A failure is logged, not raised: the change
-        stands, and the leader's sweep settles what this did not."""
+        ``own``, the engine's connection that wrote it); what it settled. A failure is logged, not
+        raised (nothing settled): the change stands, and the leader's sweep settles what this did not."""
         try:
             if own is not None:
-                await self._settle(ids, now, functools.partial(_fetch_all, own))
-            else:
-                await self.settle_steps(ids, now=now, conn=conn)
+                return await self._settle(ids, now, functools.partial(_fetch_all, own))
+            return await self.settle_steps(ids, now=now, conn=conn)
         except Exception as exc:
             if conn is not None:  # the caller's transaction failed with it: theirs to see
                 raise
             log.warning("settling the steps after jobs %s failed (%r); the sweep will", list(ids)[:10], exc)
+            return {}
 
     async def sweep_steps(self, *, now: datetime | None = None, limit: int = 10_000) -> dict[int, JobState]:
         settled: dict[int, JobState] = {}

@@ -36,6 +36,7 @@ def compose(name: str, condition: str, demand: str = "fetch_demand") -> str:
         running_jobs="running_jobs",
         still_running="still_running",
         stopping_ids="stopping_ids",
+        step_with_deps="step_with_deps",
     )
     return text.replace("{filter}", condition)
 

@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from conveyor._options import check_queues
+from conveyor.engine._step_names import step_names_kept
 from conveyor.engine.base import NotificationHandler
 from conveyor.engine.sqlite import foreign, inserter
 from conveyor.engine.sqlite.cluster import SqliteCluster
@@ -67,8 +68,9 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay, Sqlite
             steps = inserter.holding(
                 inserter.insert_steps(inserter.chunk_requests(first, rest), builder, None), hold
             )
-            async with foreign.atomic_async(driver):
-                inserted = await inserter.run_async(driver, steps)
+            with step_names_kept():
+                async with foreign.atomic_async(driver):
+                    inserted = await inserter.run_async(driver, steps)
             return inserted.ids
         first, rest = inserter.split(requests)
         if not first:
@@ -86,7 +88,8 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay, Sqlite
             return done.ids
 
         # Not retried as a whole: it consumes the caller's iterable (taking the lock is retried).
-        return await self.database.write(run, retry=False)
+        with step_names_kept():
+            return await self.database.write(run, retry=False)
 
     def insert_sync(
         self,
@@ -105,7 +108,7 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay, Sqlite
         steps = inserter.holding(
             inserter.insert_steps(inserter.chunk_requests(first, rest), builder, None), hold
         )
-        with foreign.atomic_sync(driver):
+        with step_names_kept(), foreign.atomic_sync(driver):
             inserted = inserter.run_sync(driver, steps)
         return inserted.ids
 

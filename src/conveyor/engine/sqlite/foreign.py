@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 from conveyor.engine import _payloads as payloads
 from conveyor.engine import _sqlalchemy_bridge as sqlalchemy_bridge
 from conveyor.engine.sqlite.database import FIRST_BUSY_PAUSE, MAX_BUSY_PAUSE, SQL, is_busy
-from conveyor.errors import UnsupportedConnectionError
+from conveyor.errors import CallerTransactionLockedError, UnsupportedConnectionError
 
 ASYNC_EXPECTED = "an aiosqlite.Connection, or a SQLAlchemy AsyncSession/AsyncConnection on sqlite+aiosqlite"
 SYNC_EXPECTED = "a sqlite3.Connection, or a SQLAlchemy Session/Connection on sqlite (pysqlite)"
@@ -111,10 +111,32 @@ async def _begin_async(conn: Any) -> None:
         attempt += 1
 
 
+#: SQLITE_BUSY_SNAPSHOT: a read transaction's snapshot is older than the last commit, so it can
+#: never become a write transaction.
+BUSY_SNAPSHOT = 517
+
+
+def locked_in_caller_tx(exc: sqlite3.OperationalError) -> CallerTransactionLockedError:
+    """The error to raise for SQLITE_BUSY inside the caller's own transaction: its cause and fix."""
+    if getattr(exc, "sqlite_errorcode", None) == BUSY_SNAPSHOT:
+        why = "another connection wrote to the database after your transaction first read it"
+    else:
+        why = "another connection holds the write lock"
+    return CallerTransactionLockedError(
+        f"cannot write the jobs inside your transaction on this SQLite connection ({exc}): {why}, "
+        "and SQLite does not let a transaction that began deferred (BEGIN, or sqlite3's implicit "
+        "BEGIN) and has read wait for the write lock. Begin the transaction with BEGIN IMMEDIATE "
+        "(sqlite3: isolation_level=None and conn.execute('BEGIN IMMEDIATE'); SQLAlchemy: emit "
+        "BEGIN IMMEDIATE in a 'begin' event), so the lock is taken before the first read, and run "
+        "it again"
+    )
+
+
 @contextmanager
 def atomic_sync(conn: sqlite3.Connection) -> Iterator[None]:
     """Make the insert atomic inside (or as) the caller's transaction; see the module doc."""
-    if not conn.in_transaction:
+    callers = conn.in_transaction  # begun by the caller (deferred, perhaps after reads), not by us
+    if not callers:
         _begin_sync(conn)
         if _autocommit(conn):
             try:
@@ -128,10 +150,12 @@ def atomic_sync(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute(f"SAVEPOINT {SAVEPOINT}")
     try:
         yield
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(sqlite3.Error):
             conn.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
             conn.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
+        if callers and is_busy(exc):
+            raise locked_in_caller_tx(exc) from exc  # type: ignore[arg-type]
         raise
     conn.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
 
@@ -139,7 +163,8 @@ def atomic_sync(conn: sqlite3.Connection) -> Iterator[None]:
 @asynccontextmanager
 async def atomic_async(conn: Any) -> AsyncIterator[None]:
     """The ``aiosqlite`` twin of ``atomic_sync``."""
-    if not conn.in_transaction:
+    callers = conn.in_transaction
+    if not callers:
         await _begin_async(conn)
         if _autocommit(conn):
             try:
@@ -153,10 +178,12 @@ async def atomic_async(conn: Any) -> AsyncIterator[None]:
     await conn.execute(f"SAVEPOINT {SAVEPOINT}")
     try:
         yield
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(sqlite3.Error):
             await conn.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
             await conn.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
+        if callers and is_busy(exc):
+            raise locked_in_caller_tx(exc) from exc  # type: ignore[arg-type]
         raise
     await conn.execute(f"RELEASE SAVEPOINT {SAVEPOINT}")
 

@@ -31,7 +31,7 @@ from conveyor.engine._unique_plan import resolve_outcomes, unique_plan
 from conveyor.engine.sqlite.rows import INSERT_COLUMNS, InsertRows, take_requests
 from conveyor.engine.sqlite.schema import FILES
 from conveyor.job_ids import JobIds
-from conveyor.request import JobRequest
+from conveyor.request import JobRequest, request_stream
 
 #: Jobs per chunk pulled from the caller's iterable and prepared at once.
 INSERT_CHUNK = 5_000
@@ -66,7 +66,7 @@ def insert_statement(rows: int) -> str:
 
 def split(requests: Iterable[JobRequest]) -> tuple[list[JobRequest], Iterator[Any]]:
     """The first chunk (checked) and the rest of ``requests``, still lazy."""
-    source = iter(requests)
+    source = request_stream(requests)
     return take_requests(source, INSERT_CHUNK), source
 
 

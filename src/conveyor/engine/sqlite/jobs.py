@@ -16,7 +16,7 @@ from conveyor.engine.sqlite.hot_path import notify_ended
 from conveyor.engine.sqlite.rows import check_now, read_jobs, time_text, utc_clock
 from conveyor.engine.sqlite.workflows import SqliteWorkflows, settle_beside
 from conveyor.filters import JobFilter
-from conveyor.job import Job
+from conveyor.job import Job, JobState
 
 #: The filter fragments (``filter_<name>.sql``), in the order they are combined with AND: one per
 #: JobFilter field, except ``completed`` for completed_after and completed_before together.
@@ -149,9 +149,14 @@ class SqliteJobs(SqliteWorkflows):
         def run(tx: WriteTx) -> list[int]:
             clock = time_text(utc_clock(now))
             rows = tx.conn.execute(statement, params | {"now": clock}).fetchall()
-            for queue in sorted({row[1] for row in rows}):
+            for queue in sorted({row[1] for row in rows if row[2] == "available"}):
                 tx.notify("insert", {"queue": queue}, clock)
-            return sorted(row[0] for row in rows)
+            # Steps held until their dependencies finish settle now: those whose dependencies
+            # completed go on at once, those whose dependency stays failed are cancelled again by
+            # their policy, and are not retried.
+            held = [row[0] for row in rows if row[2] == "suspended"]
+            settled = settle_beside(tx, held, now) if held else {}
+            return sorted(row[0] for row in rows if settled.get(row[0]) is not JobState.CANCELLED)
 
         return await self._write(run, conn)
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from conveyor.engine._migrations import LATEST_VERSION as _LATEST
 from conveyor.engine._migrations import MIGRATIONS, missing_from, schema_problem
 from conveyor.engine._sqlfiles import SqlFiles
-from conveyor.errors import ValidationError
+from conveyor.errors import SchemaError, ValidationError
 
 #: The schema version this Conveyor installs (the same on every engine).
 LATEST_VERSION = _LATEST
@@ -94,9 +94,9 @@ OBJECTS: tuple[tuple[int, str, str], ...] = (
     (5, "index", "conveyor_ordered_lock_index"),
     (7, "table", "conveyor_queue_starts"),
     (7, "table", "conveyor_queue_limits"),
-    (8, "index", "conveyor_workflow_steps_index"),
     (8, "index", "conveyor_workflow_waiting_index"),
     (9, "index", "conveyor_failed_jobs_index"),
+    (10, "index", "conveyor_workflow_step_names_index"),
 )
 
 
@@ -127,8 +127,23 @@ def migrate(conn: sqlite3.Connection) -> int:
     start = min([current, *(version - 1 for version, _ in missing)])
     if start < LATEST_VERSION:
         for statement in statements(install_sql(from_version=start)):
-            conn.execute(statement)
+            try:
+                conn.execute(statement)
+            except sqlite3.IntegrityError as exc:
+                raise _refused(conn, exc) from exc
     return LATEST_VERSION
+
+
+def _refused(conn: sqlite3.Connection, exc: sqlite3.IntegrityError) -> Exception:
+    """The error for a unique index a migration cannot build over the rows stored: for step names
+    stored twice in a workflow (before migration 10 kept them unique), which ones."""
+    twice = conn.execute(FILES["step_names_twice"]).fetchone()
+    if twice is None:
+        return exc
+    return SchemaError(
+        f"workflow {twice[0]!r} has {twice[2]} steps named {twice[1]!r}: a name must be unique within "
+        "its workflow (delete or rename (meta.name) all but one of each such step, then migrate again)"
+    )
 
 
 def uninstall(conn: sqlite3.Connection) -> None:

@@ -135,16 +135,18 @@ def settle_in(tx: WriteTx, ids: Iterable[int], now: datetime | None) -> dict[int
     return settled
 
 
-def settle_beside(tx: WriteTx, ids: Sequence[int], now: datetime | None) -> None:
-    """``settle_in`` for the steps an ack or a cancel just ended, in its transaction, under a
-    savepoint: a settle that fails (a row another client wrote that no guard foresaw) is undone and
-    logged, never the ack or cancel beside it; the leader's sweep tries again."""
+def settle_beside(tx: WriteTx, ids: Sequence[int], now: datetime | None) -> dict[int, JobState]:
+    """``settle_in`` for the steps an ack, a cancel or a retry just changed, in its transaction,
+    under a savepoint; what it settled. A settle that fails (a row another client wrote that no
+    guard foresaw) is undone and logged (nothing settled), never the change beside it; the leader's
+    sweep tries again."""
     tx.conn.execute("SAVEPOINT conveyor_settle")
     try:
-        settle_in(tx, ids, now)
+        return settle_in(tx, ids, now)
     except sqlite3.Error as exc:
         tx.conn.execute("ROLLBACK TO conveyor_settle")
         log.warning("settling the steps after jobs %s failed (%r); the sweep will", ids[:10], exc)
+        return {}
     finally:
         tx.conn.execute("RELEASE conveyor_settle")
 

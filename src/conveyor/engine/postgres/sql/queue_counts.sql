@@ -60,7 +60,7 @@ SELECT
             ) AS later
         )
         SELECT min(scheduled_at) FROM priorities
-    ) END::timestamptz AS oldest_available_at,
-    clock.now::timestamptz AS measured_at
+    ) END AT TIME ZONE 'UTC' AS oldest_available_at,
+    clock.now AT TIME ZONE 'UTC' AS measured_at
 FROM ranked AS r, clock
 ORDER BY r.queue, r.state;

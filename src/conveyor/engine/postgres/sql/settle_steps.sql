@@ -45,7 +45,8 @@ named AS (
     ) AS i
     GROUP BY 1, 2
 ),
--- The waiting steps so named, each found by name (one index lookup); and the given steps that wait
+-- The waiting steps so named, each found by name (one index lookup: the unique index of migration 10
+-- holds one row per name); and the given steps that wait
 -- themselves.
 edges AS (
     SELECT s.id, n.cancelled, n.discarded, n.ended_first, n.ended_last

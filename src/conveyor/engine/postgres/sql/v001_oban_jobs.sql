@@ -119,16 +119,12 @@ CREATE INDEX IF NOT EXISTS oban_jobs_state_queue_priority_scheduled_at_id_index
     ON {prefix}.oban_jobs (state, queue, priority, scheduled_at, id) WITH (fillfactor = 90);
 
 -- The stager reads due scheduled and retryable jobs. Elixir Oban's migration V15 creates the same
--- index as oban_jobs_staging_idx: where that exists, a second one would only slow every write.
-DO $$
-BEGIN
-    IF to_regclass(format('%I.oban_jobs_staging_idx', {prefix_literal})) IS NULL THEN
-        CREATE INDEX IF NOT EXISTS oban_jobs_staging_index
-            ON {prefix}.oban_jobs (scheduled_at, id) INCLUDE (queue)
-            WHERE state IN ('scheduled', 'retryable');
-    END IF;
-END
-$$;
+-- index as oban_jobs_staging_idx: where that exists, a second one would only slow every write. The
+-- schema's object list names it as this one's stand-in (schema.OBJECTS), so install_sql wraps this
+-- statement in a check and the runner of an upgrade skips it.
+CREATE INDEX IF NOT EXISTS oban_jobs_staging_index
+    ON {prefix}.oban_jobs (scheduled_at, id) INCLUDE (queue)
+    WHERE state IN ('scheduled', 'retryable');
 
 -- The pruner deletes old final jobs by the time they became final.
 CREATE INDEX IF NOT EXISTS oban_jobs_completed_at_index

@@ -5,15 +5,20 @@
 -- states, or another job of this retry has it too: then it drops its markers and runs as a plain job
 -- (available again, it would otherwise break the unique index and fail the whole retry). The key
 -- expression and the predicate repeat the index's (v004_unique_jobs.sql), so the lookup uses it.
+--
+-- A workflow step with dependencies never goes on before they finish: a suspended one is waiting
+-- already and is left alone; any other is held (suspended) rather than made available, and settled
+-- in the same transaction right after (workflows.settle_in), as when its dependencies end.
 WITH retry_targets AS MATERIALIZED (
     SELECT id FROM oban_jobs
     WHERE {filter}
       AND state NOT IN ('available', 'executing')
+      AND NOT (state = 'suspended' AND {step_with_deps})
     ORDER BY id
     LIMIT :limit
 )
 UPDATE oban_jobs
-SET state = 'available',
+SET state = CASE WHEN {step_with_deps} THEN 'suspended' ELSE 'available' END,
     scheduled_at = :now,
     max_attempts = max(max_attempts, attempt + 1),
     completed_at = NULL,
@@ -34,4 +39,4 @@ SET state = 'available',
         ELSE meta
     END
 WHERE id IN (SELECT id FROM retry_targets)
-RETURNING id, queue;
+RETURNING id, queue, state;

@@ -1,5 +1,5 @@
 -- Migration 8: workflows (conveyor/workflow.py). A step is found by its workflow and name (a name is
--- unique within its workflow: the insert checks it), and the suspended steps of a workflow by the workflow alone. The
+-- unique within its workflow: migration 10 replaces the first index below with a unique one), and the suspended steps of a workflow by the workflow alone. The
 -- expressions are repeated word for word by the statements that use them (SQLite uses an
 -- expression index only for the same expression).
 CREATE INDEX IF NOT EXISTS conveyor_workflow_steps_index

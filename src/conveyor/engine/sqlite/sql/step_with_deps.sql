@@ -1,0 +1,1 @@
+(CASE WHEN json_valid(meta) THEN (CASE WHEN json_type(meta) = 'object' THEN meta ->> 'workflow_id' IS NOT NULL AND json_type(meta, '$.deps') = 'array' AND json_array_length(meta, '$.deps') > 0 ELSE 0 END) ELSE 0 END)
