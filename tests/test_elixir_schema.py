@@ -491,6 +491,25 @@ async def test_exhausted_job_is_discarded_with_its_errors(
         assert again.state is JobState.DISCARDED and again.max_attempts == 2 and again.attempt == 2
 
 
+async def test_a_replace_that_leaves_no_attempt_appends_its_reason_as_an_element(
+    elixir_engine: PostgresEngine, dsn: str, prefix: str
+) -> None:
+    """``replace_jobs`` appends to errors like the ack does, on the column's own type."""
+    unique = {"period": None, "fields": ["worker"], "replace": {"retryable": ["max_attempts"]}}
+    request = noop.new().with_options(unique=unique, max_attempts=3)
+    (job_id,) = await elixir_engine.insert([request])
+    (claimed,) = await elixir_engine.fetch_jobs("default", 1, node="n", producer=str(uuid.uuid4()))
+    assert claimed.id == job_id
+    error = {"attempt": 1, "at": datetime.now(UTC).isoformat(), "error": "boom"}
+    await elixir_engine.ack_jobs([Ack(job_id, 1, JobState.RETRYABLE, schedule_in=60, error=error)])
+    await elixir_engine.insert([noop.new().with_options(unique=unique, max_attempts=1)])
+    ended = await elixir_engine.get_job(job_id)
+    assert ended is not None and ended.state is JobState.DISCARDED
+    assert [e["attempt"] for e in ended.errors] == [1, 1] and "max_attempts" in ended.errors[1]["error"]
+    assert datetime.fromisoformat(ended.errors[1]["at"]).tzinfo is not None
+    assert errors_in_sql(dsn, prefix, job_id) == list(ended.errors)
+
+
 async def test_cancel_appends_the_reason_and_cancelling_a_running_job_stops_it(
     elixir_engine: PostgresEngine, dsn: str, prefix: str
 ) -> None:

@@ -29,6 +29,13 @@ def positional(statement: str, names: list[str]) -> str:
     return statement
 
 
+def on_jobs(plan: str) -> str:
+    """The plan without its reads of ``oban_producers``: the list of cancelled runs still going
+    (stopping_ids.sql) is read from that table, one row per producer, in full; only when a candidate
+    has an ordered lock or the queue a global limit (an init plan, run at its first use)."""
+    return plan.replace("Seq Scan on oban_producers", "")
+
+
 async def generic_plan(engine: PostgresEngine, statement: str, types: str, args: list[object]) -> str:
     """EXPLAIN of ``statement`` prepared on a hot-path session, as that session plans it."""
     async with engine.hot_pool.connection() as conn:
@@ -55,7 +62,7 @@ async def test_fetch_and_ack_plans_use_the_indexes_even_when_planned_on_a_tiny_t
     plan = await generic_plan(
         engine, fetch, "text, int, text, text, timestamp", ["default", 2, NODE, PRODUCER, None]
     )
-    assert "Seq Scan" not in plan and "Bitmap" not in plan, plan
+    assert "Seq Scan" not in on_jobs(plan) and "Bitmap" not in plan, plan
     assert "Index Scan using oban_jobs_state_queue_priority_scheduled_at_id_index" in plan, plan
     assert "Index Scan using oban_jobs_pkey" in plan, plan
     # A job with an ordered lock looks for the earlier ones of its key through the lock index.
@@ -95,7 +102,7 @@ async def test_fetch_and_ack_plans_use_the_indexes_even_when_planned_on_a_tiny_t
     plan = await generic_plan(
         engine, ack, "jsonb, timestamp, text, text", [records, None, engine.ended_channel, NODE]
     )
-    assert "Seq Scan" not in plan and "Bitmap" not in plan, plan
+    assert "Seq Scan" not in on_jobs(plan) and "Bitmap" not in plan, plan
     assert "Index Scan using oban_jobs_pkey" in plan, plan
     # Never through the (state, queue, ...) index: its 'executing' entries include every dead one.
     assert "oban_jobs_state_queue_priority_scheduled_at_id_index" not in plan, plan

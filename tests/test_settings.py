@@ -268,6 +268,7 @@ def test_load_settings_with_explicit_sources(tmp_path: Path) -> None:
         "rescue_backstop",
         "prune_interval",
         "shutdown_grace",
+        "cancel_grace",
         "ack_delay",
         "ack_max_delay",
         "prune_max_age",

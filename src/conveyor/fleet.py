@@ -49,6 +49,9 @@ class ProducerBeat:
     uuid: str
     queue: str
     meta: dict[str, Any]
+    #: The jobs whose runs this producer still holds (runs on): a cancelled job among them keeps its
+    #: ordered lock and global-limit slot (``Engine.record_producers``).
+    holding: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +101,15 @@ def with_limits(states: dict[str, QueueState], rows: Iterable[Sequence[Any]]) ->
         if isinstance(limits, dict) and limits:
             result[queue] = dataclasses.replace(result.get(queue, QueueState()), limits=limits)
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePoll:
+    """A node's one poll (``Engine.poll_queues``): the queues holding jobs a fetch could claim, and
+    the persisted states of its queues (so a pause or limit whose signal it missed still reaches it)."""
+
+    waiting: frozenset[str]
+    states: dict[str, QueueState]
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,6 +59,9 @@ class Settings:
     stage_limit: int = 5000
     #: Seconds running jobs get to finish at shutdown before they are given back.
     shutdown_grace: float = 15.0
+    #: Seconds a cancelled job whose run goes on (a thread cannot be interrupted) keeps its ordered
+    #: lock and global-limit slot; then the node lets go of it with a warning, the run still going.
+    cancel_grace: float = 300.0
     ack_batch_size: int = 1000
     ack_delay: float = 0.002
     #: Seconds the acker may stretch its wait to while results come fast (fuller batches, fewer
@@ -206,6 +209,7 @@ POSITIVE_DURATIONS = frozenset(
 #: Durations in seconds that may be 0 (no grace, no ack delay, prune as soon as final).
 DURATIONS = POSITIVE_DURATIONS | {
     "shutdown_grace",
+    "cancel_grace",
     "ack_delay",
     "ack_max_delay",
     "prune_max_age",

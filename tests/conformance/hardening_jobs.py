@@ -6,6 +6,7 @@ Importable by name (the tests enqueue them on both engines); each says what it d
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 from conveyor import Snooze, current_job, job
@@ -113,3 +114,23 @@ def thread_outlives_its_timeout() -> None:
     deadline = time.monotonic() + 5
     while not current_job().is_cancelled() and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+#: Set by a test to let ``thread_ignores_cancel`` return (created by the test before it enqueues).
+THREAD_RELEASE: dict[str, threading.Event] = {}
+#: What the cancel tests' jobs did, in order: ("start" | "end", key, n).
+RUNS: list[tuple[str, str, int]] = []
+
+
+@job(queue="default")
+def thread_ignores_cancel(key: str, n: int) -> None:
+    """A blocking job that never looks at its cancel flag: it runs until the test releases it."""
+    RUNS.append(("start", key, n))
+    THREAD_RELEASE[key].wait(30)
+    RUNS.append(("end", key, n))
+
+
+@job(queue="default")
+def thread_records(key: str, n: int) -> None:
+    RUNS.append(("start", key, n))
+    RUNS.append(("end", key, n))

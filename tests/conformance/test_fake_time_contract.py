@@ -16,6 +16,7 @@ from conveyor import Conveyor, JobFilter, JobState
 from conveyor._runtime.clock import FakeClock
 from conveyor._runtime.service import Service
 from conveyor.fleet import OWN_PRODUCER, ProducerBeat
+from conveyor.limits import GlobalLimit
 from tests.conformance import hardening_jobs as hj
 from tests.conformance.conftest import ENGINES, release_schema
 
@@ -261,3 +262,51 @@ async def test_fake_timers_fire_in_order_each_at_its_own_time() -> None:
     await clock.advance(10)
     assert fired == [("one", 1.0), ("five", 5.0)]
     assert clock.now() == datetime(2030, 1, 1, 0, 0, 14, tzinfo=UTC) and clock.database_now() == clock.now()
+
+
+async def until(what: str, check: Callable[[], bool], timeout: float = 5) -> None:
+    """Wait (real time; fake time stands still) until ``check()`` holds."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, f"never: {what}"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_persisted_queue_state_reaches_a_node_that_missed_its_signal(make: AppFactory) -> None:
+    """A pause or limit kept in the database reaches a running node within one poll even when no
+    signal does (sent while its listener reconnected, or never sent): the node reads the persisted
+    states with its poll, applies what changed since it last looked, and looks again at once when its
+    listener reconnects. A change made without ``persist`` stays until the persisted value changes."""
+    clock = FakeClock()
+    queues = {"capped": {"limit": 6, "global_limit": 6}}
+    app = make(clock=clock, queues=queues, poll_interval=1.0, stage_interval=1.0, leadership=False)
+    await app.install()
+    await app.start()
+    engine = await app.engine()
+    assert app.node is not None
+    producer = app.node.producers["capped"]
+    await asyncio.sleep(0.05)  # the first poll is over
+
+    # Written to the table only: no node hears of it.
+    await engine.save_queue_state("conveyor", "capped", limit=2, limits={"global_limit": 2})
+    await asyncio.sleep(0.1)
+    assert producer.limit == 6  # not before the next poll
+    await advance(clock, 1.0)
+    await until("the persisted limits applied", lambda: producer.limit == 2)
+    assert producer.limits.global_limit == GlobalLimit(2)
+
+    await engine.save_queue_state("conveyor", "capped", paused=True)
+    await advance(clock, 1.0)
+    await until("the persisted pause applied", lambda: producer.paused)
+
+    # A change without persist lasts: the persisted values it differs from did not change.
+    await app.resume_queue("capped")
+    await app.scale_queue("capped", 5)
+    await advance(clock, 3.0)
+    assert producer.limit == 5 and not producer.paused
+
+    # The listener reconnecting makes the node look at once, fake time standing still.
+    await engine.save_queue_state("conveyor", "capped", limit=3, limits={"global_limit": None})
+    app.node._on_notification("listener", {"event": "connected"})
+    await until("the persisted state read on reconnect", lambda: producer.limit == 3)
+    assert producer.limits.global_limit is None

@@ -77,6 +77,43 @@ async def test_a_retried_earlier_job_waits_for_the_running_one(any_engine: Engin
     assert await fetch(any_engine) == [first]
 
 
+async def test_a_job_committed_before_the_claim_keeps_its_turn_by_id(
+    any_engine: Engine, caller_conn: Any
+) -> None:
+    """Order is id order among the jobs committed when a job of the key is claimed: a job enqueued
+    first in a transaction that commits later still goes first if it commits before that claim. (On
+    SQLite the caller's open transaction holds the one write lock, so the second insert waits for
+    its commit and gets the higher id anyway.)"""
+    (first,) = await any_engine.insert([locked("k", 1)], conn=caller_conn, now=T0)
+    second_insert = asyncio.create_task(any_engine.insert([locked("k", 2)], now=T0))
+    await asyncio.wait([second_insert], timeout=0.2)
+    await caller_conn.commit()
+    (second,) = await second_insert
+    assert first < second
+    assert await fetch(any_engine) == [first]
+    assert await fetch(any_engine) == []
+    await finish(any_engine, first)
+    assert await fetch(any_engine) == [second]
+
+
+async def test_a_job_committed_after_a_later_job_started_runs_after_it(
+    engine_name: str, any_engine: Engine, caller_conn: Any
+) -> None:
+    """A job whose transaction commits after a job of its key enqueued later (a higher id) was
+    claimed runs after that job: nothing can wait for an insert nobody can see yet. Ordered locks
+    follow id order among committed jobs, which is commit order where transactions overlap."""
+    if engine_name == "sqlite":
+        pytest.skip("SQLite has one writer: an insert waits for the open transaction, ids follow commits")
+    (first,) = await any_engine.insert([locked("k", 1)], conn=caller_conn, now=T0)
+    (second,) = await any_engine.insert([locked("k", 2)], now=T0)
+    assert first < second
+    assert await fetch(any_engine) == [second]  # the only job of the key anyone can see
+    await caller_conn.commit()
+    assert await fetch(any_engine) == []  # the running job holds the key, lower id or not
+    await finish(any_engine, second)
+    assert await fetch(any_engine) == [first]
+
+
 async def test_engines_claiming_at_once_never_overlap_a_lock(fleet_engines: list[Engine]) -> None:
     """Six producers on three engines claim and finish at random: per key, at most one job executes
     at any moment, and the keys' jobs start in id order."""

@@ -14,6 +14,7 @@ from conveyor import Conveyor, JobState
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
+from conveyor.fleet import QueueState
 from tests.conformance import jobs
 from tests.conformance.conftest import started_node
 from tests.conformance.test_runtime_contract import wait_final
@@ -57,6 +58,29 @@ async def test_waiting_queues_refuses_a_string_and_bad_names(any_engine: Engine)
         await any_engine.waiting_queues(["default", ""])
     with pytest.raises(ValidationError, match="queues"):
         await any_engine.waiting_queues(["default", 7])  # type: ignore[list-item]
+
+
+async def test_poll_queues_reads_the_waiting_queues_and_the_persisted_states_at_once(
+    any_engine: Engine,
+) -> None:
+    await any_engine.insert([jobs.async_ok.new(value=n).with_options(queue=q) for n, q in enumerate("abc")])
+    await any_engine.save_queue_state("conveyor", "a", paused=True)
+    await any_engine.save_queue_state("conveyor", "b", limit=3, limits={"global_limit": 2})
+    await any_engine.save_queue_state("other", "b", limit=9)  # another instance's
+    await any_engine.save_queue_state("conveyor", "elsewhere", limit=4)  # a queue not asked about
+    poll = await any_engine.poll_queues("conveyor", ["a", "b", "c", "d"], awake=["b", "c", "d"])
+    assert poll.waiting == {"b", "c"}  # "a" holds a job but was not asked about: it is paused
+    assert poll.states == {
+        "a": QueueState(paused=True),
+        "b": QueueState(limit=3, limits={"global_limit": 2}),
+    }
+    assert poll.states == {
+        q: s for q, s in (await any_engine.load_queue_states("conveyor")).items() if q in "abcd"
+    }
+    empty = await any_engine.poll_queues("conveyor", [], awake=[])
+    assert empty.waiting == frozenset() and empty.states == {}
+    with pytest.raises(ValidationError, match="queues"):
+        await any_engine.poll_queues("conveyor", "a", awake=[])
 
 
 def polling_node(engine_name: str, tmp_path: Path) -> AbstractAsyncContextManager[Conveyor]:

@@ -492,3 +492,61 @@ async def test_replacing_the_time_of_an_available_job_schedules_it(any_engine: E
 def test_bad_replace_options_are_refused(replace: Any) -> None:
     with pytest.raises(ValidationError, match=r"invalid unique\.replace="):
         JobRequest(WORKER, unique={"replace": replace})
+
+
+BOOM = {"attempt": 1, "at": "2024-01-01T00:00:00+00:00", "error": "boom"}
+LOWERING: dict[str, Any] = {
+    "period": None,
+    "fields": ["worker"],
+    "replace": {state: ["max_attempts"] for state in ("available", "retryable", "executing")},
+}
+
+
+@pytest.mark.parametrize("state", [JobState.AVAILABLE, JobState.RETRYABLE])
+async def test_replacing_max_attempts_below_the_attempts_made_discards_a_waiting_job(
+    any_engine: Engine, state: JobState
+) -> None:
+    """A waiting job whose replaced ``max_attempts`` leaves it no attempt is never claimable again:
+    it is discarded at once, with the reason as its last error, rather than left waiting forever."""
+    (stored,) = await insert(any_engine, ureq(LOWERING, max_attempts=3))
+    assert await fetch(any_engine) == [stored]
+    failed = Ack(stored, 1, JobState.RETRYABLE, schedule_in=0, error=BOOM)
+    assert await any_engine.ack_jobs([failed], now=T0) == [stored]
+    if state is JobState.AVAILABLE:
+        await any_engine.stage_jobs(10, now=T0 + timedelta(seconds=1))
+    assert (await job(any_engine, stored)).state is state
+    (again,) = await insert(any_engine, ureq(LOWERING, max_attempts=1))
+    assert again == stored
+    ended = await job(any_engine, stored)
+    assert ended.state is JobState.DISCARDED and ended.discarded_at is not None
+    assert ended.max_attempts == 1 and ended.attempt == 1
+    assert len(ended.errors) == 2 and ended.errors[-1]["attempt"] == 1
+    assert "max_attempts" in ended.errors[-1]["error"] and "discarded" in ended.errors[-1]["error"]
+    assert await any_engine.waiting_queues(["default"]) == set()
+
+
+async def test_replacing_max_attempts_of_a_running_job_leaves_it_its_next_attempt(any_engine: Engine) -> None:
+    """A running job keeps at least the attempt after the current one: its run was planned with the
+    old figure, and a retry it asks for must stay claimable."""
+    (stored,) = await insert(any_engine, ureq(LOWERING, max_attempts=5))
+    assert await fetch(any_engine) == [stored]
+    (again,) = await insert(any_engine, ureq(LOWERING, max_attempts=1))
+    assert again == stored
+    running = await job(any_engine, stored)
+    assert running.state is JobState.EXECUTING and running.max_attempts == 2
+    retry = Ack(stored, 1, JobState.RETRYABLE, schedule_in=0, error=BOOM)
+    assert await any_engine.ack_jobs([retry], now=T0) == [stored]
+    await any_engine.stage_jobs(10, now=T0 + timedelta(seconds=1))
+    assert await fetch(any_engine, now=T0 + timedelta(seconds=1)) == [stored]
+
+
+async def test_replacing_max_attempts_above_the_attempts_made_keeps_the_job_waiting(
+    any_engine: Engine,
+) -> None:
+    (stored,) = await insert(any_engine, ureq(LOWERING, max_attempts=5))
+    assert await fetch(any_engine) == [stored]
+    failed = Ack(stored, 1, JobState.RETRYABLE, schedule_in=60, error=BOOM)
+    assert await any_engine.ack_jobs([failed], now=T0) == [stored]
+    await insert(any_engine, ureq(LOWERING, max_attempts=2))
+    kept = await job(any_engine, stored)
+    assert kept.state is JobState.RETRYABLE and kept.max_attempts == 2

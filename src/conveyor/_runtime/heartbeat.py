@@ -76,7 +76,7 @@ class Heartbeat(Service):
         self.on_gap: list[Callable[[], None]] = []
 
     def beats(self) -> list[ProducerBeat]:
-        return [ProducerBeat(p.uuid, p.queue, producer_meta(p)) for p in self.producers]
+        return [ProducerBeat(p.uuid, p.queue, producer_meta(p), holding=p.holding()) for p in self.producers]
 
     @property
     def live_producers(self) -> list[str]:
@@ -96,6 +96,11 @@ class Heartbeat(Service):
         return timeout if self.contact_for() >= timeout else None
 
     async def tick(self) -> None:
+        # Producers whose stopped runs this beat lets go of (a cancelled job's lock or global slot):
+        # they fetch once it is written. Taken before the beats, so a run ending meanwhile waits.
+        released = [p for p in self.producers if p.released]
+        for producer in released:
+            producer.released = False
         try:
             if self.producers:
                 now = self.clock.database_now()
@@ -104,6 +109,8 @@ class Heartbeat(Service):
                 await self.engine.get_leader(self.instance, now=self.clock.database_now())
         except Exception:
             self.contact_since = None
+            for producer in released:
+                producer.released = True  # the next beat lets go of them
             raise
         beat_at = self.clock.monotonic()
         if self.contact_since is None:
@@ -118,6 +125,8 @@ class Heartbeat(Service):
             for hook in self.on_gap:
                 hook()
         self._beat_at = beat_at
+        for producer in released:
+            producer.wake()
         # A job cancelled (or deleted) while its pkill signal was missed still gets stopped, and so
         # does one rescued from us while we were cut off from the database.
         running = [(job_id, r.context.job.attempt) for p in self.producers for job_id, r in p.running.items()]

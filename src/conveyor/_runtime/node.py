@@ -19,6 +19,7 @@ from conveyor._runtime.leadership import Leadership
 from conveyor._runtime.poller import Poller
 from conveyor._runtime.process_pool import ProcessPool
 from conveyor._runtime.producer import Producer
+from conveyor._runtime.queue_states import PersistedStates
 from conveyor._runtime.runner import JobRunner
 from conveyor._runtime.signals import addressed_to, limits_from_signal
 from conveyor._runtime.stager import Stager
@@ -27,6 +28,7 @@ from conveyor.acks import Ack
 from conveyor.cron import CronEntry, definitions_in
 from conveyor.definition import ExecutorKind
 from conveyor.engine.base import Engine
+from conveyor.fleet import QueueState
 from conveyor.inbox import AWAITING
 from conveyor.queue_settings import QueueSettings, fetch_limits
 from conveyor.settings import Settings
@@ -92,9 +94,16 @@ class Node:
             clock=clock,
         )
         self.producers: dict[str, Producer] = {q.name: self._producer(q) for q in settings.queues}
-        # One poll for every queue, waking the producers of those with jobs waiting.
+        self._persisted = PersistedStates()
+        # One poll for every queue, waking the producers of those with jobs waiting; it also brings
+        # the persisted queue states, so a persisted change whose signal was missed still arrives.
         self.poller = Poller(
-            engine, lambda: list(self.producers.values()), interval=settings.poll_interval, clock=clock
+            engine,
+            lambda: list(self.producers.values()),
+            interval=settings.poll_interval,
+            clock=clock,
+            name=settings.name,
+            on_states=self.persisted_states,
         )
         # A global limit counts executing rows, so this node's finished jobs free their slots only
         # once their acks are written: wake the producers a cap stopped right then.
@@ -285,7 +294,7 @@ class Node:
         log.info("node %s stopped", self.name)
 
     def _producer(self, queue: QueueSettings) -> Producer:
-        return Producer(
+        producer = Producer(
             queue.name,
             queue.limit,
             engine=self.engine,
@@ -298,7 +307,11 @@ class Node:
             limits=fetch_limits(queue),
             link=self.link,
             dead_after=self._judged_after,
+            cancel_grace=self.settings.cancel_grace,
         )
+        # A cancelled run that ends lets go of its lock and global slot with the next beat: now.
+        producer.on_stopped = lambda: self.heartbeat.wake()
+        return producer
 
     async def _apply_persisted(self, only: str | None = None) -> None:
         """Apply the pauses and limits operators asked to keep across restarts."""
@@ -307,6 +320,7 @@ class Node:
             producer = self.producers.get(queue)
             if producer is None or (only is not None and queue != only):
                 continue
+            self._persisted.applied(queue, state)
             if state.paused is not None:
                 producer.paused = state.paused
             if state.limit is not None:
@@ -315,6 +329,17 @@ class Node:
             if limits is not None:
                 producer.limits = limits
         self._fit_threads()
+
+    def persisted_states(self, states: dict[str, QueueState]) -> None:
+        """The persisted states a poll read: apply each part that changed since this node last
+        looked (a signal normally brought it already; this catches one that was missed)."""
+        for change in self._persisted.changes(states, self.producers):
+            if change.paused is not None:
+                (self.pause if change.paused else self.resume)(change.queue)
+            if change.limit is not None:
+                self.scale(change.queue, change.limit)
+            if change.limits:
+                self.apply_scale(change.queue, change.limits)
 
     # -- queue control (local; signals from anywhere arrive in _on_signal) ----------------------
     def pause(self, queue: str) -> None:
@@ -510,7 +535,10 @@ class Node:
             elif isinstance(queue, str):
                 self._wake_queue(queue)
         elif channel == "listener":
+            # (Re)connected: notifications sent meanwhile are lost. Fetch, and read the persisted
+            # queue states at once (the poll brings them) rather than at the next interval.
             self.nudge()
+            self.poller.wake()
         elif channel == "leader" and payload.get("action") == "resign":
             self.leadership.on_resign(payload)
         elif channel == "signal":

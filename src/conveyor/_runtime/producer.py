@@ -57,6 +57,7 @@ class Producer(Service):
         limits: FetchLimits = NO_LIMITS,
         link: JobLink | None = None,
         dead_after: Callable[[], float | None] = lambda: None,
+        cancel_grace: float = 300.0,
     ) -> None:
         super().__init__(None, clock)
         self.poll_interval = poll_interval
@@ -86,6 +87,16 @@ class Producer(Service):
         self._backlog = False
         self._idle = asyncio.Event()
         self._idle.set()
+        #: Running jobs told to stop (a cancel, or their row no longer this attempt's), with when
+        #: (monotonic): a cancelled one keeps its lock and global slot while it runs (``holding``).
+        self.stopping: dict[int, float] = {}
+        #: Called when such a run ends, so the heartbeat lets go of its job at once.
+        self.on_stopped: Callable[[], None] | None = None
+        #: Seconds a stopping run is held before the node lets go of it with a warning.
+        self.cancel_grace = cancel_grace
+        self._let_go: set[int] = set()
+        #: A stopping run ended since the last beat: once the beat has let go of its job, fetch.
+        self.released = False
 
     async def tick(self) -> None:
         if self.paused:
@@ -184,6 +195,11 @@ class Producer(Service):
             running = self.running.pop(job_id, None)
             if not self.running:
                 self._idle.set()
+            self._let_go.discard(job_id)
+            if self.stopping.pop(job_id, None) is not None:
+                self.released = True
+                if self.on_stopped is not None:
+                    self.on_stopped()  # the heartbeat tells the database the run is over
             progress = self.link.detach(context) if self.link is not None else None
         if progress is not None:  # reported since the last write: the ack stores it
             ack = with_meta(ack, {"progress": progress})
@@ -203,6 +219,7 @@ class Producer(Service):
         running = self.running.get(job_id)
         if running is None:
             return False
+        self.stopping.setdefault(job_id, self.clock.monotonic())
         running.context.cancel(reason)
         if self.runner.processes is not None and self.runner.processes.kill(job_id):
             return True
@@ -210,6 +227,23 @@ class Producer(Service):
             return True  # told through its context; it is marked cancelled when it returns
         running.task.cancel()
         return True
+
+    def holding(self) -> tuple[int, ...]:
+        """The jobs this producer still runs, for its heartbeat: a cancelled one among them keeps
+        its ordered lock and global-limit slot in the database (``Engine.record_producers``). A run
+        told to stop more than ``cancel_grace`` ago is left out, with a warning: a thread that never
+        returns must not hold its key forever."""
+        now = self.clock.monotonic()
+        for job_id, since in self.stopping.items():
+            if now - since >= self.cancel_grace and job_id not in self._let_go:
+                self._let_go.add(job_id)
+                log.warning(
+                    "job %s was cancelled %.0fs ago and its run has not returned (a thread cannot be "
+                    "interrupted): its lock and global-limit slot are let go, the run still going",
+                    job_id,
+                    now - since,
+                )
+        return tuple(job_id for job_id in self.running if job_id not in self._let_go)
 
     def disown_job(self, job_id: int) -> bool:
         """Stop a running job whose row is no longer this attempt's (cancelled or deleted, rescued
@@ -232,6 +266,13 @@ class Producer(Service):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), timeout)
         leftovers = [(r.context.job.id, r.context.job.attempt) for r in self.running.values()]
+        cancelled = [job_id for job_id in self.running if job_id in self.stopping]
+        if cancelled:
+            log.warning(
+                "cancelled jobs %s still run at the shutdown deadline (threads cannot be interrupted): "
+                "their locks and global-limit slots are let go with this node's producer rows",
+                cancelled,
+            )
         for running in self.running.values():
             # A thread cannot be killed: flag it, so cooperative code stops before the job, given
             # back below, runs again elsewhere.

@@ -47,7 +47,15 @@ from typing import Any, Protocol, runtime_checkable
 
 from conveyor.acks import Ack
 from conveyor.filters import JobFilter
-from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, QueueState, RescueResult
+from conveyor.fleet import (
+    CronTick,
+    LeaderInfo,
+    ProducerBeat,
+    ProducerInfo,
+    QueuePoll,
+    QueueState,
+    RescueResult,
+)
 from conveyor.job import Job, JobState
 from conveyor.limits import FetchLimits
 from conveyor.request import JobRequest
@@ -154,7 +162,10 @@ class Engine(Protocol):
         ``criteria.limit``, the lowest matching ids go first. Return the ids cancelled, ascending.
 
         For each job that was executing, send ``{"action": "pkill", "job_id": id}`` on "signal" so
-        its node stops it; that node's late ack no longer applies (the row is not executing).
+        its node stops it; that node's late ack no longer applies (the row is not executing). List
+        each such job in its producer's row (by ``attempted_by[1]``, the producer uuid), so it keeps
+        its ordered lock and global-limit slot until that producer's beats stop holding it (see
+        ``record_producers``).
 
         ``conn``, here and in ``retry_jobs``/``delete_jobs``: a caller's async connection or
         session, as ``insert`` takes; the change and its notifications then belong to the caller's
@@ -353,6 +364,12 @@ class Engine(Protocol):
         any client, notified or not, are seen. A string instead of a list of names, or an invalid
         name, is refused with a ValidationError."""
 
+    async def poll_queues(self, name: str, queues: Sequence[str], *, awake: Sequence[str]) -> QueuePoll:
+        """A node's one poll, as one read (one transaction on a server: the node's idle cost): which
+        of ``awake`` hold jobs a fetch could claim (as ``waiting_queues``), and the persisted states
+        of the instance ``name`` for those of ``queues`` that have one (as ``load_queue_states``).
+        Bad names are refused as ``waiting_queues`` refuses them."""
+
     # -- notifications -----------------------------------------------------------------------
     async def notify(self, name: str, payload: dict[str, Any]) -> None:
         """Send ``payload`` (a JSON object) on the logical channel ``name`` ("insert", "signal",
@@ -402,7 +419,13 @@ class Engine(Protocol):
     ) -> None:
         """Insert or refresh the heartbeat rows of a node's producers (by uuid): a new row starts
         with ``started_at`` = ``updated_at`` = now; a known one gets the beat's meta and
-        ``updated_at`` = now. An empty ``beats`` does nothing."""
+        ``updated_at`` = now. An empty ``beats`` does nothing.
+
+        The row also keeps the jobs a cancel stopped while the producer ran them (``cancel_jobs``
+        lists them): those still in the beat's ``holding`` stay listed, the others are forgotten.
+        A listed job, whatever its state, keeps its ordered lock and counts against its queue's
+        global limit in ``fetch_jobs``, so a run that cannot stop at once (a thread) is never
+        overlapped; deleting the row (a clean stop, or the leader forgetting a dead node) lets go."""
 
     async def delete_producers(self, uuids: Sequence[str]) -> None:
         """Delete these producers' rows (a clean stop); unknown uuids are ignored."""

@@ -70,7 +70,9 @@ class PostgresCluster(PostgresCore):
     ) -> None:
         if not beats:
             return
-        records = [{"uuid": b.uuid, "queue": b.queue, "meta": b.meta} for b in beats]
+        records = [
+            {"uuid": b.uuid, "queue": b.queue, "meta": b.meta, "holding": list(b.holding)} for b in beats
+        ]
         params = {
             "name": name,
             "node": node,

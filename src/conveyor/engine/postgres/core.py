@@ -36,7 +36,11 @@ CLAIM_PARTS = {
     "job_columns": "job_columns",
     "lock_free": "lock_free",
     "claimed_meta": "claimed_meta",
-    "still_running": "still_running",  # after demand: fetch_demand_limited.sql holds it
+    # After demand (fetch_demand_limited.sql holds running_jobs), running_jobs before still_running
+    # and stopping_ids, lock_free before stopping_ids: each holds the next.
+    "running_jobs": "running_jobs",
+    "still_running": "still_running",
+    "stopping_ids": "stopping_ids",
 }
 
 
@@ -186,7 +190,10 @@ class PostgresCore:
         )
         self._fetch_limited_statement = limited.replace("{rate_key}", "''").encode()
         self._claim_left_statement = self.sql.compose(
-            "limited_claim_left", still_running="still_running"
+            "limited_claim_left",
+            running_jobs="running_jobs",
+            still_running="still_running",
+            stopping_ids="stopping_ids",
         ).encode()
         #: Claims under partitioned limits, by the shapes of their partitions (hot_path).
         self._partitioned: dict[Any, tuple[bytes, bytes]] = {}
@@ -196,7 +203,7 @@ class PostgresCore:
         # Composed once the type of the errors column is known (see _detect_errors_type).
         self._ack_statement: bytes | None = None
         self._errors_type: str | None = None
-        self._inserter = Inserter(self.sql, self.insert_channel)
+        self._inserter = Inserter(self.sql, self.insert_channel, schema.ERRORS_APPEND)
         self._opened = False
 
     async def open(self) -> None:
@@ -346,7 +353,7 @@ class PostgresCore:
         async with self.pool.connection() as conn:
             found = await schema.errors_type(conn, self.prefix)
         statement = self.sql.compose("ack_jobs", append_error=schema.ERRORS_APPEND[found or "jsonb"]).encode()
-        self._errors_type = found
+        self._errors_type = self._inserter.errors_type = found
         self._ack_statement = statement if found is not None else None
         return statement
 

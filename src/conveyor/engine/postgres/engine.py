@@ -18,6 +18,7 @@ from conveyor.engine.postgres.jobs import PostgresJobs
 from conveyor.engine.postgres.listener import PostgresListener
 from conveyor.engine.postgres.relay import PostgresRelay
 from conveyor.engine.postgres.stats import PostgresStats
+from conveyor.fleet import QueuePoll, QueueState, with_limits
 from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest
 
@@ -78,6 +79,18 @@ class PostgresEngine(PostgresJobs, PostgresHotPath, PostgresCluster, PostgresRel
         async with self.pool.connection() as conn:
             cur = await conn.execute(self.sql["waiting_queues"].encode(), {"queues": names})
             return {row[0] for row in await cur.fetchall()}
+
+    async def poll_queues(self, name: str, queues: Sequence[str], *, awake: Sequence[str]) -> QueuePoll:
+        names, awake_names = check_queues(queues), check_queues(awake)
+        if not names and not awake_names:
+            return QueuePoll(frozenset(), {})
+        params = {"name": name, "queues": names, "awake": awake_names}
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self.sql["poll_queues"].encode(), params)
+            rows = await cur.fetchall()
+        states = {row[1]: QueueState(paused=row[2], limit=row[3]) for row in rows if row[0] == "state"}
+        states = with_limits(states, [(row[1], row[4]) for row in rows if row[0] == "limits"])
+        return QueuePoll(frozenset(row[1] for row in rows if row[0] == "waiting"), states)
 
     # -- notifications -----------------------------------------------------------------------
     async def notify(self, name: str, payload: dict[str, Any]) -> None:

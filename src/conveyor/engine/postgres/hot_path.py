@@ -108,7 +108,9 @@ class PostgresHotPath(PostgresWorkflows):
         if found is None:
             composed = self.sql.compose("fetch_partitioned", record_starts="record_starts", **CLAIM_PARTS)
             fetch = _partitions.render(composed, KEYS, shapes)
-            left = self.sql.compose("partitioned_claim_left", lock_free="lock_free")
+            left = self.sql.compose(
+                "partitioned_claim_left", lock_free="lock_free", stopping_ids="stopping_ids"
+            )
             found = self._partitioned[shapes] = (fetch.encode(), left.encode())
         return found
 

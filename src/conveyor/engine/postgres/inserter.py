@@ -115,7 +115,7 @@ def _copy_capable(conn: psycopg.Connection[Any] | foreign.AsyncDriver) -> bool:
 class Inserter:
     """Inserts a stream of requests on an async or a sync connection (see the module's docstring)."""
 
-    def __init__(self, sql: SqlFiles, insert_channel: str) -> None:
+    def __init__(self, sql: SqlFiles, insert_channel: str, errors_append: dict[str, str]) -> None:
         self._statement = sql["insert_jobs"].encode()
         self._clock = sql["insert_clock"].encode()
         self._reserve = sql["insert_reserve"].encode()
@@ -125,7 +125,13 @@ class Inserter:
         self._unique_statement = sql.compose(
             "insert_unique_jobs", unique_predicate="unique_predicate"
         ).encode()
-        self._replace_statement = sql["replace_jobs"].encode()
+        #: ``replace_jobs`` appends an error (a job it leaves no attempt is discarded), composed for
+        #: each type the errors column may have (``errors_type``, set when the engine reads it).
+        self._replace_statements = {
+            kind: sql.compose("replace_jobs", append_error=fragment).encode()
+            for kind, fragment in errors_append.items()
+        }
+        self.errors_type: str | None = None
         self._hold_statement = sql["hold_jobs"].encode()
         self._channel = insert_channel
 
@@ -244,7 +250,13 @@ class Inserter:
                 if claim.unique.replace
             ]
             if replacing:
-                yield Execute(self._replace_statement, {"jobs": records_json(replacing), "now": now})
+                yield self._replace(replacing, now)
+
+    def _replace(self, replacing: list[dict[str, Any]], now: datetime | None) -> Execute:
+        """``replace_jobs`` for the errors column's type, over the records of the requests that
+        conflicted and replace fields of the stored jobs."""
+        statement = self._replace_statements[self.errors_type or "jsonb"]
+        return Execute(statement, {"jobs": records_json(replacing), "now": now})
 
     def _unique_steps(
         self, chunk: list[JobRequest], now: datetime | None, claims: UniqueClaims
@@ -262,7 +274,7 @@ class Inserter:
             if (unique := chunk[i].unique) is not None and unique.replace
         ]
         if replacing:
-            yield Execute(self._replace_statement, {"jobs": records_json(replacing), "now": now})
+            yield self._replace(replacing, now)
         return ids
 
     def _copy_steps(self, source: Pushback, now: datetime | None) -> Steps:

@@ -95,7 +95,9 @@ class SqliteCluster(SqliteCore):
         check_now(now)
         if not beats:
             return
-        records = orjson.dumps([{"uuid": b.uuid, "queue": b.queue, "meta": b.meta} for b in beats]).decode()
+        records = orjson.dumps(
+            [{"uuid": b.uuid, "queue": b.queue, "meta": b.meta, "holding": list(b.holding)} for b in beats]
+        ).decode()
         statement = FILES["upsert_producers"]
 
         def run(tx: Tx) -> None:

@@ -31,8 +31,13 @@ def compose(name: str, condition: str, demand: str = "fetch_demand") -> str:
         lock_free="lock_free",
         claimed_meta="claimed_meta",
         demand=demand,
-        still_running="still_running",  # after demand: fetch_demand_limited.sql holds it
-        own_producer="own_producer",  # after still_running, which holds it
+        # After demand (fetch_demand_limited.sql holds running_jobs), running_jobs before
+        # still_running and stopping_ids, lock_free before stopping_ids, still_running before
+        # own_producer: each holds the next.
+        running_jobs="running_jobs",
+        still_running="still_running",
+        stopping_ids="stopping_ids",
+        own_producer="own_producer",
         step_with_deps="step_with_deps",
     )
     return text.replace("{filter}", condition)

@@ -36,6 +36,7 @@ from conveyor.engine.sqlite.listener import SqliteListener
 from conveyor.engine.sqlite.relay import SqliteRelay
 from conveyor.engine.sqlite.rows import InsertRows, check_now, time_text, utc_clock
 from conveyor.engine.sqlite.stats import SqliteStats
+from conveyor.fleet import QueuePoll, QueueState, with_limits
 from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest
 
@@ -120,6 +121,25 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay, Sqlite
         statement = FILES["waiting_queues"]
         rows = await self.database.read(lambda conn: conn.execute(statement, params).fetchall())
         return {row[0] for row in rows}
+
+    async def poll_queues(self, name: str, queues: Sequence[str], *, awake: Sequence[str]) -> QueuePoll:
+        names, awake_names = check_queues(queues), check_queues(awake)
+        if not names and not awake_names:
+            return QueuePoll(frozenset(), {})
+        params = {
+            "name": name,
+            "queues": orjson.dumps(names).decode(),
+            "awake": orjson.dumps(awake_names).decode(),
+        }
+        statement = FILES["poll_queues"]
+        rows = await self.database.read(lambda conn: conn.execute(statement, params).fetchall())
+        states = {
+            row[1]: QueueState(paused=None if row[2] is None else bool(row[2]), limit=row[3])
+            for row in rows
+            if row[0] == "state"
+        }
+        states = with_limits(states, [(row[1], row[4]) for row in rows if row[0] == "limits"])
+        return QueuePoll(frozenset(row[1] for row in rows if row[0] == "waiting"), states)
 
     # -- notifications -----------------------------------------------------------------------
     async def notify(self, name: str, payload: dict[str, Any]) -> None:

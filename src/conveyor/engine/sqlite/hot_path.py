@@ -22,8 +22,18 @@ from conveyor.limits import Claimed, FetchLimits, capped_by
 
 RATE_RECORD = FILES["rate_starts_record"]
 RATE_FORGET = FILES["rate_starts_forget"]
-CLAIM_LEFT = FILES.compose("limited_claim_left", still_running="still_running", own_producer="own_producer")
-PARTITIONED_LEFT = FILES.compose("partitioned_claim_left", lock_free="lock_free")
+CLAIM_LEFT = FILES.compose(
+    "limited_claim_left",
+    running_jobs="running_jobs",
+    still_running="still_running",
+    stopping_ids="stopping_ids",
+    own_producer="own_producer",
+)
+PARTITIONED_LEFT = FILES.compose(
+    "partitioned_claim_left",
+    lock_free="lock_free",
+    stopping_ids="stopping_ids",
+)
 
 #: Partition keys on SQLite: a JSON array of the worker and the values under the keys (read through
 #: a quoted JSON path, so a key with dots or brackets is one key; a column that is not JSON reads as

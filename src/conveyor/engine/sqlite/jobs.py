@@ -126,9 +126,11 @@ class SqliteJobs(SqliteWorkflows):
             clock = time_text(utc_clock(now))
             ids = orjson.dumps([row[0] for row in targets]).decode()
             cancelled = [row[0] for row in tx.conn.execute(cancel_sql, {"ids": ids, "now": clock})]
-            for job_id, state in targets:
-                if state == "executing":
-                    tx.notify("signal", {"action": "pkill", "job_id": job_id}, clock)
+            stopped = [job_id for job_id, state in targets if state == "executing"]
+            if stopped:  # they keep their lock and slot until their node's run is over
+                tx.conn.execute(FILES["stop_listed"], {"ids": orjson.dumps(stopped).decode()})
+            for job_id in stopped:
+                tx.notify("signal", {"action": "pkill", "job_id": job_id}, clock)
             if cancelled:  # cancelled steps end: the steps that depend on them settle now
                 settle_beside(tx, cancelled, now)
                 notify_ended(tx, sorted(cancelled), clock)

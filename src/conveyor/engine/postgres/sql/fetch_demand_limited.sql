@@ -1,8 +1,7 @@
 greatest(0, least(
     %(demand)s,
     CASE WHEN %(global_limit)s::integer IS NULL THEN %(demand)s ELSE %(global_limit)s::integer - (
-        SELECT count(*) FROM {prefix}.oban_jobs AS x
-        WHERE state = 'executing' AND queue = %(queue)s AND {still_running}
+        SELECT count(*) FROM {running_jobs} AS x
     ) END,
     CASE WHEN %(rate_allowed)s::integer IS NULL THEN %(demand)s ELSE %(rate_allowed)s::integer - (
         SELECT coalesce(sum(r.started), 0) FROM {prefix}.conveyor_queue_starts AS r

@@ -20,9 +20,8 @@ WITH clock AS (
 ),
 running AS (
     SELECT {global_key} AS pkey, count(*) AS n
-    FROM {prefix}.oban_jobs AS x
-    WHERE %(global_limit)s::integer IS NOT NULL AND state = 'executing' AND queue = %(queue)s
-      AND {still_running}
+    FROM {running_jobs} AS x
+    WHERE %(global_limit)s::integer IS NOT NULL
     GROUP BY 1
 ),
 started AS (

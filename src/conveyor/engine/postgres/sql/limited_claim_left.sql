@@ -7,8 +7,7 @@ WITH clock AS (
 )
 SELECT
     CASE WHEN %(global_limit)s::integer IS NULL THEN NULL ELSE (
-        SELECT count(*) FROM {prefix}.oban_jobs AS x
-        WHERE state = 'executing' AND queue = %(queue)s AND {still_running}
+        SELECT count(*) FROM {running_jobs} AS x
     ) END AS running,
     CASE WHEN %(rate_allowed)s::integer IS NULL THEN NULL ELSE (
         SELECT coalesce(sum(r.started), 0) FROM {prefix}.conveyor_queue_starts AS r, clock

@@ -7,8 +7,8 @@
 -- partition's room, of those the ones within their global partition's room, in order, up to the demand.
 WITH running AS (
     SELECT {global_key} AS pkey, count(*) AS n
-    FROM oban_jobs AS x
-    WHERE :global_limit IS NOT NULL AND state = 'executing' AND queue = :queue AND {still_running}
+    FROM {running_jobs} AS x
+    WHERE :global_limit IS NOT NULL
     GROUP BY 1
 ),
 started AS (

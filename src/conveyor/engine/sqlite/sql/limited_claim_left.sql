@@ -2,7 +2,7 @@
 -- global limit, starts in the window for the rate limit (NULL for a limit the queue does not have).
 SELECT
     CASE WHEN :global_limit IS NULL THEN NULL ELSE (
-        SELECT count(*) FROM oban_jobs AS x WHERE state = 'executing' AND queue = :queue AND {still_running}
+        SELECT count(*) FROM {running_jobs} AS x
     ) END,
     CASE WHEN :rate_allowed IS NULL THEN NULL ELSE (
         SELECT coalesce(sum(started), 0) FROM conveyor_queue_starts WHERE queue = :queue AND started_at > :window_start
