@@ -33,6 +33,7 @@ from rich.table import Table
 
 from conveyor.app import Conveyor
 from conveyor.engine._migrations import schema_problem
+from conveyor.engine.postgres import dsn as postgres_dsn
 from conveyor.engine.postgres import schema as postgres_schema
 from conveyor.engine.postgres.connect import CONNECT_TIMEOUT, connect_once, one_line
 from conveyor.engine.sqlite import schema as sqlite_schema
@@ -88,7 +89,7 @@ def inspect_database(url: str | None, prefix: str, *, create: bool = False) -> S
     url = url or default_database_url()
     if is_sqlite_url(url):
         return _inspect_sqlite(url, create=create)
-    dsn = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    dsn = postgres_dsn.check(url)
     options = "" if prefix == "public" else f" --prefix {prefix}"
     version, missing = run_blocking(_inspect_postgres(dsn, prefix))
     return SchemaState(version, missing, f"the Conveyor schema in {prefix!r}", options)

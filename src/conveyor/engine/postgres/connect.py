@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 
+from conveyor.engine.postgres.dsn import scrub
 from conveyor.errors import DatabaseUnreachableError
 
 #: Seconds a first connection may take before the database counts as unreachable.
@@ -32,4 +33,5 @@ async def connect_once(dsn: str, timeout: float = CONNECT_TIMEOUT) -> psycopg.As
             f"cannot connect to the database: no answer within {timeout:g} seconds"
         ) from None
     except psycopg.Error as exc:
-        raise DatabaseUnreachableError(f"cannot connect to the database: {one_line(str(exc))}") from None
+        reason = one_line(scrub(str(exc), dsn))
+        raise DatabaseUnreachableError(f"cannot connect to the database: {reason}") from None
