@@ -125,3 +125,9 @@ def test_the_cli_never_prints_the_password(name: str, tmp_path: Path) -> None:
         assert run.code != 0
         assert "Error:" in run.err
         assert not leaks(run.out + run.err), run.err
+
+
+def test_the_settings_repr_masks_the_password() -> None:
+    app = Conveyor(FAILING["url-closed-port"])
+    assert "database_url='postgresql://postgres:***@" in repr(app.settings)
+    assert not leaks(repr(app.settings))
