@@ -95,6 +95,18 @@ def test_an_unencoded_character_in_a_url_password_gets_a_hint(name: str) -> None
     assert "***" in str(raised.value) and not leaks(str(raised.value))
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://u:p%40ss%2F1@h:5432/db?application_name=a@b",
+        "postgresql://u@h:5432/db?application_name=a@b",
+        "postgresql://u:pw:with:colons@h1,h2/db?target_session_attrs=read-write",
+    ],
+)
+def test_valid_urls_with_special_characters_elsewhere_are_accepted(url: str) -> None:
+    assert pg_dsn.check(url) == url
+
+
 def test_a_blank_in_an_unquoted_key_value_password_gets_a_hint() -> None:
     with pytest.raises(ValidationError, match="single-quoted") as raised:
         Conveyor(FAILING["kv-unquoted-blank"])

@@ -51,7 +51,9 @@ def _url_userinfo(text: str) -> tuple[str, str, str] | None:
     ends at the last ``@``, so that a password with an unencoded ``@`` or ``/`` is still found
     (and masked whole) where libpq would split it."""
     scheme, sep, rest = text.partition("://")
-    at = rest.rfind("@")
+    at, query = rest.rfind("@"), rest.find("?")
+    if 0 <= query < at and "=" in rest[query:at]:
+        at = rest.rfind("@", 0, query)  # that "@" is in a parameter (application_name=a@b)
     if not sep or at < 0 or ":" not in rest[:at]:
         return None
     user, _, password = rest[:at].partition(":")
