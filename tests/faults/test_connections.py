@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
 
 from conveyor.engine.postgres import PostgresEngine, core
 from tests.faults.cluster import PgCluster
+from tests.faults.nodes import enqueue, fleet, wait_completed
 from tests.faults.test_outages import Hog
 
 
@@ -131,3 +133,27 @@ async def test_a_pool_that_lost_the_server_logs_one_line_then_one_when_back(
     finally:
         await listener.stop()
         await engine.close()
+
+
+def test_conveyor_start_on_a_full_server_waits_then_runs_jobs(
+    cluster: PgCluster, fault_prefix: str, tmp_path: Path, run_log: Path
+) -> None:
+    """The node process logs one line, stays up without hammering the server, and runs jobs once
+    slots are free."""
+    ids = enqueue(cluster.dsn, fault_prefix, run_log, [0.01] * 5)
+    hog = Hog(cluster.dsn)
+    try:
+        with fleet(cluster.dsn, fault_prefix, tmp_path) as nodes:
+            hog.take_all()
+            node = nodes.start()
+            deadline = time.monotonic() + 30  # a process start takes seconds on a loaded machine
+            while "takes no connection" not in node.output() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            time.sleep(2)
+            assert node.process.poll() is None, node.output()
+            assert node.output().count("takes no connection") == 1, node.output()
+            hog.release()
+            wait_completed(cluster.dsn, fault_prefix, ids, timeout=30, what=nodes.describe())
+            assert "takes connections again" in node.output()
+    finally:
+        hog.release()
