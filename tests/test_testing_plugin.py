@@ -7,6 +7,7 @@ import textwrap
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from tests.conftest import DSN
 
@@ -118,8 +119,14 @@ def record_schema(request):
 """
 
 
-def test_the_plugin_on_postgres_leaves_no_schema_behind(pytester: pytest.Pytester) -> None:
-    write_project(pytester, f"conveyor_database_url = {DSN}")
+def _key_value(url: str) -> str:
+    """``url`` in libpq's key=value form."""
+    return " ".join(f"{key}={value}" for key, value in conninfo_to_dict(url).items())
+
+
+@pytest.mark.parametrize("form", ["url", "key=value"])
+def test_the_plugin_on_postgres_leaves_no_schema_behind(pytester: pytest.Pytester, form: str) -> None:
+    write_project(pytester, f"conveyor_database_url = {DSN if form == 'url' else _key_value(DSN)}")
     pytester.makeconftest(RECORD_SCHEMAS)
     result = pytester.runpytest_subprocess("-q")
     result.assert_outcomes(passed=6)

@@ -1,6 +1,7 @@
 """Choosing an engine from a database URL.
 
-``postgresql://user@host/db`` builds a PostgresEngine. ``sqlite:///relative/path.db``,
+``postgresql://user@host/db`` and libpq's key=value form (``host=db dbname=app user=app``) build a
+PostgresEngine. ``sqlite:///relative/path.db``,
 ``sqlite:////absolute/path.db`` and ``sqlite://:memory:`` build a SqliteEngine. Without a URL (no
 argument, no ``$CONVEYOR_DATABASE_URL``, nothing in the config file) Conveyor uses the SQLite file
 ``conveyor.db`` in the working directory: see ``default_database_url``.
@@ -13,7 +14,6 @@ import os
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 
-POSTGRES_SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
 #: SQLAlchemy's spellings are accepted too, so one URL can serve both.
 SQLITE_SCHEMES = ("sqlite://", "sqlite+pysqlite://", "sqlite+aiosqlite://")
 #: The database file used when no URL is given, relative to the working directory.
@@ -39,13 +39,15 @@ def sqlite_path(url: str) -> str:
     return rest[1:]
 
 
-def _dsn(url: str) -> str:
-    """A PostgreSQL URL as libpq takes it (SQLAlchemy's ``postgresql+psycopg://`` spelling too)."""
-    return url.replace("postgresql+psycopg://", "postgresql://", 1)
-
-
 def is_sqlite_url(url: str | None) -> bool:
     return url is None or url.startswith(SQLITE_SCHEMES)
+
+
+def is_postgres_url(url: str) -> bool:
+    """A ``postgresql://`` URL or a libpq key=value string (``host=... dbname=...``)."""
+    from conveyor.engine.postgres import dsn
+
+    return dsn.is_postgres(url)
 
 
 def install_sql(url: str | None, prefix: str = "public") -> str:
@@ -77,22 +79,27 @@ def engine_from_url(
         url = default_database_url()
     if not isinstance(url, str) or not url:
         raise ValidationError("database_url", url, "must be a non-empty URL string")
-    if url.startswith(POSTGRES_SCHEMES):
+    if is_postgres_url(url):
         from conveyor.engine.postgres import PostgresEngine
+        from conveyor.engine.postgres import dsn as postgres_dsn
 
-        dsn = _dsn(url)
+        dsn = postgres_dsn.check(url)  # parsed as libpq will, refused with the password masked
         return PostgresEngine(
             dsn,
             prefix=prefix,
             max_connections=pool_size,
             synchronous_commit=synchronous_commit,
             pooler=pooler,
-            listen_url=_dsn(listen_url) if listen_url is not None else None,
+            listen_url=postgres_dsn.check(listen_url, "listen_url") if listen_url is not None else None,
         )
     if url.startswith(SQLITE_SCHEMES):
         from conveyor.engine.sqlite import SqliteEngine
 
         return SqliteEngine(sqlite_path(url), prefix=prefix)
+    from conveyor.engine.postgres.dsn import mask
+
     raise ValidationError(
-        "database_url", url, f"unsupported scheme; use postgresql://user@host/db or {SQLITE_FORMS}"
+        "database_url",
+        mask(url),
+        f"unsupported scheme; use postgresql://user@host/db, host=... dbname=... or {SQLITE_FORMS}",
     )

@@ -186,6 +186,16 @@ class Settings:
     def thread_count(self) -> int:
         return self.threads or max(4, min(100, sum(q.limit for q in self.queues)))
 
+    def __repr__(self) -> str:
+        # A settings value printed or logged must not show a password: every *_url is masked.
+        from conveyor.engine.postgres.dsn import mask
+
+        shown = (
+            f"{name}={mask(value) if name.endswith('_url') and isinstance(value, str) else value!r}"
+            for name, value in ((name, getattr(self, name)) for name in FIELD_NAMES)
+        )
+        return f"Settings({', '.join(shown)})"
+
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
 FIELD_NAMES = tuple(FIELDS)

@@ -33,6 +33,7 @@ from rich.table import Table
 
 from conveyor.app import Conveyor
 from conveyor.engine._migrations import schema_problem
+from conveyor.engine.postgres import dsn as postgres_dsn
 from conveyor.engine.postgres import schema as postgres_schema
 from conveyor.engine.postgres.connect import CONNECT_TIMEOUT, connect_once, one_line
 from conveyor.engine.sqlite import schema as sqlite_schema
@@ -78,19 +79,22 @@ class SchemaState:
         return schema_problem(self.where, self.version, self.missing, self.options)
 
 
-def inspect_database(url: str | None, prefix: str, *, create: bool = False) -> SchemaState:
+def inspect_database(
+    url: str | None, prefix: str, *, create: bool = False, patience: float = 0.0
+) -> SchemaState:
     """Connect once, quickly, and read the schema's state, so a command fails at once with the
     database's own reason (``database "x" does not exist``) rather than after a pool's timeout.
 
     ``create``: the command may create a SQLite file (install, migrate); other commands refuse a
-    file that does not exist rather than leave an empty one behind.
+    file that does not exist rather than leave an empty one behind. ``patience``: seconds to keep
+    asking a PostgreSQL server that has no free connection slot (``connect_once``).
     """
     url = url or default_database_url()
     if is_sqlite_url(url):
         return _inspect_sqlite(url, create=create)
-    dsn = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    dsn = postgres_dsn.check(url)
     options = "" if prefix == "public" else f" --prefix {prefix}"
-    version, missing = run_blocking(_inspect_postgres(dsn, prefix))
+    version, missing = run_blocking(_inspect_postgres(dsn, prefix, patience))
     return SchemaState(version, missing, f"the Conveyor schema in {prefix!r}", options)
 
 
@@ -105,8 +109,8 @@ def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coroutine).result()
 
 
-async def _inspect_postgres(dsn: str, prefix: str) -> tuple[int | None, tuple[str, ...]]:
-    conn = await connect_once(dsn, CONNECT_TIMEOUT)
+async def _inspect_postgres(dsn: str, prefix: str, patience: float) -> tuple[int | None, tuple[str, ...]]:
+    conn = await connect_once(dsn, CONNECT_TIMEOUT, patience=patience)
     async with conn:
         version = await postgres_schema.installed_version(conn, prefix)
         missing = await postgres_schema.missing_objects(conn, prefix) if version is not None else []
@@ -145,9 +149,9 @@ def _inspect_sqlite(url: str, *, create: bool) -> SchemaState:
     return SchemaState(version, tuple(name for _, name in missing), where, options)
 
 
-def require_schema(url: str | None, prefix: str) -> None:
+def require_schema(url: str | None, prefix: str, *, patience: float = 0.0) -> None:
     """Fail unless the database answers and holds the complete, current schema."""
-    problem = inspect_database(url, prefix).problem()
+    problem = inspect_database(url, prefix, patience=patience).problem()
     if problem is not None:
         raise ConveyorError(problem)
 

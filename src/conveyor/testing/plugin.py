@@ -26,6 +26,7 @@ import pytest
 
 from conveyor.app import Conveyor
 from conveyor.current_app import default_app, set_default_app
+from conveyor.engines import is_postgres_url
 
 DATABASE_URL_OPTION = "conveyor_database_url"
 MODE_OPTION = "conveyor_testing"
@@ -56,7 +57,7 @@ def conveyor_app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Con
     testing = settings.pop("testing", None) or request.config.getini(MODE_OPTION) or "manual"
     url = os.environ.get(DATABASE_URL_VARIABLE) or request.config.getini(DATABASE_URL_OPTION)
     schema = None  # the schema this fixture makes (and drops): not one the marker names
-    if url and url.startswith(("postgres://", "postgresql://", "postgresql+")):
+    if url and is_postgres_url(url):
         if "prefix" not in settings:
             schema = settings["prefix"] = f"conveyor_pytest_{uuid.uuid4().hex[:12]}"
     elif not url:
@@ -77,5 +78,7 @@ def conveyor_app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Con
 def _drop_schema(url: str, schema: str) -> None:
     import psycopg
 
-    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+    from conveyor.engine.postgres.dsn import check
+
+    with psycopg.connect(check(url), autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())

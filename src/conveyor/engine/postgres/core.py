@@ -17,9 +17,9 @@ from psycopg_pool import AsyncConnectionPool
 
 from conveyor._options import check_prefix
 from conveyor.engine._sqlfiles import SqlFiles
-from conveyor.engine.postgres import foreign, schema
+from conveyor.engine.postgres import foreign, pool_log, schema
 from conveyor.engine.postgres import pooler as poolers
-from conveyor.engine.postgres.connect import connect_once
+from conveyor.engine.postgres.connect import BUSY_PATIENCE, connect_once
 from conveyor.engine.postgres.inserter import Inserter
 from conveyor.engine.postgres.pool import LivePool
 from conveyor.engine.postgres.rows import read_jobs, salvage_rows
@@ -126,6 +126,13 @@ async def read_result(cur: psycopg.AsyncCursor[Any]) -> list[Job]:
 RECONNECT_TIMEOUT = 2.0
 
 
+#: Seconds a pooled connection may stay unused before the pool closes it (down to its minimum: one
+#: connection in the main pool, none in the hot pool). psycopg_pool closes at most one per period, so
+#: the default 10 minutes let a node that grew its pools during a burst keep them for an hour, and
+#: three idle nodes held every slot of a server with ``max_connections=20`` (issue 32).
+POOL_MAX_IDLE = 60.0
+
+
 async def _reconnect_again(pool: AsyncConnectionPool) -> None:
     """``reconnect_failed`` of both pools: a series of attempts gave up (after ``RECONNECT_TIMEOUT``).
 
@@ -209,7 +216,8 @@ class PostgresCore:
     async def open(self) -> None:
         if not self._opened:
             # Fail in seconds, with the server's reason, when the database cannot be reached at all.
-            probe = await connect_once(self.dsn)
+            # A server with no free slot (or starting up) is waited for a while, not hammered.
+            probe = await connect_once(self.dsn, patience=BUSY_PATIENCE)
             try:
                 if self.pooler == "auto" and await poolers.detect(probe):
                     log.warning(poolers.detected_warning())
@@ -251,15 +259,17 @@ class PostgresCore:
         # engine opens, and the first pooler error met at run time (``pooler_error``) sets it.
         # LivePool: a connection the server closed while it sat idle is never handed out.
         watched = poolers.watched_connection(self.pooler_error, lambda: self.transaction_pooled)
+        name, hot_name = f"conveyor-{self.prefix}", f"conveyor-{self.prefix}-hot"
         pool = LivePool(
             self.dsn,
             min_size=self._min_connections,
             max_size=self._max_connections,
+            max_idle=POOL_MAX_IDLE,
             kwargs={"autocommit": True},
             connection_class=watched,
-            configure=self._configure,
+            configure=pool_log.reporting(name, self.dsn, self._configure),
             open=False,
-            name=f"conveyor-{self.prefix}",
+            name=name,
             reconnect_timeout=RECONNECT_TIMEOUT,
             reconnect_failed=_reconnect_again,
         )
@@ -267,12 +277,13 @@ class PostgresCore:
             self.dsn,
             min_size=0,
             max_size=self._max_connections,
+            max_idle=POOL_MAX_IDLE,
             # Prepared at once: these two statements are the whole workload of these sessions.
             kwargs={"autocommit": True, "prepare_threshold": 0},
             connection_class=watched,
-            configure=functools.partial(self._configure, hot=True),
+            configure=pool_log.reporting(hot_name, self.dsn, functools.partial(self._configure, hot=True)),
             open=False,
-            name=f"conveyor-{self.prefix}-hot",
+            name=hot_name,
             reconnect_timeout=RECONNECT_TIMEOUT,
             reconnect_failed=_reconnect_again,
         )

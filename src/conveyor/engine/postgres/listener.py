@@ -11,6 +11,8 @@ import psycopg
 
 from conveyor.engine import _payloads as payloads
 from conveyor.engine.base import NotificationHandler
+from conveyor.engine.postgres.connect import one_line
+from conveyor.engine.postgres.dsn import scrub
 
 log = logging.getLogger("conveyor.listener")
 
@@ -67,6 +69,7 @@ class PostgresListener:
                     failures = 0
                     if lost:
                         lost = False
+                        log.warning("listener connection is back")
                         await self._reconnected()
                     self._ready.set()
                     # Anything sent while we were away was missed: tell the node to look again.
@@ -78,10 +81,14 @@ class PostgresListener:
             except psycopg.OperationalError as exc:
                 if not self._ready.is_set() and failures == 0:
                     raise
-                lost = True
                 delay = RECONNECT_DELAYS[min(failures, len(RECONNECT_DELAYS) - 1)]
                 failures += 1
-                log.warning("listener connection lost (%s); reconnecting in %.1fs", exc, delay)
+                # One line when the connection is lost (and one when it is back): the attempts in
+                # between, several a second, would repeat libpq's multi-line message each time.
+                level = logging.DEBUG if lost else logging.WARNING
+                reason = one_line(scrub(str(exc), self._dsn))
+                log.log(level, "listener connection lost (%s); reconnecting in %.1fs", reason, delay)
+                lost = True
                 await asyncio.sleep(delay)
 
     async def _reconnected(self) -> None:
