@@ -1,4 +1,4 @@
-"""``commit-modes``: what the engine's ``synchronous_commit=False`` buys (``core.hot_session``).
+"""``commit-modes``: what the engine's ``synchronous_commit=False`` buys (``sessions.hot_session``).
 
 By default a node's claims and acks wait, as every commit on a stock PostgreSQL does, for their WAL
 to reach the disk. With the option off they do not. Measured in one run, the two modes alternated

@@ -67,7 +67,7 @@ async def fresh_app(
     settings: Settings, *, pool_size: int | None = None, synchronous_commit: bool = True
 ) -> AsyncIterator[Conveyor]:
     """A Conveyor app on a schema made for this run, installed first and dropped afterwards
-    (``synchronous_commit``: the PostgreSQL engine's option, see ``core.hot_session``)."""
+    (``synchronous_commit``: the PostgreSQL engine's option, see ``sessions.hot_session``)."""
     if settings.engine == "sqlite":
         async with fresh_sqlite_app() as app:
             yield app

@@ -39,8 +39,8 @@ from statement_times import StatementTimes
 from conveyor import Conveyor
 from conveyor.engine._sqlfiles import quote_identifier
 from conveyor.engine.postgres import PostgresEngine
-from conveyor.engine.postgres.core import hot_session
 from conveyor.engine.postgres.schema import ERRORS_APPEND
+from conveyor.engine.postgres.sessions import hot_session
 
 SCRIPT = Path(__file__).with_name("drain_floor.pgbench")
 PGBENCH = os.environ.get("CONVEYOR_PGBENCH", "/usr/bin/pgbench")
@@ -49,7 +49,7 @@ BATCH = 100
 CLIENTS = 2
 #: Rounds of (floor, c=100, c=20) in ``drain-floor``.
 FLOOR_ROUNDS = 5
-#: The session settings of the engine's hot pool as it runs by default (``core.hot_session``) and the
+#: The session settings of the engine's hot pool as it runs by default (``sessions.hot_session``) and the
 #: UTC zone; ``run_floor`` adds the schema.
 SESSION = " ".join(f"-c {name}={value}" for name, value in {**hot_session(), "TimeZone": "UTC"}.items())
 

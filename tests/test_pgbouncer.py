@@ -28,7 +28,7 @@ from tests import pooler_jobs as jobs
 from tests.conftest import DSN
 from tests.pgbouncer import Bouncer, start_pgbouncer
 
-#: The settings Conveyor's sessions set on a direct connection (core._configure, core.hot_session).
+#: The settings Conveyor sets on a direct connection (sessions.configure_session, sessions.hot_session).
 WATCHED = ("enable_seqscan", "enable_bitmapscan", "plan_cache_mode", "jit", "synchronous_commit", "TimeZone")
 POOL_SIZE = 6
 

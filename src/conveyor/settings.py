@@ -77,7 +77,7 @@ class Settings:
     pool_size: int = 10
     #: PostgreSQL: False lets the node's claims and acks commit without waiting for the disk (pickup
     #: 0.5 ms sooner, more jobs/s), at the price of overlapping runs after a crash of the server; see
-    #: ``hot_session`` in ``engine/postgres/core.py``. Inserts and every other statement always keep
+    #: ``hot_session`` in ``engine/postgres/sessions.py``. Inserts and every other statement always keep
     #: the database's own setting.
     synchronous_commit: bool = True
     #: PostgreSQL: what sits between Conveyor and the server (guides/poolers.md). "transaction": a

@@ -91,7 +91,7 @@ RUNTIME_WARNING = (
 
 def hot_settings(*, synchronous_commit: bool = True) -> dict[str, str]:
     """What fetches and acks through a transaction pooler set with ``SET LOCAL`` in their own
-    transaction. The plan settings of ``core.hot_session`` serve the generic plans of prepared
+    transaction. The plan settings of ``sessions.hot_session`` serve the generic plans of prepared
     statements, which such a pooler rules out (each statement is planned for its own parameters);
     ``synchronous_commit = off``, where asked for, still applies, transaction by transaction."""
     return {} if synchronous_commit else {"synchronous_commit": "off"}
