@@ -202,11 +202,13 @@ async def caller_conn(engine_name: str, any_engine: Engine) -> AsyncIterator[Any
         await conn.close()
 
 
-@pytest.fixture
-async def fleet_engines(engine_name: str, tmp_path: Path) -> AsyncIterator[list[Engine]]:
-    """Three open engines of one kind on one installed database, as three nodes would have."""
+@asynccontextmanager
+async def engines_on_one_database(
+    engine_name: str, tmp_path: Path, count: int
+) -> AsyncIterator[list[Engine]]:
+    """``count`` open engines of one kind on one installed database, each with pools of its own."""
     schemas: list[str] = []
-    engines = [ENGINES[engine_name](tmp_path, schemas) for _ in range(3)]
+    engines = [ENGINES[engine_name](tmp_path, schemas) for _ in range(count)]
     try:
         for engine in engines:
             await engine.open()
@@ -217,3 +219,10 @@ async def fleet_engines(engine_name: str, tmp_path: Path) -> AsyncIterator[list[
             await engine.close()
         for schema in schemas:
             release_schema(schema)
+
+
+@pytest.fixture
+async def fleet_engines(engine_name: str, tmp_path: Path) -> AsyncIterator[list[Engine]]:
+    """Three open engines of one kind on one installed database, as three nodes would have."""
+    async with engines_on_one_database(engine_name, tmp_path, 3) as engines:
+        yield engines

@@ -19,7 +19,11 @@ from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 from tests.conformance import unique_procs
-from tests.conformance.conftest import ADDRESSES, CALLER_CONNECTIONS, ENGINES, release_schema
+from tests.conformance.conftest import (
+    ADDRESSES,
+    CALLER_CONNECTIONS,
+    engines_on_one_database,
+)
 from tests.conformance.contract import T0, WORKER, fetch, job
 
 ONCE: dict[str, Any] = {"period": None}
@@ -309,18 +313,8 @@ async def test_processes_inserting_the_same_jobs_at_once_make_each_once(
 @pytest.fixture
 async def writers(engine_name: str, tmp_path: Path) -> AsyncIterator[list[Engine]]:
     """Six open engines on one installed database: six writers with pools of their own."""
-    schemas: list[str] = []
-    engines = [ENGINES[engine_name](tmp_path, schemas) for _ in range(6)]
-    try:
-        for engine in engines:
-            await engine.open()
-        await engines[0].install()
+    async with engines_on_one_database(engine_name, tmp_path, 6) as engines:
         yield engines
-    finally:
-        for engine in engines:
-            await engine.close()
-        for schema in schemas:
-            release_schema(schema)
 
 
 def shuffled(round_: int, size: int, *, seed: int, plain: Sequence[JobRequest] = ()) -> list[JobRequest]:
