@@ -63,12 +63,12 @@ FROM generate_series(1, %(count)s) AS g,
 
 
 def downgrade_sql(prefix: str) -> str:
-    """What takes the schema back to version 3: the objects of migrations 4 to 9 and their records."""
+    """What takes the schema back to version 3: the objects of migrations 4 to 10 and their records."""
     p = quote_identifier(prefix)
     return f"""
         DROP INDEX IF EXISTS {p}.conveyor_unique_jobs_index, {p}.conveyor_ordered_lock_index,
             {p}.conveyor_workflow_steps_index, {p}.conveyor_workflow_waiting_index,
-            {p}.conveyor_failed_jobs_index;
+            {p}.conveyor_failed_jobs_index, {p}.conveyor_workflow_step_names_index;
         DROP TABLE IF EXISTS {p}.conveyor_rate_starts, {p}.conveyor_queue_starts, {p}.conveyor_queue_limits;
         DROP STATISTICS IF EXISTS {p}.conveyor_jobs_state_queue;
         DROP FUNCTION IF EXISTS {p}.conveyor_count_estimate(text, text);
@@ -138,13 +138,15 @@ class Fleet:
             asyncio.create_task(self._timed(self.claims, self._claim, 0)),
             asyncio.create_task(self._monitor()),
         ]
-        await asyncio.sleep(0.5)
-        started = time.perf_counter()
-        await work
-        took = time.perf_counter() - started
-        await asyncio.sleep(0.5)
-        self.going = False
-        await asyncio.gather(*tasks)
+        try:
+            await asyncio.sleep(0.5)
+            started = time.perf_counter()
+            await work
+            took = time.perf_counter() - started
+            await asyncio.sleep(0.5)
+        finally:
+            self.going = False
+            await asyncio.gather(*tasks)
         return took
 
     def figures(self, phase: str, seconds: float) -> Figures:
@@ -189,7 +191,14 @@ async def migrate_live(settings: Settings) -> Figures:
             await run_sql(settings.dsn, downgrade_sql(engine.prefix))
             script = schema.install_sql(engine.prefix, from_version=OLD_VERSION)
             fleet = Fleet(engine)
-            one = await fleet.run_during(run_sql(settings.dsn, script, transaction=True))
+            try:
+                one = await fleet.run_during(run_sql(settings.dsn, script, transaction=True))
+            except psycopg.errors.DeadlockDetected:
+                # The old way can also deadlock with the fleet: migration 10's DROP INDEX wants
+                # the table's exclusive lock while the transaction's index builds hold a share
+                # lock that the fleet's writes queue behind. Reported, not fatal to the run.
+                one = float("nan")
+                figures["one_transaction_deadlocked"] = True
             figures.update(fleet.figures("one_transaction", one))
         finally:
             await migrator.close()
