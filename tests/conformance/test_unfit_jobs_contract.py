@@ -23,6 +23,7 @@ from conveyor.job import Job
 from conveyor.testing import drain_queue
 from tests.conformance import unfit_jobs as uj
 from tests.conformance.conftest import ENGINES, release_schema
+from tests.conformance.test_fake_time_contract import advance
 
 NODE = {"queues": {"default": 5}, "poll_interval": 0.5, "stage_interval": 0.5, "leadership": False}
 WORKER = "tests.conformance.unfit_jobs"
@@ -44,14 +45,6 @@ async def make(engine_name: str, tmp_path: Path) -> AsyncIterator[Callable[..., 
         await app.stop(grace=1)
     for schema in schemas:
         release_schema(schema)
-
-
-async def advance(clock: FakeClock, seconds: float, step: float = 0.5) -> None:
-    moved = 0.0
-    while moved < seconds:
-        await clock.advance(min(step, seconds - moved))
-        moved += step
-        await asyncio.sleep(0.01)
 
 
 async def until(app: Conveyor, job_id: int, test: Callable[[Job], bool], timeout: float = 15) -> Job:
