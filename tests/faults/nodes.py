@@ -205,7 +205,10 @@ def read_runs(path: Path) -> list[Run]:
     starts: dict[tuple[int, int, int], float] = {}
     ends: dict[tuple[int, int, int], float] = {}
     if path.exists():
-        for line in path.read_text().splitlines():
+        # A read may catch a line while another process is still writing it (``write`` is atomic
+        # against other appends, not against a reader): the text after the last newline is left for
+        # the next read.
+        for line in path.read_text().split("\n")[:-1]:
             event, job_id, attempt, pid, mono, _wall = line.split()
             key = (int(job_id), int(attempt), int(pid))
             (starts if event == "start" else ends)[key] = float(mono)
