@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from conveyor import _options as opt
 from conveyor.arguments import Arguments
+from conveyor.cron_expression import CronExpression, load_zone
 from conveyor.errors import ValidationError
 from conveyor.request import ENQUEUE_OPTIONS, JobRequest, check_option_names
 
@@ -118,8 +119,6 @@ def _build_definition(target: Any, *, is_class: bool, is_async: bool, **options:
     cron = options.pop("cron", None)
     timezone = options.pop("timezone", "UTC")
     if cron is not None or timezone != "UTC":
-        from conveyor.cron import CronExpression, load_zone
-
         if cron is not None:
             CronExpression.parse(cron)  # fail at import time, pointing at the bad field
         load_zone(timezone)

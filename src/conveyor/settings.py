@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from conveyor import _options as opt
-from conveyor.cron import CronEntry
+from conveyor.cron import CronEntry, parse_crontab
 from conveyor.errors import ValidationError
 from conveyor.queue_settings import QueueSettings, parse_queues
 from conveyor.retention import PruneRule, Retention, check_distinct, parse_prune_rules
@@ -300,42 +300,6 @@ def check_setting(name: str, value: Any) -> None:
         kind = QueueSettings if name == "queues" else CronEntry
         if not isinstance(value, tuple) or not all(isinstance(item, kind) for item in value):
             raise ValidationError(name, value, f"must be a tuple of {kind.__name__} values")
-
-
-def parse_crontab(value: Any) -> tuple[CronEntry, ...]:
-    """Entries as ``CronEntry`` values, ``(expression, job[, args])`` tuples, or mappings with
-    expression, worker (a @job/@worker or its name), and optional args, timezone, name, backfill,
-    and job options."""
-    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
-        raise ValidationError("crontab", value, "must be a list of cron entries")
-    entries = [_crontab_entry(index, item) for index, item in enumerate(value)]
-    names = [e.name for e in entries]
-    if len(names) != len(set(names)):
-        raise ValidationError("crontab", names, "two entries have the same name; give them distinct names")
-    return tuple(entries)
-
-
-def _crontab_entry(index: int, item: Any) -> CronEntry:
-    """One entry of ``parse_crontab``; its errors name the entry and the field
-    (``crontab[2].timezone``)."""
-    try:
-        if isinstance(item, CronEntry):
-            return item
-        if isinstance(item, tuple | list) and 2 <= len(item) <= 3:
-            return CronEntry.build(*item)
-        if isinstance(item, Mapping):
-            spec = dict(item)
-            try:
-                expression, target = spec.pop("expression"), spec.pop("worker")
-            except KeyError as exc:
-                raise ValidationError("crontab", item, f"an entry needs {exc.args[0]!r}") from None
-            if not all(isinstance(key, str) for key in spec):
-                raise ValidationError("crontab", item, "an entry's keys are field names (strings)")
-            return CronEntry.build(expression, target, spec.pop("args", None), **spec)
-        raise ValidationError("crontab", item, "entries are (expression, job, args) or mappings")
-    except ValidationError as exc:
-        field = f"crontab[{index}]" if exc.field == "crontab" else f"crontab[{index}].{exc.field}"
-        raise ValidationError(field, exc.value, exc.problem) from None
 
 
 def _from_text(name: str, text: str) -> Any:
