@@ -26,7 +26,8 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from conveyor._options import check_delay, encode_mapping
+from conveyor._job_json import encode_mapping
+from conveyor._options import check_delay
 from conveyor.context import JobContext, current_job
 from conveyor.errors import ConveyorError, SignalTimeoutError, ValidationError
 from conveyor.outcomes import Outcome

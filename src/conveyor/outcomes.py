@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from conveyor import _options as opt
+from conveyor._job_json import encode_mapping
 
 
 class Outcome(Exception):
@@ -20,7 +21,7 @@ class Snooze(Outcome):
     def __init__(self, seconds: float | timedelta, meta: Mapping[str, Any] | None = None) -> None:
         self.seconds = opt.check_delay("snooze seconds", seconds)
         if meta is not None:
-            opt.encode_mapping("snooze meta", meta)  # refused here, naming it, not at the ack
+            encode_mapping("snooze meta", meta)  # refused here, naming it, not at the ack
         self.meta: dict[str, Any] | None = dict(meta) if meta else None
         super().__init__(f"snoozed for {self.seconds}s")
 

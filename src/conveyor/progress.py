@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conveyor._options import encode_mapping
+from conveyor._job_json import encode_mapping
 from conveyor.context import current_job
 from conveyor.errors import ValidationError
 

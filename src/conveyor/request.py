@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from conveyor import _options as opt
+from conveyor._job_json import encode_mapping
 from conveyor.errors import UnknownOptionError, ValidationError
 from conveyor.unique import Unique
 
@@ -93,7 +94,7 @@ class JobRequest:
             )
         if args is _EMPTY:
             args = {}
-        args_json = opt.encode_mapping("args", args)
+        args_json = encode_mapping("args", args)
         if meta is _EMPTY or (type(meta) is dict and not meta):
             meta, meta_json = {}, b"{}"
         else:
@@ -150,7 +151,7 @@ class JobRequest:
     def with_args(self, args: Mapping[str, Any]) -> JobRequest:
         """A copy with other args. Only the args are checked: everything else was validated when
         this request was built, so making many jobs of one kind stays cheap."""
-        return self._copy_with(args=args, args_json=opt.encode_mapping("args", args))
+        return self._copy_with(args=args, args_json=encode_mapping("args", args))
 
     def with_meta(self, meta: Mapping[str, Any]) -> JobRequest:
         """A copy with other meta (an ordered lock's key kept). Only the meta is checked, as in
@@ -180,7 +181,7 @@ class JobRequest:
 
 
 def _encode_meta(meta: Mapping[str, Any]) -> bytes:
-    meta_json = opt.encode_mapping("meta", meta)
+    meta_json = encode_mapping("meta", meta)
     for reserved in RESERVED_META:
         if reserved in meta:
             raise ValidationError(
