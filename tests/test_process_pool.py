@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conveyor._runtime.process_pool import ZYGOTE, ProcessPool, RemoteError, WorkerProcessDied
+from conveyor._runtime.process_pool import ProcessPool, WorkerProcessDied
 from conveyor._runtime.process_worker import Channel
 from conveyor.testing.execute import job_of
 from tests import helpers
@@ -37,11 +37,6 @@ async def sent(pool: ProcessPool, timeout: float = 10.0) -> None:
     while not pool._busy:
         assert loop.time() < deadline, "no job was handed to a worker"
         await asyncio.sleep(0.01)
-
-
-def parent_of(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as stat:
-        return int(stat.read().rsplit(")", 1)[1].split()[1])
 
 
 def name_of(function: object) -> str:
@@ -70,9 +65,9 @@ def test_channel_carries_whole_messages_both_ways_and_reports_a_closed_end() -> 
         right.close()
 
 
-@pytest.fixture(params=[True, False] if ZYGOTE else [False], ids=lambda z: "zygote" if z else "spawn")
-async def pool(request: pytest.FixtureRequest) -> object:
-    started = ProcessPool(1, zygote=request.param)
+@pytest.fixture
+async def pool() -> object:
+    started = ProcessPool(1)
     await started.start(preload=[jobs.__name__])
     try:
         await ready(started)
@@ -108,7 +103,7 @@ async def test_a_job_cancelled_from_outside_kills_its_process_and_the_pool_repla
     pid = await pool.run(name_of(jobs.process_pid), job_of(jobs.process_pid.new()))
     assert pid != before.pid and pid in {worker.pid for worker in pool._all}
     assert not before.is_alive()  # killed, not left running
-    assert before.exitcode(wait=5) == -signal.SIGKILL  # a forked worker's code comes from the zygote
+    assert before.exitcode(wait=5) == -signal.SIGKILL
 
 
 async def test_kill_fails_only_the_job_of_that_process(pool: ProcessPool) -> None:
@@ -128,57 +123,11 @@ async def test_a_crashing_worker_fails_its_job_with_its_exit_code(pool: ProcessP
     assert await pool.run(name_of(jobs.process_pid), job_of(jobs.process_pid.new())) != os.getpid()
 
 
-@pytest.mark.skipif(not ZYGOTE, reason="workers are forked by a zygote on Linux only")
-async def test_workers_are_forked_by_the_zygote_and_started_afresh_once_it_is_gone() -> None:
-    pool = ProcessPool(2, zygote=True)
-    await pool.start(preload=[jobs.__name__])
-    try:
-        await ready(pool)
-        assert pool._zygote is not None
-        zygote = pool._zygote.process.pid
-        assert {parent_of(worker.pid) for worker in pool._all} == {zygote}
-        os.kill(zygote, signal.SIGKILL)
-        pool._zygote.process.wait()
-        # Its workers carry on; one that dies is replaced by a fresh interpreter.
-        crash = job_of(jobs.process_crash.new())
-        with pytest.raises(WorkerProcessDied):
-            await pool.run(name_of(jobs.process_crash), crash)
-        pids = {await pool.run(name_of(jobs.process_pid), job_of(jobs.process_pid.new())) for _ in range(4)}
-        await ready(pool)  # the replacement comes up in the background
-        assert len(pool._all) == 2 and pids <= {worker.pid for worker in pool._all}
-    finally:
-        await pool.stop()
-
-
-@pytest.mark.skipif(not ZYGOTE, reason="workers are forked by a zygote on Linux only")
-async def test_ctrl_c_leaves_the_zygote_to_the_node_and_interrupts_jobs_as_in_a_fresh_interpreter() -> None:
-    pool = ProcessPool(1, zygote=True)
-    await pool.start(preload=[jobs.__name__])
-    try:
-        await ready(pool)
-        assert pool._zygote is not None
-        os.kill(pool._zygote.process.pid, signal.SIGINT)
-        sleeper = job_of(jobs.process_sleep.new(seconds=30))
-        task = asyncio.create_task(pool.run(name_of(jobs.process_sleep), sleeper))
-        await sent(pool)
-        await asyncio.sleep(0.2)  # the job is sleeping
-        os.kill(pool._busy[sleeper.id].pid, signal.SIGINT)
-        with pytest.raises(RemoteError, match="KeyboardInterrupt"):
-            await task
-        assert pool._zygote.process.poll() is None  # still there to fork
-        assert not pool._zygote.gone
-    finally:
-        await pool.stop()
-
-
-@pytest.mark.parametrize(
-    "zygote", [True, False] if ZYGOTE else [False], ids=["zygote", "spawn"][: 2 if ZYGOTE else 1]
-)
-async def test_a_pool_stopped_while_its_workers_start_leaves_no_process(zygote: bool) -> None:
+async def test_a_pool_stopped_while_its_workers_start_leaves_no_process() -> None:
     before = helpers.worker_processes()
-    pool = ProcessPool(2, zygote=zygote)
+    pool = ProcessPool(2)
     await pool.start(preload=[jobs.__name__])
-    await pool.stop()  # the workers (or the zygote) are still importing
+    await pool.stop()  # the workers are still importing
     assert not pool._all
     assert helpers.worker_processes() - before == set()
 

@@ -95,7 +95,7 @@ def serve(fd: int, main: MainModule, preload: list[str]) -> None:
 
 def _preloaded(main: MainModule, preload: list[str]) -> _MainLoader:
     """What every worker needs imported: the job loop's modules and those ``preload`` names."""
-    # Imported here for the job loop (once in a zygote, before it forks its workers).
+    # Imported here for the job loop, before the first job arrives.
     import conveyor._resolver
     import conveyor._runtime.invoke  # noqa: F401
 
@@ -132,84 +132,6 @@ def _serve(conn: Channel, loader: _MainLoader) -> None:
             conn.send(reply)
         except Exception as exc:  # an unpicklable result is the job's error, not the pool's
             conn.send(("error", (f"result could not be sent back: {exc!r}", _formatted())))
-
-
-def serve_zygote(fd: int, main: MainModule, preload: list[str]) -> None:
-    """The zygote's loop (Linux): import what workers need once, then fork a worker for each
-    request on the control socket ``fd`` (a ``SOCK_SEQPACKET`` pair). A request carries the
-    worker's end of its channel; the reply carries the worker's pid and a pidfd for it (opened before
-    the zygote can reap it, so the node never signals a reused pid). The zygote reaps its workers
-    and reports each exit code. It returns when the node closes the control socket."""
-    import signal
-    import socket
-
-    # Ctrl-C reaches the whole process group: the node stops the zygote itself (its workers get
-    # SIGINT as fresh interpreters would).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    loader = _preloaded(main, preload)
-    control = socket.socket(fileno=fd)
-    wake_read, wake_write = os.pipe()
-    os.set_blocking(wake_read, False)
-    os.set_blocking(wake_write, False)
-    signal.set_wakeup_fd(wake_write)
-    signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so SIGCHLD reaches the wake-up fd
-    with contextlib.suppress(OSError):  # the node closed its end: nobody to fork for
-        _zygote_loop(control, wake_read, wake_write, loader)
-
-
-def _zygote_loop(control: Any, wake_read: int, wake_write: int, loader: _MainLoader) -> None:
-    import signal
-    import socket
-
-    while True:
-        readable = select.select([control.fileno(), wake_read], [], [])[0]
-        if wake_read in readable:
-            with contextlib.suppress(BlockingIOError):
-                while os.read(wake_read, 512):
-                    pass
-            for pid, code in _reaped():
-                control.send(pickle.dumps(("exited", pid, code)))
-        if control.fileno() not in readable:
-            continue
-        message, fds, _, _ = socket.recv_fds(control, 1024, 1)
-        if not message:
-            return
-        if not fds:
-            continue
-        pid = os.fork()
-        if pid == 0:  # the worker: never returns into the zygote's loop, never runs its finalizers
-            code = 0
-            try:
-                signal.set_wakeup_fd(-1)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                signal.signal(signal.SIGINT, signal.default_int_handler)
-                control.close()
-                os.close(wake_read)
-                os.close(wake_write)
-                _serve(Channel(fds[0]), loader)
-            except BaseException:
-                code = 1
-            finally:
-                os._exit(code)
-        os.close(fds[0])
-        pidfd = os.pidfd_open(pid)
-        try:
-            socket.send_fds(control, [pickle.dumps(("forked", pid))], [pidfd])
-        finally:
-            os.close(pidfd)
-
-
-def _reaped() -> list[tuple[int, int]]:
-    """(pid, exit code) of every worker of this zygote that has exited (a signal: minus its number)."""
-    found: list[tuple[int, int]] = []
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return found
-        if pid == 0:
-            return found
-        found.append((pid, os.waitstatus_to_exitcode(status)))
 
 
 def _formatted() -> str:
