@@ -21,7 +21,8 @@ import uuid
 
 import psycopg
 from common import Figures, Settings
-from runtime import drain_once, latency_once
+from drain import drain_once
+from latency import latency_once
 
 #: Rounds of (on, off), alternated.
 COMMIT_ROUNDS = 3

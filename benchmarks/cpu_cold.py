@@ -21,15 +21,8 @@ from collections.abc import Awaitable, Callable
 
 import bench_jobs
 from common import Figures, Settings, fresh_app
-from runtime import (
-    NODE_POOL,
-    acked,
-    calibrate,
-    check_all_completed,
-    run_multiprocessing,
-    run_sequential,
-    running_node,
-)
+from cpu import calibrate, run_multiprocessing, run_sequential
+from node_runs import NODE_POOL, acked, check_all_completed, running_node
 
 from conveyor import Conveyor
 

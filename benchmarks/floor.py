@@ -32,8 +32,9 @@ import psycopg
 import statement_times
 from common import Figures, Settings, fresh_app
 from cpu_account import CpuWindow, ServerCpu
+from drain import DRAIN_JOBS, drain_once
+from node_runs import enqueue_all
 from psycopg.conninfo import conninfo_to_dict
-from runtime import DRAIN_JOBS, drain_once, enqueue_all
 from statement_times import StatementTimes
 
 from conveyor import Conveyor

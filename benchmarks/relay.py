@@ -11,7 +11,7 @@ import time
 import bench_jobs
 import psycopg
 from common import Figures, Settings, fresh_app, latency_figures
-from runtime import NODE_POOL, running_node
+from node_runs import NODE_POOL, running_node
 
 from conveyor import Conveyor, WaitTimeoutError
 

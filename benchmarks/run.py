@@ -18,30 +18,24 @@ from collections.abc import Sequence
 
 from commit_modes import commit_modes
 from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_table
+from cpu import cpu
 from cpu_cold import cpu_cold
+from drain import drain, drain_global, drain_history
+from fleet_limits import fetch_overhead, rate_limit, rate_limit_tenants
 from floor import drain_floor
 from idle import idle
 from insert import insert_asyncpg, insert_bulk, insert_single, insert_unique, insert_unique_bulk
 from insert_copy import insert_copy
+from latency import latency
 from memory import memory, soak
 from migrate_live import migrate_live
 from node_cost import node_cost
 from nodes import drain_nodes
 from relay import relay, wait_many
-from runtime import (
-    cpu,
-    drain,
-    drain_global,
-    drain_history,
-    fetch_overhead,
-    latency,
-    rate_limit,
-    rate_limit_tenants,
-    workflow_fanout,
-)
 from stats import stats, stats_write_cost
 from tables import large_tables
 from telemetry_cost import telemetry
+from workflow_fanout import workflow_fanout
 
 from dashboard import dashboard
 

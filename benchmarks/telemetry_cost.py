@@ -37,12 +37,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from common import Figures, Settings
+from drain import drain_once
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.sampling import ParentBasedTraceIdRatio
-from runtime import drain_once
 
 from conveyor import Conveyor, Job, JobState
 from conveyor._runtime.job_report import JobReport
