@@ -36,10 +36,8 @@ async def configure_session(conn: psycopg.AsyncConnection[Any]) -> None:
     # session zone changes nothing else.
     await conn.execute("SET TIME ZONE 'UTC'", prepare=False)
     # No JIT compilation: every statement here reads or writes a bounded number of rows, but on a
-    # big table or behind a big backlog some plans cost more than jit_above_cost (the generic plan
-    # of the fetch: 83,000 with 100,000 jobs available, 106,000 with 10 million completed ones
-    # besides), and compiling then took 18 ms of a 20 ms fetch of 100 jobs, 380 ms of a 470 ms
-    # prune of 10,000.
+    # big table or behind a big backlog some plans cost more than jit_above_cost, and compiling
+    # them costs more than running them (docs/decisions/postgres-jit-off.md has the figures).
     await conn.execute("SET jit = off", prepare=False)
 
 

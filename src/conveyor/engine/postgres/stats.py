@@ -18,7 +18,7 @@ These statements answer operators on tables of millions of rows, so each is boun
 
 Each runs in a transaction of its own with JIT compilation off: these plans are cheap to run but
 their cost estimates (a count of millions, a sample per bucket) pass ``jit_above_cost``, and
-compiling took 0.9 s of a 1.1 s ``queue_counts`` when measured.
+compiling would take most of the time (``docs/decisions/postgres-jit-off.md``).
 """
 
 from __future__ import annotations
