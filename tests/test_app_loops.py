@@ -137,7 +137,7 @@ def test_a_script_runs_on_several_loops_and_exits_cleanly(engine: str, tmp_path:
 def test_a_call_waiting_on_the_portal_fails_when_the_portal_stops() -> None:
     """A thread job enqueueing through ``*_sync`` while its app closes must not wait for ever (it
     held the interpreter at exit)."""
-    from conveyor._portal import Portal
+    from conveyor._app.portal import Portal
 
     portal = Portal("test-portal")
     started = threading.Event()

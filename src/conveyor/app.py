@@ -20,21 +20,21 @@ from datetime import datetime
 from types import EllipsisType
 from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, overload
 
-from conveyor._control import list_queues, scale_changes, send_queue_signal
-from conveyor._options import check_aware, check_delay, check_job_id, check_queue, check_texts
-from conveyor._portal import Portal
-from conveyor._resolver import Resolver
-from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
-from conveyor._runtime.duties import prune_all
-from conveyor._runtime.node import Node
-from conveyor._waiters import Waiters
-from conveyor._workflows import (
+from conveyor._app.control import list_queues, scale_changes, send_queue_signal
+from conveyor._app.portal import Portal
+from conveyor._app.waiters import Waiters
+from conveyor._app.workflow_actions import (
     cancel_workflow,
     enqueue_workflow,
     extend_workflow,
     retry_workflow,
     workflow_status,
 )
+from conveyor._options import check_aware, check_delay, check_job_id, check_queue, check_texts
+from conveyor._resolver import Resolver
+from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
+from conveyor._runtime.duties import prune_all
+from conveyor._runtime.node import Node
 from conveyor.batch import Batch
 from conveyor.context import current_job
 from conveyor.cron import CronEntry, definitions_in, entries_for

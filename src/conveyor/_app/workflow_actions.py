@@ -1,6 +1,6 @@
-"""What ``Conveyor`` does with workflows (``conveyor/workflow.py``): enqueue one, extend a running
-one, read its status, cancel it, retry its failed steps. Each is a few engine calls; kept here so the
-app module stays a list of entry points."""
+"""What ``Conveyor`` does with stored workflows (the builder is ``conveyor/workflow.py``): enqueue
+one, extend a running one, read its status, cancel it, retry its failed steps. Each is a few engine
+calls."""
 
 from __future__ import annotations
 
