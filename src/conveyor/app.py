@@ -7,29 +7,19 @@ The blocking twins run on a private event loop thread, so they work anywhere.
 
 from __future__ import annotations
 
-import asyncio
-import atexit
-import contextlib
 import dataclasses
 import importlib
-import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from contextvars import Token
 from datetime import datetime
 from types import EllipsisType
-from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, overload
+from typing import Any, Literal, TypeVar, overload
 
+from conveyor._app.binding import EngineBinding, blocking_twin
 from conveyor._app.control import list_queues, scale_changes, send_queue_signal
-from conveyor._app.portal import Portal
-from conveyor._app.waiters import Waiters
-from conveyor._app.workflow_actions import (
-    cancel_workflow,
-    enqueue_workflow,
-    extend_workflow,
-    retry_workflow,
-    workflow_status,
-)
+from conveyor._app.enqueuer import EnqueueHook, Enqueuer
+from conveyor._app.workflow_actions import cancel_workflow, extend_workflow, retry_workflow, workflow_status
 from conveyor._options import check_aware, check_delay, check_job_id, check_queue, check_texts
 from conveyor._resolver import Resolver
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
@@ -40,51 +30,24 @@ from conveyor.context import current_job
 from conveyor.cron import CronEntry, definitions_in, entries_for
 from conveyor.current_app import bind_app, set_default_app, unbind_app, using_app
 from conveyor.engine.base import Engine
-from conveyor.engines import default_database_url, engine_from_url
-from conveyor.errors import ConveyorError, JobNotFoundError, ValidationError
+from conveyor.engines import default_database_url
+from conveyor.errors import JobNotFoundError, ValidationError
 from conveyor.filters import JobFilter
 from conveyor.fleet import LeaderInfo, QueueInfo
 from conveyor.inbox import MAX_MESSAGES, encode_message
 from conveyor.job import FINAL_STATES, Job, JobId, JobState
-from conveyor.job_ids import JobIds, job_ids
+from conveyor.job_ids import JobIds
 from conveyor.limits import GlobalLimit, RateLimit
 from conveyor.recorded import decode_result
-from conveyor.request import JobRequest, check_requests
+from conveyor.request import JobRequest
 from conveyor.retention import Pruned, Retention
 from conveyor.settings import load_settings
 from conveyor.stats import EXACT_UP_TO, JobCount, JobStats, QueueCounts, StatsQuery, countable, exact_limit
 from conveyor.telemetry import Handler, Telemetry
-from conveyor.testing.execute import run_inline
 from conveyor.testing.modes import check_mode, effective_mode
 from conveyor.workflow import Workflow, WorkflowStatus
 
-T = TypeVar("T")
-P = ParamSpec("P")
 H = TypeVar("H", bound=Handler)
-Operation = Callable[[Engine], Awaitable[T]]
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-def blocking_twin(
-    method: Callable[Concatenate[Conveyor, P], Awaitable[T]],
-) -> Callable[Concatenate[Conveyor, P], T]:
-    """The ``_sync`` twin of an async method: the same coroutine, run on the app's portal (a private
-    event loop thread), where ``Conveyor._run`` gives it the portal's own engine."""
-
-    def twin(self: Conveyor, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        result: T = self._call_blocking(method, self, *args, **kwargs)
-        return result
-
-    twin.__name__ = f"{method.__name__}_sync"
-    twin.__qualname__ = f"Conveyor.{twin.__name__}"
-    twin.__doc__ = f"Blocking twin of ``{method.__name__}`` (see the module's naming convention)."
-    return twin
 
 
 class Conveyor:
@@ -157,37 +120,14 @@ class Conveyor:
         if engine is None and self.settings.database_url is None:
             # Nothing configured: the default SQLite file, conveyor.db in the working directory.
             self.settings = dataclasses.replace(self.settings, database_url=default_database_url())
-        config = self.settings
-
-        def engine_from_settings() -> Engine:
-            return engine_from_url(
-                config.database_url or "",
-                prefix=config.prefix,
-                pool_size=config.pool_size,
-                synchronous_commit=config.synchronous_commit,
-                pooler=config.pooler,
-                listen_url=config.listen_url,
-            )
-
-        if engine is None:
-            # Build one engine now (connecting nothing) so a bad URL or prefix fails here, clearly.
-            engine_from_settings()
-        self._engine_factory: Callable[[], Engine] = (
-            engine_from_settings if engine is None else (lambda: engine)
-        )
-        self._engine: Engine | None = engine
-        self._owns_engine = engine is None
-        self._engine_loop: asyncio.AbstractEventLoop | None = None
-        self._portal = Portal()
-        self._portal_engine: Engine | None = None
+        self._binding = EngineBinding(self.settings, engine, on_leave=self._abandon_node)
+        #: Every operation reaches the database through this: the engine of the calling loop.
+        self._run = self._binding.run
         self.resolver = Resolver(jobs)
         self.telemetry = Telemetry()
-        self._enqueue_hooks: tuple[EnqueueHook, ...] = ()
+        self._enqueuer = Enqueuer(self, self._binding)
         self.node: Node | None = None
-        #: Everyone waiting for jobs, per engine and event loop (the app's own, the portal's).
-        self._waiters: dict[tuple[int, int], Waiters] = {}
         self._entered: list[Token[Conveyor | None]] = []
-        self._exit_hook = False
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def __aenter__(self) -> Conveyor:
@@ -285,64 +225,24 @@ class Conveyor:
 
     async def engine(self) -> Engine:
         """The engine for the running event loop, opened on first use."""
-        loop = asyncio.get_running_loop()
-        if self._engine_loop is not None and self._engine_loop is not loop:
-            if self._engine_loop.is_running():
-                raise ConveyorError(
-                    "this Conveyor app is in use on an event loop that still runs (in another "
-                    "thread); use the *_sync methods from other threads, or one app per loop"
-                )
-            self._leave_stopped_loop()
-        if self._engine is None:
-            self._engine = self._engine_factory()
-        await self._engine.open()
-        self._engine_loop = loop
-        return self._engine
+        return await self._binding.engine()
 
-    def _leave_stopped_loop(self) -> None:
-        """The loop the app last ran on has stopped (a finished ``asyncio.run``, the previous
-        pytest-asyncio test, a server reloaded): whatever lived on it went with it. Let go of it
-        so the app opens again on the running loop; a node left running there is gone like a
-        crashed one (its jobs are rescued)."""
-        old = self._engine_loop
-        self._engine_loop = None
+    def _abandon_node(self) -> None:
+        """The app's loop has stopped (see ``EngineBinding.leave_stopped_loop``): so has its node."""
         if self.node is not None:
             self.node.abandon()
             self.node = None
-        if self._engine is not None:
-            self._waiters.pop((id(self._engine), id(old)), None)
-            abandon = getattr(self._engine, "abandon", None)  # an engine of the user's own may lack it
-            if abandon is not None:
-                abandon()
-            if self._owns_engine:
-                self._engine = None
 
     async def close(self) -> None:
         """Close the connections opened by the async API and by the ``_sync`` twins. Optional
         between event loops (the app lets go of a stopped loop by itself); call it (or
         ``close_sync()`` from plain code) when the program is done with the app."""
-        if self._engine is not None and self._engine_loop is not None:
-            waiters = self._waiters.pop((id(self._engine), id(self._engine_loop)), None)
-            if waiters is not None:
-                await waiters.stop()
-            await self._engine.close()
-            self._engine_loop = None
-            if self._owns_engine:
-                self._engine = None  # a closed pool cannot reopen: build a fresh engine on next use
-        self.close_sync()
+        await self._binding.close()
 
     def close_sync(self) -> None:
         """Close the connections of the ``_sync`` twins, and let go of those the async API opened
         on an event loop that has stopped since (one still running is left to ``close()``)."""
-        if self._engine_loop is not None and not self._engine_loop.is_running():
-            self._leave_stopped_loop()
-        if self._portal_engine is not None:
-            waiters = self._waiters.pop((id(self._portal_engine), id(self._portal.loop)), None)
-            if waiters is not None:
-                self._portal.call(waiters.stop)
-            self._portal.call(self._portal_engine.close)
-            self._portal_engine = None
-        self._portal.stop()
+        self._binding.close_sync()
 
     # -- fleet control -----------------------------------------------------------------------
     async def pause_queue(self, queue: str, *, node: str | None = None, persist: bool = False) -> None:
@@ -422,47 +322,7 @@ class Conveyor:
     def _local_node(self) -> Node | None:
         """This process's node, when the caller runs on its loop; from the portal (a ``_sync``
         twin) the node is reached like any other, through the database: it lives on another loop."""
-        return None if self._portal.is_current() else self.node
-
-    async def _run(self, operation: Operation[T], conn: Any = None) -> T:
-        """Run ``operation`` on the engine of the calling loop: the app's own, or the portal's. With
-        a caller's ``conn`` the engine is only a statement builder: it is not opened."""
-        if conn is not None:
-            return await operation(self._statement_engine())
-        if self._portal.is_current():
-            if self._portal_engine is None:
-                if not self._exit_hook:
-                    # A plain script never calls close_sync(): close the portal's connections at
-                    # exit, while its thread still runs, instead of leaving tasks pending there.
-                    atexit.register(_close_at_exit, weakref.ref(self))
-                    self._exit_hook = True
-                self._portal_engine = self._engine_factory()
-                await self._portal_engine.open()
-            return await operation(self._portal_engine)
-        return await operation(await self.engine())
-
-    def _call_blocking(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        """Run a coroutine of this app from blocking code, and wait for its result.
-
-        Usually on the portal, with an engine of its own. An engine handed in (``engine=``) is one
-        object bound to the loop that opened it, so while that loop runs (a node's, with this call
-        from one of its job threads) the call goes there: used from the portal's loop as well, its
-        pool would mix two loops and hang (a thread job enqueueing on a test's ``engine=`` app)."""
-        home = None if self._owns_engine else self._engine_loop
-        if home is None or not home.is_running() or _running_loop() is home:
-            # (From the home loop itself, waiting on it would deadlock: the portal it is.)
-            return self._portal.call(fn, *args, **kwargs)
-
-        async def run() -> T:
-            return await fn(*args, **kwargs)
-
-        return asyncio.run_coroutine_threadsafe(run(), home).result()
-
-    def _statement_engine(self) -> Engine:
-        """The app's engine, for operations on a caller's connection (which need no pool)."""
-        if self._engine is None:
-            self._engine = self._engine_factory()
-        return self._engine
+        return None if self._binding.portal.is_current() else self.node
 
     # -- schema ------------------------------------------------------------------------------
     async def install(self) -> int:
@@ -491,35 +351,7 @@ class Conveyor:
         """Insert many jobs atomically, streamed in chunks; return their ids in order, as a
         ``JobIds`` (an immutable sequence of ``JobId`` values, 8 bytes an id). A ``Workflow``
         inserts its steps, in the order they were added (see ``conveyor.workflow``)."""
-        return await self._enqueue_many(requests, conn, now, self._enqueue_transform())
-
-    async def _enqueue_many(
-        self,
-        requests: Iterable[JobRequest] | Workflow | Batch,
-        conn: Any,
-        now: datetime | None,
-        transform: RequestTransform | None,
-    ) -> JobIds:
-        if isinstance(requests, Batch):
-            requests = requests.workflow()
-        if not isinstance(requests, Workflow):
-            check_requests(requests)
-        if effective_mode(self.testing) == "inline":
-            if isinstance(requests, Workflow):
-                raise ConveyorError(
-                    "inline testing runs single jobs; enqueue workflows and batches in manual mode "
-                    "and run them with conveyor.testing.drain_queue"
-                )
-            return await run_inline(self, list(transformed(requests, transform)))
-        if isinstance(requests, Workflow):
-            workflow = requests
-            return job_ids(
-                await self._run(
-                    lambda e: enqueue_workflow(e, workflow, conn=conn, now=now, transform=transform), conn
-                )
-            )
-        inserted = transformed(requests, transform)
-        return job_ids(await self._run(lambda e: e.insert(inserted, conn=conn, now=now), conn))
+        return await self._enqueuer.enqueue_many(requests, conn, now, self._enqueuer.transform())
 
     def enqueue_many_sync(
         self,
@@ -528,30 +360,7 @@ class Conveyor:
         conn: Any = None,
         now: datetime | None = None,
     ) -> JobIds:
-        # The hooks read the caller's context here, in its thread (the call may go on elsewhere).
-        transform = self._enqueue_transform()
-        inline = effective_mode(self.testing) == "inline"
-        # Steps grafted onto a stored workflow need the async path (it reads the stored steps), so
-        # they keep the app's own connection rather than the default one.
-        grafting = isinstance(requests, Workflow) and bool(requests.existing)
-        if conn is None and self.sync_conn is not None and not inline and not grafting:
-            conn = self.sync_conn()
-        if conn is not None and not inline:
-            # A caller's synchronous connection is used right here, in the caller's thread.
-            engine = self._statement_engine()
-            if isinstance(requests, Batch):
-                requests = requests.workflow()
-            if isinstance(requests, Workflow):
-                if requests.existing:
-                    raise ValidationError(
-                        "conn", conn, "steps added to a stored workflow need the async enqueue_many"
-                    )
-                steps, hold = requests.requests()
-                steps = list(transformed(steps, transform))
-                return job_ids(engine.insert_sync(steps, conn=conn, now=now, hold=hold))
-            check_requests(requests)
-            return job_ids(engine.insert_sync(transformed(requests, transform), conn=conn, now=now))
-        return self._call_blocking(self._enqueue_many, requests, None, now, transform)
+        return self._enqueuer.enqueue_many_sync(requests, conn, now)
 
     def before_enqueue(self, hook: EnqueueHook) -> Callable[[], None]:
         """Let ``hook`` change the requests of every enqueue (single, bulk, workflow, unique, inline):
@@ -559,34 +368,7 @@ class Conveyor:
         applied to each request (``JobRequest.with_meta`` is the cheap way to add a meta key), or
         None to leave them as they are. Hooks apply in the order they were added. Returns a function
         that removes the hook."""
-        if not callable(hook):
-            raise ValidationError("hook", hook, "must be callable as hook() -> transform or None")
-        self._enqueue_hooks = (*self._enqueue_hooks, hook)
-
-        def remove() -> None:
-            self._enqueue_hooks = tuple(h for h in self._enqueue_hooks if h is not hook)
-
-        return remove
-
-    def _enqueue_transform(self) -> RequestTransform | None:
-        """What the enqueue hooks make of this call's requests (None: nothing, the common case)."""
-        hooks = self._enqueue_hooks
-        if not hooks:
-            return None
-        transforms = [transform for hook in hooks if (transform := hook()) is not None]
-        if not transforms:
-            return None
-
-        def chained(request: JobRequest) -> JobRequest:
-            for transform in transforms:
-                request = transform(request)
-                if not isinstance(request, JobRequest):  # say whose it was, before the insert trips on it
-                    raise ValidationError(
-                        "before_enqueue", request, f"the transform {transform!r} must return a JobRequest"
-                    )
-            return request
-
-        return chained
+        return self._enqueuer.add_hook(hook)
 
     # -- workflows ---------------------------------------------------------------------------
     async def extend_workflow(self, workflow_id: str) -> Workflow:
@@ -607,7 +389,7 @@ class Conveyor:
     def dependency_results_sync(self) -> dict[str, Any]:
         """``dependency_results`` for a blocking (thread) step."""
         workflow_id, deps = _step_of_current_job()  # read here: the job's context is this thread's
-        results = self._call_blocking(self.workflow_status, workflow_id).results
+        results = self._binding.call_blocking(self.workflow_status, workflow_id).results
         return {name: results[name] for name in deps if name in results}
 
     async def cancel_workflow(self, workflow_id: str) -> list[int]:
@@ -640,7 +422,7 @@ class Conveyor:
             timeout = check_delay("timeout", timeout)
         if not isinstance(through_retries, bool):
             raise ValidationError("through_retries", through_retries, "must be True or False")
-        return await self._run(lambda e: self._waiters_of(e).wait(job_id, timeout, through_retries))
+        return await self._run(lambda e: self._binding.waiters_of(e).wait(job_id, timeout, through_retries))
 
     async def relay(
         self, request: JobRequest, *, timeout: float | None = None, through_retries: bool = False
@@ -653,7 +435,7 @@ class Conveyor:
             raise ValidationError("through_retries", through_retries, "must be True or False")
 
         async def relay(engine: Engine) -> Job:
-            return await self._waiters_of(engine).relay(
+            return await self._binding.waiters_of(engine).relay(
                 lambda: self.enqueue(request), timeout, through_retries
             )
 
@@ -682,15 +464,6 @@ class Conveyor:
     wait_sync = blocking_twin(wait)
     relay_sync = blocking_twin(relay)
     signal_sync = blocking_twin(signal)
-
-    def _waiters_of(self, engine: Engine) -> Waiters:
-        key = (id(engine), id(asyncio.get_running_loop()))
-        found = self._waiters.get(key)
-        if found is None:
-            found = self._waiters[key] = Waiters(
-                engine, poll_interval=self.settings.poll_interval, notifications=self.settings.notifications
-            )
-        return found
 
     # -- managing jobs -----------------------------------------------------------------------
     async def get_job(self, job_id: int) -> Job | None:
@@ -868,29 +641,6 @@ class Conveyor:
 
     prune_sync = blocking_twin(prune)
     count_prunable_sync = blocking_twin(count_prunable)
-
-
-#: Changes one request before it is inserted (see ``Conveyor.before_enqueue``).
-RequestTransform = Callable[[JobRequest], JobRequest]
-#: Called once per enqueue call, in the caller's context: the transform of its requests, or None.
-EnqueueHook = Callable[[], RequestTransform | None]
-
-
-def transformed(requests: Iterable[JobRequest], transform: RequestTransform | None) -> Iterable[JobRequest]:
-    """The requests as the hooks made them: a list stays a list (the engines' quick path for small
-    batches), any other iterable is transformed as the insert streams it."""
-    if transform is None:
-        return requests
-    if isinstance(requests, list | tuple):
-        return [transform(request) for request in requests]
-    return map(transform, requests)
-
-
-def _close_at_exit(ref: weakref.ref[Conveyor]) -> None:
-    app = ref()
-    if app is not None:
-        with contextlib.suppress(Exception):
-            app.close_sync()
 
 
 def _step_of_current_job() -> tuple[str, list[str]]:
