@@ -14,7 +14,7 @@ import atexit
 import contextlib
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from conveyor._app.portal import Portal
 from conveyor._app.waiters import Waiters
@@ -23,11 +23,9 @@ from conveyor.engines import engine_from_url
 from conveyor.errors import ConveyorError
 from conveyor.settings import Settings
 
-if TYPE_CHECKING:
-    from conveyor.app import Conveyor
-
 T = TypeVar("T")
 P = ParamSpec("P")
+S = TypeVar("S", bound="Bound")
 Operation = Callable[[Engine], Awaitable[T]]
 
 
@@ -174,13 +172,17 @@ def engine_from_settings(settings: Settings) -> Engine:
     )
 
 
-def blocking_twin(
-    method: Callable[Concatenate[Conveyor, P], Awaitable[T]],
-) -> Callable[Concatenate[Conveyor, P], T]:
+class Bound(Protocol):
+    """What ``blocking_twin`` needs of the object whose method it doubles: ``Conveyor`` and its parts."""
+
+    _binding: EngineBinding
+
+
+def blocking_twin(method: Callable[Concatenate[S, P], Awaitable[T]]) -> Callable[Concatenate[S, P], T]:
     """The ``_sync`` twin of an async method: the same coroutine, run on the app's portal (a private
     event loop thread), where ``EngineBinding.run`` gives it the portal's own engine."""
 
-    def twin(self: Conveyor, /, *args: P.args, **kwargs: P.kwargs) -> T:
+    def twin(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self._binding.call_blocking(method, self, *args, **kwargs)
 
     twin.__name__ = f"{method.__name__}_sync"
