@@ -37,7 +37,7 @@ from conveyor.batch import Batch
 from conveyor.cron import CronEntry, definitions_in, entries_for
 from conveyor.current_app import bind_app, set_default_app, unbind_app, using_app
 from conveyor.engine.base import Engine
-from conveyor.engines import default_database_url
+from conveyor.engine.urls import default_database_url
 from conveyor.job import Job, JobId, JobState
 from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest

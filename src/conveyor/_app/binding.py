@@ -19,7 +19,7 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 from conveyor._app.portal import Portal
 from conveyor._app.waiters import Waiters
 from conveyor.engine.base import Engine
-from conveyor.engines import engine_from_url
+from conveyor.engine.urls import engine_from_url
 from conveyor.errors import ConveyorError
 from conveyor.settings import Settings
 

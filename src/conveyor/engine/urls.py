@@ -1,4 +1,4 @@
-"""Choosing an engine from a database URL.
+"""Database URLs: which engine one names (``engine_from_url``), and the default one.
 
 ``postgresql://user@host/db`` and libpq's key=value form (``host=db dbname=app user=app``) build a
 PostgresEngine. ``sqlite:///relative/path.db``,
