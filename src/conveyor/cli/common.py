@@ -37,7 +37,7 @@ from conveyor.engine.postgres import dsn as postgres_dsn
 from conveyor.engine.postgres import schema as postgres_schema
 from conveyor.engine.postgres.connect import CONNECT_TIMEOUT, connect_once, one_line
 from conveyor.engine.sqlite import schema as sqlite_schema
-from conveyor.engine.urls import default_database_url, is_sqlite_url, sqlite_path
+from conveyor.engines import default_database_url, is_sqlite_url, sqlite_path
 from conveyor.errors import ConveyorError
 
 F = TypeVar("F", bound=Callable[..., Any])
