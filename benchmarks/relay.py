@@ -65,7 +65,7 @@ async def wait_many(settings: Settings) -> Figures:
             idle.append(await transactions_per_second(app, settings))
             tasks = [asyncio.create_task(wait_quietly(app, job_id)) for job_id in ids]
             await asyncio.sleep(0.1)
-            hub = next(iter(app._waiters.values()))
+            hub = next(iter(app._binding.waiters.values()))
             while hub.settled < waiters:  # noqa: ASYNC110 (every wait has read its job: now it only listens)
                 await asyncio.sleep(0.1)
             await asyncio.sleep(STATS_LAG)

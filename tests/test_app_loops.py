@@ -11,6 +11,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -137,7 +138,7 @@ def test_a_script_runs_on_several_loops_and_exits_cleanly(engine: str, tmp_path:
 def test_a_call_waiting_on_the_portal_fails_when_the_portal_stops() -> None:
     """A thread job enqueueing through ``*_sync`` while its app closes must not wait for ever (it
     held the interpreter at exit)."""
-    from conveyor._portal import Portal
+    from conveyor._app.portal import Portal
 
     portal = Portal("test-portal")
     started = threading.Event()
@@ -159,6 +160,44 @@ def test_a_call_waiting_on_the_portal_fails_when_the_portal_stops() -> None:
     thread.start()
     assert started.wait(5)
     portal.stop()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert isinstance(outcome[0], ConveyorError)
+    assert "closed while this call ran" in str(outcome[0])
+
+
+def test_a_call_fails_when_the_portal_stops_before_it_is_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The portal may stop between a call's submission and its registration as pending (its
+    coroutine already running): the call must fail then too, not wait for ever."""
+    from conveyor._app.portal import Portal
+
+    portal = Portal("test-portal")
+    started = threading.Event()
+    submit = asyncio.run_coroutine_threadsafe
+
+    def submit_then_stop(coroutine: Any, loop: asyncio.AbstractEventLoop) -> Any:
+        future = submit(coroutine, loop)
+        assert started.wait(5)
+        portal.stop()  # before call() has put the future among the pending ones
+        return future
+
+    async def never() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    outcome: list[BaseException | None] = []
+
+    def caller() -> None:
+        try:
+            portal.call(never)
+        except BaseException as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    monkeypatch.setattr(asyncio, "run_coroutine_threadsafe", submit_then_stop)
+    thread = threading.Thread(target=caller, daemon=True)
+    thread.start()
     thread.join(5)
     assert not thread.is_alive()
     assert isinstance(outcome[0], ConveyorError)

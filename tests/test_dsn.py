@@ -13,7 +13,7 @@ import pytest
 
 from conveyor import Conveyor, JobRequest
 from conveyor.engine.postgres import dsn as pg_dsn
-from conveyor.engines import engine_from_url
+from conveyor.engine.urls import engine_from_url
 from conveyor.errors import ConveyorError, ValidationError
 from tests.conftest import DSN
 from tests.test_cli_errors import conveyor

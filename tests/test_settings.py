@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from conveyor import Conveyor, ExecutorKind, QueueSettings, Settings, ValidationError
-from conveyor.engines import default_database_url
+from conveyor.engine.urls import default_database_url
 from conveyor.queue_settings import parse_queues
 from conveyor.settings import load_settings
 

@@ -41,7 +41,7 @@ from conveyor.cli.main import main as cli
 from conveyor.engine.base import Engine
 from conveyor.engine.sqlite import SqliteEngine, schema
 from conveyor.engine.sqlite.database import MEMORY
-from conveyor.engines import default_database_url, engine_from_url
+from conveyor.engine.urls import default_database_url, engine_from_url
 from tests import helpers, runtime_jobs
 from tests.sqlite_procs import fetch_all
 

@@ -30,7 +30,7 @@ from conveyor import (
 )
 from conveyor._resolver import Resolver, import_definition
 from conveyor.definition import JobDefinition
-from conveyor.engines import engine_from_url
+from conveyor.engine.urls import engine_from_url
 from tests.helpers import CHUNK, count_jobs
 
 

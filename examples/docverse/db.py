@@ -13,7 +13,7 @@ from weakref import WeakKeyDictionary
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 
 from conveyor import Conveyor
-from conveyor.engines import is_sqlite_url
+from conveyor.engine.urls import is_sqlite_url
 from docverse.models import Base
 from docverse.settings import sqlalchemy_url
 

@@ -10,7 +10,7 @@ derived from Conveyor's, never configured apart, so the two cannot drift.
 from __future__ import annotations
 
 from conveyor import Conveyor
-from conveyor.engines import is_sqlite_url, sqlite_path
+from conveyor.engine.urls import is_sqlite_url, sqlite_path
 
 #: Queues a worker serves: builds run four at a time, the cleanup alone.
 QUEUES = {"builds": 4, "maintenance": 1}

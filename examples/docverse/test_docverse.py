@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from conveyor import Conveyor
 from conveyor.cron import definitions_in, entries_for
-from conveyor.engines import is_sqlite_url
+from conveyor.engine.urls import is_sqlite_url
 from conveyor.testing import all_enqueued, assert_enqueued, drain_queue, process_job, refute_enqueued
 from docverse import jobs
 from docverse.db import Database

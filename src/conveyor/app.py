@@ -7,87 +7,49 @@ The blocking twins run on a private event loop thread, so they work anywhere.
 
 from __future__ import annotations
 
-import asyncio
-import atexit
-import contextlib
 import dataclasses
 import importlib
-import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from contextvars import Token
 from datetime import datetime
-from types import EllipsisType
-from typing import Any, Concatenate, Literal, ParamSpec, TypeVar, overload
+from typing import Any, TypeVar, overload
 
-from conveyor._control import list_queues, scale_changes, send_queue_signal
-from conveyor._options import check_aware, check_delay, check_job_id, check_queue, check_texts
-from conveyor._portal import Portal
-from conveyor._resolver import Resolver
-from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
-from conveyor._runtime.duties import prune_all
-from conveyor._runtime.node import Node
-from conveyor._waiters import Waiters
-from conveyor._workflows import (
+from conveyor._app.binding import EngineBinding, blocking_twin
+from conveyor._app.enqueuer import EnqueueHook, Enqueuer
+from conveyor._app.fleet_api import FleetApi
+from conveyor._app.jobs_api import JobsApi
+from conveyor._app.node_launch import launch_node
+from conveyor._app.relay import check_wait, signal_job
+from conveyor._app.workflow_actions import (
     cancel_workflow,
-    enqueue_workflow,
+    dependency_results,
     extend_workflow,
     retry_workflow,
+    step_of_current_job,
     workflow_status,
 )
+from conveyor._options import check_job_id
+from conveyor._resolver import Resolver
+from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
+from conveyor._runtime.node import Node
 from conveyor.batch import Batch
-from conveyor.context import current_job
 from conveyor.cron import CronEntry, definitions_in, entries_for
 from conveyor.current_app import bind_app, set_default_app, unbind_app, using_app
 from conveyor.engine.base import Engine
-from conveyor.engines import default_database_url, engine_from_url
-from conveyor.errors import ConveyorError, JobNotFoundError, ValidationError
-from conveyor.filters import JobFilter
-from conveyor.fleet import LeaderInfo, QueueInfo
-from conveyor.inbox import MAX_MESSAGES, encode_message
-from conveyor.job import FINAL_STATES, Job, JobId, JobState
-from conveyor.job_ids import JobIds, job_ids
-from conveyor.limits import GlobalLimit, RateLimit
-from conveyor.recorded import decode_result
-from conveyor.request import JobRequest, check_requests
-from conveyor.retention import Pruned, Retention
+from conveyor.engine.urls import default_database_url
+from conveyor.job import Job, JobId, JobState
+from conveyor.job_ids import JobIds
+from conveyor.request import JobRequest
 from conveyor.settings import load_settings
-from conveyor.stats import EXACT_UP_TO, JobCount, JobStats, QueueCounts, StatsQuery, countable, exact_limit
 from conveyor.telemetry import Handler, Telemetry
-from conveyor.testing.execute import run_inline
 from conveyor.testing.modes import check_mode, effective_mode
 from conveyor.workflow import Workflow, WorkflowStatus
 
-T = TypeVar("T")
-P = ParamSpec("P")
 H = TypeVar("H", bound=Handler)
-Operation = Callable[[Engine], Awaitable[T]]
 
 
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-def blocking_twin(
-    method: Callable[Concatenate[Conveyor, P], Awaitable[T]],
-) -> Callable[Concatenate[Conveyor, P], T]:
-    """The ``_sync`` twin of an async method: the same coroutine, run on the app's portal (a private
-    event loop thread), where ``Conveyor._run`` gives it the portal's own engine."""
-
-    def twin(self: Conveyor, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        result: T = self._call_blocking(method, self, *args, **kwargs)
-        return result
-
-    twin.__name__ = f"{method.__name__}_sync"
-    twin.__qualname__ = f"Conveyor.{twin.__name__}"
-    twin.__doc__ = f"Blocking twin of ``{method.__name__}`` (see the module's naming convention)."
-    return twin
-
-
-class Conveyor:
+class Conveyor(FleetApi, JobsApi):
     """Enqueue, manage and run jobs stored in a database.
 
     ``Conveyor("postgresql://localhost/app", queues={"default": 10})``. Settings come from the
@@ -157,37 +119,12 @@ class Conveyor:
         if engine is None and self.settings.database_url is None:
             # Nothing configured: the default SQLite file, conveyor.db in the working directory.
             self.settings = dataclasses.replace(self.settings, database_url=default_database_url())
-        config = self.settings
-
-        def engine_from_settings() -> Engine:
-            return engine_from_url(
-                config.database_url or "",
-                prefix=config.prefix,
-                pool_size=config.pool_size,
-                synchronous_commit=config.synchronous_commit,
-                pooler=config.pooler,
-                listen_url=config.listen_url,
-            )
-
-        if engine is None:
-            # Build one engine now (connecting nothing) so a bad URL or prefix fails here, clearly.
-            engine_from_settings()
-        self._engine_factory: Callable[[], Engine] = (
-            engine_from_settings if engine is None else (lambda: engine)
-        )
-        self._engine: Engine | None = engine
-        self._owns_engine = engine is None
-        self._engine_loop: asyncio.AbstractEventLoop | None = None
-        self._portal = Portal()
-        self._portal_engine: Engine | None = None
+        self._binding = EngineBinding(self.settings, engine, on_leave=self._abandon_node)
         self.resolver = Resolver(jobs)
         self.telemetry = Telemetry()
-        self._enqueue_hooks: tuple[EnqueueHook, ...] = ()
+        self._enqueuer = Enqueuer(self, self._binding)
         self.node: Node | None = None
-        #: Everyone waiting for jobs, per engine and event loop (the app's own, the portal's).
-        self._waiters: dict[tuple[int, int], Waiters] = {}
         self._entered: list[Token[Conveyor | None]] = []
-        self._exit_hook = False
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def __aenter__(self) -> Conveyor:
@@ -240,25 +177,7 @@ class Conveyor:
         """Open the database and, when queues are configured, start this process's node."""
         engine = await self.engine()
         if self.settings.queues and self.node is None and effective_mode(self.testing) == "disabled":
-            node = Node(
-                self.settings,
-                engine,
-                self.resolver,
-                self.telemetry,
-                crontab=self.crontab(),
-                clock=self.clock,
-                app=self,
-            )
-            # Process workers take ~70 ms to import what they need: let them start while the schema
-            # is checked (a round trip of several ms).
-            await node.start_pool()
-            try:
-                await engine.check_schema()
-            except BaseException:
-                await node.stop_pool()
-                raise
-            self.node = node
-            await node.start()
+            await launch_node(self, engine)
 
     def crontab(self) -> list[CronEntry]:
         """The cron entries this app's node runs: the configured ``crontab``, then the ``@job(cron=...)``
@@ -276,198 +195,31 @@ class Conveyor:
             self.node = None
         await self.close()
 
-    async def last_cron_ticks(self, names: Iterable[str]) -> dict[str, datetime]:
-        """The latest tick a leader inserted for each named cron entry (entries never run: absent)."""
-        wanted = check_texts("names", names)
-        return await self._run(lambda e: e.last_cron_ticks(wanted))
-
-    last_cron_ticks_sync = blocking_twin(last_cron_ticks)
-
     async def engine(self) -> Engine:
         """The engine for the running event loop, opened on first use."""
-        loop = asyncio.get_running_loop()
-        if self._engine_loop is not None and self._engine_loop is not loop:
-            if self._engine_loop.is_running():
-                raise ConveyorError(
-                    "this Conveyor app is in use on an event loop that still runs (in another "
-                    "thread); use the *_sync methods from other threads, or one app per loop"
-                )
-            self._leave_stopped_loop()
-        if self._engine is None:
-            self._engine = self._engine_factory()
-        await self._engine.open()
-        self._engine_loop = loop
-        return self._engine
+        return await self._binding.engine()
 
-    def _leave_stopped_loop(self) -> None:
-        """The loop the app last ran on has stopped (a finished ``asyncio.run``, the previous
-        pytest-asyncio test, a server reloaded): whatever lived on it went with it. Let go of it
-        so the app opens again on the running loop; a node left running there is gone like a
-        crashed one (its jobs are rescued)."""
-        old = self._engine_loop
-        self._engine_loop = None
+    def _abandon_node(self) -> None:
+        """The app's loop has stopped (see ``EngineBinding.leave_stopped_loop``): so has its node."""
         if self.node is not None:
             self.node.abandon()
             self.node = None
-        if self._engine is not None:
-            self._waiters.pop((id(self._engine), id(old)), None)
-            abandon = getattr(self._engine, "abandon", None)  # an engine of the user's own may lack it
-            if abandon is not None:
-                abandon()
-            if self._owns_engine:
-                self._engine = None
 
     async def close(self) -> None:
         """Close the connections opened by the async API and by the ``_sync`` twins. Optional
         between event loops (the app lets go of a stopped loop by itself); call it (or
         ``close_sync()`` from plain code) when the program is done with the app."""
-        if self._engine is not None and self._engine_loop is not None:
-            waiters = self._waiters.pop((id(self._engine), id(self._engine_loop)), None)
-            if waiters is not None:
-                await waiters.stop()
-            await self._engine.close()
-            self._engine_loop = None
-            if self._owns_engine:
-                self._engine = None  # a closed pool cannot reopen: build a fresh engine on next use
-        self.close_sync()
+        await self._binding.close()
 
     def close_sync(self) -> None:
         """Close the connections of the ``_sync`` twins, and let go of those the async API opened
         on an event loop that has stopped since (one still running is left to ``close()``)."""
-        if self._engine_loop is not None and not self._engine_loop.is_running():
-            self._leave_stopped_loop()
-        if self._portal_engine is not None:
-            waiters = self._waiters.pop((id(self._portal_engine), id(self._portal.loop)), None)
-            if waiters is not None:
-                self._portal.call(waiters.stop)
-            self._portal.call(self._portal_engine.close)
-            self._portal_engine = None
-        self._portal.stop()
-
-    # -- fleet control -----------------------------------------------------------------------
-    async def pause_queue(self, queue: str, *, node: str | None = None, persist: bool = False) -> None:
-        """Pause ``queue`` ("*" for all) on every node, or on ``node``: running jobs finish and are
-        acked, nothing new is fetched. ``persist`` keeps the pause across restarts. A ``node`` is
-        reached whichever runtime runs it (Conveyor or oban-py); one that no live producer row
-        names raises ``NodeNotFoundError`` (nothing is sent). The other queue methods alike."""
-        await self._signal("pause", queue, node=node, persist=persist)
-
-    async def resume_queue(self, queue: str, *, node: str | None = None, persist: bool = False) -> None:
-        await self._signal("resume", queue, node=node, persist=persist)
-
-    async def scale_queue(
-        self,
-        queue: str,
-        limit: int | None = None,
-        *,
-        global_limit: int | GlobalLimit | Mapping[str, Any] | EllipsisType | None = ...,
-        rate_limit: RateLimit | Mapping[str, Any] | EllipsisType | None = ...,
-        node: str | None = None,
-        persist: bool = False,
-    ) -> None:
-        """Change the local limit (concurrency) of ``queue`` on every node, or on ``node``, and/or its
-        fleet-wide limits: ``global_limit`` (an int, or None to lift it) and ``rate_limit``
-        (``{"allowed": n, "period": s}``, or None to lift it), each with an optional ``partition``;
-        left out, they stay as they are. ``persist`` keeps the changes across restarts: a node
-        starting the queue applies them over its configuration."""
-        changes = scale_changes(limit, global_limit, rate_limit)
-        await self._signal("scale", queue, node=node, limit=limit, persist=persist, limits=changes)
-
-    async def start_queue(self, queue: str, limit: int, *, node: str | None = None) -> None:
-        """Start running ``queue`` with ``limit`` on every node, or on ``node``."""
-        await self._signal("start", queue, node=node, limit=limit)
-
-    async def stop_queue(self, queue: str, *, node: str | None = None) -> None:
-        """Stop ``queue`` on every node, or on ``node``; running jobs finish first."""
-        await self._signal("stop", queue, node=node)
-
-    async def queues(self) -> list[QueueInfo]:
-        """Every queue on every live node: limit, running count, paused flag."""
-        return await self._run(lambda e: list_queues(e, self.settings))
-
-    async def leader(self) -> LeaderInfo | None:
-        """The node that leads this instance (``settings.name``) now, or None when none does."""
-        return await self._run(lambda e: e.get_leader(self.settings.name))
-
-    async def cron_ticks(self, names: Sequence[str]) -> dict[str, datetime]:
-        """The latest tick the fleet ran of each named cron entry (aware UTC); an entry that never
-        ticked is absent."""
-        wanted = check_texts("names", names)
-        return await self._run(lambda e: e.last_cron_ticks(wanted))
-
-    pause_queue_sync = blocking_twin(pause_queue)
-    resume_queue_sync = blocking_twin(resume_queue)
-    scale_queue_sync = blocking_twin(scale_queue)
-    start_queue_sync = blocking_twin(start_queue)
-    stop_queue_sync = blocking_twin(stop_queue)
-    queues_sync = blocking_twin(queues)
-    leader_sync = blocking_twin(leader)
-    cron_ticks_sync = blocking_twin(cron_ticks)
-
-    async def _signal(self, action: str, queue: str, **options: Any) -> None:
-        node = self._local_node()
-        await self._run(lambda e: send_queue_signal(e, self.settings, node, action, queue, **options))
-
-    async def nudge(self, queue: str | None = None) -> None:
-        """Make producers fetch now: this node's directly, every node's through a notification."""
-        if queue is not None:
-            check_queue(queue)
-        node = self._local_node()
-        if node is not None:
-            node.nudge(queue)
-        await self._run(lambda e: e.notify("insert", {"queue": queue or "*"}))
-
-    nudge_sync = blocking_twin(nudge)
-
-    def _local_node(self) -> Node | None:
-        """This process's node, when the caller runs on its loop; from the portal (a ``_sync``
-        twin) the node is reached like any other, through the database: it lives on another loop."""
-        return None if self._portal.is_current() else self.node
-
-    async def _run(self, operation: Operation[T], conn: Any = None) -> T:
-        """Run ``operation`` on the engine of the calling loop: the app's own, or the portal's. With
-        a caller's ``conn`` the engine is only a statement builder: it is not opened."""
-        if conn is not None:
-            return await operation(self._statement_engine())
-        if self._portal.is_current():
-            if self._portal_engine is None:
-                if not self._exit_hook:
-                    # A plain script never calls close_sync(): close the portal's connections at
-                    # exit, while its thread still runs, instead of leaving tasks pending there.
-                    atexit.register(_close_at_exit, weakref.ref(self))
-                    self._exit_hook = True
-                self._portal_engine = self._engine_factory()
-                await self._portal_engine.open()
-            return await operation(self._portal_engine)
-        return await operation(await self.engine())
-
-    def _call_blocking(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        """Run a coroutine of this app from blocking code, and wait for its result.
-
-        Usually on the portal, with an engine of its own. An engine handed in (``engine=``) is one
-        object bound to the loop that opened it, so while that loop runs (a node's, with this call
-        from one of its job threads) the call goes there: used from the portal's loop as well, its
-        pool would mix two loops and hang (a thread job enqueueing on a test's ``engine=`` app)."""
-        home = None if self._owns_engine else self._engine_loop
-        if home is None or not home.is_running() or _running_loop() is home:
-            # (From the home loop itself, waiting on it would deadlock: the portal it is.)
-            return self._portal.call(fn, *args, **kwargs)
-
-        async def run() -> T:
-            return await fn(*args, **kwargs)
-
-        return asyncio.run_coroutine_threadsafe(run(), home).result()
-
-    def _statement_engine(self) -> Engine:
-        """The app's engine, for operations on a caller's connection (which need no pool)."""
-        if self._engine is None:
-            self._engine = self._engine_factory()
-        return self._engine
+        self._binding.close_sync()
 
     # -- schema ------------------------------------------------------------------------------
     async def install(self) -> int:
         """Create or upgrade the database schema; return the version installed."""
-        return await self._run(lambda e: e.install())
+        return await self._binding.run(lambda e: e.install())
 
     install_sync = blocking_twin(install)
 
@@ -491,35 +243,7 @@ class Conveyor:
         """Insert many jobs atomically, streamed in chunks; return their ids in order, as a
         ``JobIds`` (an immutable sequence of ``JobId`` values, 8 bytes an id). A ``Workflow``
         inserts its steps, in the order they were added (see ``conveyor.workflow``)."""
-        return await self._enqueue_many(requests, conn, now, self._enqueue_transform())
-
-    async def _enqueue_many(
-        self,
-        requests: Iterable[JobRequest] | Workflow | Batch,
-        conn: Any,
-        now: datetime | None,
-        transform: RequestTransform | None,
-    ) -> JobIds:
-        if isinstance(requests, Batch):
-            requests = requests.workflow()
-        if not isinstance(requests, Workflow):
-            check_requests(requests)
-        if effective_mode(self.testing) == "inline":
-            if isinstance(requests, Workflow):
-                raise ConveyorError(
-                    "inline testing runs single jobs; enqueue workflows and batches in manual mode "
-                    "and run them with conveyor.testing.drain_queue"
-                )
-            return await run_inline(self, list(transformed(requests, transform)))
-        if isinstance(requests, Workflow):
-            workflow = requests
-            return job_ids(
-                await self._run(
-                    lambda e: enqueue_workflow(e, workflow, conn=conn, now=now, transform=transform), conn
-                )
-            )
-        inserted = transformed(requests, transform)
-        return job_ids(await self._run(lambda e: e.insert(inserted, conn=conn, now=now), conn))
+        return await self._enqueuer.enqueue_many(requests, conn, now, self._enqueuer.transform())
 
     def enqueue_many_sync(
         self,
@@ -528,30 +252,7 @@ class Conveyor:
         conn: Any = None,
         now: datetime | None = None,
     ) -> JobIds:
-        # The hooks read the caller's context here, in its thread (the call may go on elsewhere).
-        transform = self._enqueue_transform()
-        inline = effective_mode(self.testing) == "inline"
-        # Steps grafted onto a stored workflow need the async path (it reads the stored steps), so
-        # they keep the app's own connection rather than the default one.
-        grafting = isinstance(requests, Workflow) and bool(requests.existing)
-        if conn is None and self.sync_conn is not None and not inline and not grafting:
-            conn = self.sync_conn()
-        if conn is not None and not inline:
-            # A caller's synchronous connection is used right here, in the caller's thread.
-            engine = self._statement_engine()
-            if isinstance(requests, Batch):
-                requests = requests.workflow()
-            if isinstance(requests, Workflow):
-                if requests.existing:
-                    raise ValidationError(
-                        "conn", conn, "steps added to a stored workflow need the async enqueue_many"
-                    )
-                steps, hold = requests.requests()
-                steps = list(transformed(steps, transform))
-                return job_ids(engine.insert_sync(steps, conn=conn, now=now, hold=hold))
-            check_requests(requests)
-            return job_ids(engine.insert_sync(transformed(requests, transform), conn=conn, now=now))
-        return self._call_blocking(self._enqueue_many, requests, None, now, transform)
+        return self._enqueuer.enqueue_many_sync(requests, conn, now)
 
     def before_enqueue(self, hook: EnqueueHook) -> Callable[[], None]:
         """Let ``hook`` change the requests of every enqueue (single, bulk, workflow, unique, inline):
@@ -559,66 +260,37 @@ class Conveyor:
         applied to each request (``JobRequest.with_meta`` is the cheap way to add a meta key), or
         None to leave them as they are. Hooks apply in the order they were added. Returns a function
         that removes the hook."""
-        if not callable(hook):
-            raise ValidationError("hook", hook, "must be callable as hook() -> transform or None")
-        self._enqueue_hooks = (*self._enqueue_hooks, hook)
-
-        def remove() -> None:
-            self._enqueue_hooks = tuple(h for h in self._enqueue_hooks if h is not hook)
-
-        return remove
-
-    def _enqueue_transform(self) -> RequestTransform | None:
-        """What the enqueue hooks make of this call's requests (None: nothing, the common case)."""
-        hooks = self._enqueue_hooks
-        if not hooks:
-            return None
-        transforms = [transform for hook in hooks if (transform := hook()) is not None]
-        if not transforms:
-            return None
-
-        def chained(request: JobRequest) -> JobRequest:
-            for transform in transforms:
-                request = transform(request)
-                if not isinstance(request, JobRequest):  # say whose it was, before the insert trips on it
-                    raise ValidationError(
-                        "before_enqueue", request, f"the transform {transform!r} must return a JobRequest"
-                    )
-            return request
-
-        return chained
+        return self._enqueuer.add_hook(hook)
 
     # -- workflows ---------------------------------------------------------------------------
     async def extend_workflow(self, workflow_id: str) -> Workflow:
         """A ``Workflow`` that adds steps to a stored one (a running step grafting more work): add
         steps, which may depend on the stored ones, then ``enqueue_many`` it."""
-        return await self._run(lambda e: extend_workflow(e, workflow_id))
+        return await self._binding.run(lambda e: extend_workflow(e, workflow_id))
 
     async def workflow_status(self, workflow_id: str) -> WorkflowStatus:
         """Each step's job by name, and counts by state."""
-        return await self._run(lambda e: workflow_status(e, workflow_id))
+        return await self._binding.run(lambda e: workflow_status(e, workflow_id))
 
     async def dependency_results(self) -> dict[str, Any]:
         """Inside a workflow step: the recorded results of the steps it depends on, by name."""
-        workflow_id, deps = _step_of_current_job()
-        results = (await self.workflow_status(workflow_id)).results
-        return {name: results[name] for name in deps if name in results}
+        workflow_id, deps = step_of_current_job()
+        return dependency_results(await self.workflow_status(workflow_id), deps)
 
     def dependency_results_sync(self) -> dict[str, Any]:
         """``dependency_results`` for a blocking (thread) step."""
-        workflow_id, deps = _step_of_current_job()  # read here: the job's context is this thread's
-        results = self._call_blocking(self.workflow_status, workflow_id).results
-        return {name: results[name] for name in deps if name in results}
+        workflow_id, deps = step_of_current_job()  # read here: the job's context is this thread's
+        return dependency_results(self._binding.call_blocking(self.workflow_status, workflow_id), deps)
 
     async def cancel_workflow(self, workflow_id: str) -> list[int]:
         """Cancel every unfinished step of the workflow; return the ids cancelled. Steps waiting to
         run only on some ending of their dependencies (``run_if``: a batch's ``on_cancelled`` and
         ``on_exhausted``) are left to settle, so they run as when those steps are cancelled."""
-        return await self._run(lambda e: cancel_workflow(e, workflow_id))
+        return await self._binding.run(lambda e: cancel_workflow(e, workflow_id))
 
     async def retry_workflow(self, workflow_id: str) -> list[int]:
         """Run the cancelled and discarded steps again, each once its dependencies have completed."""
-        return await self._run(lambda e: retry_workflow(e, workflow_id))
+        return await self._binding.run(lambda e: retry_workflow(e, workflow_id))
 
     extend_workflow_sync = blocking_twin(extend_workflow)
     workflow_status_sync = blocking_twin(workflow_status)
@@ -636,28 +308,24 @@ class Conveyor:
         ``WaitTimeoutError`` after ``timeout`` seconds (None: no limit); the job itself goes on
         either way. Woken by the "ended" notification, polled every ``poll_interval`` as well."""
         job_id = check_job_id(job_id, "job_id")
-        if timeout is not None:
-            timeout = check_delay("timeout", timeout)
-        if not isinstance(through_retries, bool):
-            raise ValidationError("through_retries", through_retries, "must be True or False")
-        return await self._run(lambda e: self._waiters_of(e).wait(job_id, timeout, through_retries))
+        timeout = check_wait(timeout, through_retries)
+        return await self._binding.run(
+            lambda e: self._binding.waiters_of(e).wait(job_id, timeout, through_retries)
+        )
 
     async def relay(
         self, request: JobRequest, *, timeout: float | None = None, through_retries: bool = False
     ) -> Any:
         """Enqueue ``request``, wait for it (see ``wait``) and return the value it recorded (None
         when it recorded nothing: give the job ``record=True`` or return ``Record(value)``)."""
-        if timeout is not None:
-            timeout = check_delay("timeout", timeout)
-        if not isinstance(through_retries, bool):
-            raise ValidationError("through_retries", through_retries, "must be True or False")
+        timeout = check_wait(timeout, through_retries)
 
         async def relay(engine: Engine) -> Job:
-            return await self._waiters_of(engine).relay(
+            return await self._binding.waiters_of(engine).relay(
                 lambda: self.enqueue(request), timeout, through_retries
             )
 
-        return (await self._run(relay)).result
+        return (await self._binding.run(relay)).result
 
     async def signal(self, job_id: int, message: Mapping[str, Any]) -> JobState:
         """Send ``message`` (a JSON object of at most 8,000 bytes) to a job, from anywhere: it is
@@ -665,255 +333,8 @@ class Conveyor:
         of its slot in ``wait_for_signal`` runs again. Return the job's state afterwards. A final
         job, or one holding 1,000 messages already, refuses it (``ValidationError``)."""
         job_id = check_job_id(job_id, "job_id")
-        encoded = encode_message(message)
-        found = await self._run(lambda e: e.signal_job(job_id, encoded, limit=MAX_MESSAGES))
-        if found is None:
-            raise JobNotFoundError(job_id)
-        state, position = found
-        if position is None:
-            problem = (
-                f"job {job_id} is {state.value}: a finished job receives no signals"
-                if state in FINAL_STATES
-                else f"job {job_id} already holds {MAX_MESSAGES} signals"
-            )
-            raise ValidationError("job_id" if state in FINAL_STATES else "message", job_id, problem)
-        return state
+        return await self._binding.run(lambda e: signal_job(e, job_id, message))
 
     wait_sync = blocking_twin(wait)
     relay_sync = blocking_twin(relay)
     signal_sync = blocking_twin(signal)
-
-    def _waiters_of(self, engine: Engine) -> Waiters:
-        key = (id(engine), id(asyncio.get_running_loop()))
-        found = self._waiters.get(key)
-        if found is None:
-            found = self._waiters[key] = Waiters(
-                engine, poll_interval=self.settings.poll_interval, notifications=self.settings.notifications
-            )
-        return found
-
-    # -- managing jobs -----------------------------------------------------------------------
-    async def get_job(self, job_id: int) -> Job | None:
-        """The job with this id, or None."""
-        job_id = check_job_id(job_id, "job_id")
-        return await self._run(lambda e: e.get_job(job_id))
-
-    get_job_sync = blocking_twin(get_job)
-
-    async def list_jobs(self, /, criteria: JobFilter | None = None, **filters: Any) -> list[Job]:
-        """Jobs matching a filter (state, queue, worker, tags, ids), newest first, paged."""
-        found = _criteria(criteria, filters)
-        return await self._run(lambda e: e.list_jobs(found))
-
-    list_jobs_sync = blocking_twin(list_jobs)
-
-    async def cancel_jobs(
-        self, /, criteria: JobFilter | None = None, *, conn: Any = None, **filters: Any
-    ) -> list[int]:
-        """Cancel matching jobs that are not final; return the ids cancelled. With ``conn`` (an async
-        connection or session of yours), inside your transaction: your commit makes it happen."""
-        found = _criteria(criteria, filters)
-        return await self._run(lambda e: e.cancel_jobs(found, conn=conn), conn)
-
-    cancel_jobs_sync = blocking_twin(cancel_jobs)
-
-    async def retry_jobs(
-        self, /, criteria: JobFilter | None = None, *, conn: Any = None, **filters: Any
-    ) -> list[int]:
-        """Make matching jobs available again now; return their ids. A workflow step goes on only
-        once its dependencies finish (see ``Engine.retry_jobs``). ``conn``: as ``cancel_jobs``."""
-        found = _criteria(criteria, filters)
-        return await self._run(lambda e: e.retry_jobs(found, conn=conn), conn)
-
-    retry_jobs_sync = blocking_twin(retry_jobs)
-
-    async def delete_jobs(
-        self, /, criteria: JobFilter | None = None, *, conn: Any = None, **filters: Any
-    ) -> list[int]:
-        """Delete matching jobs that are not executing; return their ids. ``conn``: as
-        ``cancel_jobs``."""
-        found = _criteria(criteria, filters)
-        return await self._run(lambda e: e.delete_jobs(found, conn=conn), conn)
-
-    delete_jobs_sync = blocking_twin(delete_jobs)
-
-    @overload
-    async def count_jobs(
-        self,
-        /,
-        criteria: JobFilter | None = None,
-        *,
-        estimate: Literal[False] = False,
-        exact_up_to: None = None,
-        **filters: Any,
-    ) -> int: ...
-    @overload
-    async def count_jobs(
-        self,
-        /,
-        criteria: JobFilter | None = None,
-        *,
-        estimate: Literal[True],
-        exact_up_to: int | None = None,
-        **filters: Any,
-    ) -> JobCount: ...
-    @overload
-    async def count_jobs(
-        self,
-        /,
-        criteria: JobFilter | None = None,
-        *,
-        estimate: bool,
-        exact_up_to: int | None = None,
-        **filters: Any,
-    ) -> int | JobCount: ...
-    async def count_jobs(
-        self,
-        /,
-        criteria: JobFilter | None = None,
-        *,
-        estimate: bool = False,
-        exact_up_to: int | None = None,
-        **filters: Any,
-    ) -> int | JobCount:
-        """How many jobs match a filter (the criteria of ``list_jobs``, without ``limit``): exactly, as
-        an int. With ``estimate=True``, a ``JobCount``: exact up to ``exact_up_to`` matches (default
-        ``stats.EXACT_UP_TO``), an estimate marked as such above (or when an exact count would be
-        slow), so the call stays fast on a table of millions of jobs."""
-        if not isinstance(estimate, bool):
-            raise ValidationError("estimate", estimate, "must be True or False")
-        if exact_up_to is not None and not estimate:
-            raise ValidationError("exact_up_to", exact_up_to, "applies only with estimate=True")
-        limit = exact_limit(EXACT_UP_TO if exact_up_to is None else exact_up_to)
-        found = _criteria(criteria, filters)
-        countable(found)
-        if estimate:
-            return await self._run(lambda e: e.estimate_jobs(found, exact_up_to=limit))
-        return await self._run(lambda e: e.count_jobs(found))
-
-    count_jobs_sync = blocking_twin(count_jobs)
-
-    async def queue_counts(self, *, now: datetime | None = None) -> list[QueueCounts]:
-        """Per queue holding jobs, by name: the jobs in each state (some estimated on a large
-        PostgreSQL table, see ``QueueCounts.estimated``) and the oldest available job's age."""
-        if now is not None:
-            check_aware("now", now)
-        return await self._run(lambda e: e.queue_counts(now=now))
-
-    queue_counts_sync = blocking_twin(queue_counts)
-
-    async def job_stats(
-        self,
-        *,
-        window: float = 3600.0,
-        bucket: float = 60.0,
-        queues: str | Iterable[str] | None = None,
-        now: datetime | None = None,
-    ) -> JobStats:
-        """What finished and what failed over the last ``window`` seconds, in buckets of ``bucket``
-        seconds, for every queue or only ``queues``: see ``JobStats`` for each figure."""
-        query = StatsQuery(window=window, bucket=bucket, queues=queues)  # type: ignore[arg-type]
-        if now is not None:
-            check_aware("now", now)
-        return await self._run(lambda e: e.job_stats(query, now=now))
-
-    job_stats_sync = blocking_twin(job_stats)
-
-    async def get_result(self, job_id: int) -> Any:
-        """The value a completed job recorded; LookupError if it recorded none or does not exist."""
-        return _result_of(job_id, await self.get_job(job_id))
-
-    get_result_sync = blocking_twin(get_result)
-
-    async def cancel_job(self, job_id: int) -> bool:
-        """Cancel one job by id; False when it does not exist or is already final."""
-        return bool(await self.cancel_jobs(ids=[job_id]))
-
-    cancel_job_sync = blocking_twin(cancel_job)
-
-    async def retry_job(self, job_id: int) -> bool:
-        return bool(await self.retry_jobs(ids=[job_id]))
-
-    retry_job_sync = blocking_twin(retry_job)
-
-    async def delete_job(self, job_id: int) -> bool:
-        return bool(await self.delete_jobs(ids=[job_id]))
-
-    delete_job_sync = blocking_twin(delete_job)
-
-    # -- retention ---------------------------------------------------------------------------
-    async def prune(
-        self,
-        retention: Retention | None = None,
-        *,
-        now: datetime | None = None,
-        on_batch: Callable[[Pruned], None] | None = None,
-    ) -> Pruned:
-        """Delete the final jobs ``retention`` (default: the settings' rules, ``prune_max_age``,
-        ``prune_keep_per_queue`` and ``prune_max_rows``) lets go, now, in batches of
-        ``prune_limit``; return how many went, by state. ``on_batch`` sees the running total after
-        each batch (from the portal's thread in ``prune_sync``)."""
-        policy = self.settings.retention if retention is None else _retention(retention)
-        limit = self.settings.prune_limit
-        moment = self.clock.database_now() if now is None else now
-        return await self._run(lambda e: prune_all(e, policy, limit=limit, now=moment, on_batch=on_batch))
-
-    async def count_prunable(
-        self, retention: Retention | None = None, *, now: datetime | None = None
-    ) -> Pruned:
-        """How many final jobs ``prune`` would delete, by state, deleting nothing."""
-        policy = self.settings.retention if retention is None else _retention(retention)
-        moment = self.clock.database_now() if now is None else now
-        return await self._run(lambda e: e.count_prunable(policy, now=moment))
-
-    prune_sync = blocking_twin(prune)
-    count_prunable_sync = blocking_twin(count_prunable)
-
-
-#: Changes one request before it is inserted (see ``Conveyor.before_enqueue``).
-RequestTransform = Callable[[JobRequest], JobRequest]
-#: Called once per enqueue call, in the caller's context: the transform of its requests, or None.
-EnqueueHook = Callable[[], RequestTransform | None]
-
-
-def transformed(requests: Iterable[JobRequest], transform: RequestTransform | None) -> Iterable[JobRequest]:
-    """The requests as the hooks made them: a list stays a list (the engines' quick path for small
-    batches), any other iterable is transformed as the insert streams it."""
-    if transform is None:
-        return requests
-    if isinstance(requests, list | tuple):
-        return [transform(request) for request in requests]
-    return map(transform, requests)
-
-
-def _close_at_exit(ref: weakref.ref[Conveyor]) -> None:
-    app = ref()
-    if app is not None:
-        with contextlib.suppress(Exception):
-            app.close_sync()
-
-
-def _step_of_current_job() -> tuple[str, list[str]]:
-    context = current_job()
-    workflow_id, deps = context.meta.get("workflow_id"), context.meta.get("deps")
-    if not isinstance(workflow_id, str) or not isinstance(deps, list):
-        raise ValidationError("current_job", context.id, "is not a workflow step with dependencies")
-    return workflow_id, [str(dep) for dep in deps]
-
-
-def _retention(value: Any) -> Retention:
-    if not isinstance(value, Retention):
-        raise ValidationError("retention", value, "must be a conveyor.Retention (or None for the settings')")
-    return value
-
-
-def _criteria(criteria: JobFilter | None, filters: dict[str, Any]) -> JobFilter:
-    if criteria is not None and filters:
-        raise ValidationError("filters", filters, "pass either a JobFilter or keyword filters, not both")
-    return criteria if criteria is not None else JobFilter.build(**filters)
-
-
-def _result_of(job_id: int, found: Job | None) -> Any:
-    if found is None:
-        raise JobNotFoundError(job_id)
-    return decode_result(found.meta)

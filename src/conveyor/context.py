@@ -14,9 +14,10 @@ _current: contextvars.ContextVar[JobContext] = contextvars.ContextVar("conveyor_
 _CREATING = threading.Lock()
 
 
-class JobLink(Protocol):
-    """What connects a running job to its node: stored progress and signals (``_runtime/job_link``).
-    A job run outside a node (a worker process, a test calling the function) has none."""
+class NodeLink(Protocol):
+    """What a running job reaches its node through: stored progress and signals. The node's side is
+    ``_runtime.job_link.JobLink``, one per node for all its jobs. A job run outside a node (a worker
+    process, a test calling the function) has none."""
 
     def progress_changed(self, context: JobContext) -> None:
         """``context.progress`` changed (called from any thread): write it soon."""
@@ -85,7 +86,7 @@ class JobContext:
     #: Where the job runs ("async", "thread", "process"), set by the runner.
     executor: str | None = None
     #: The node's side of progress and signals; None outside a node.
-    link: JobLink | None = None
+    link: NodeLink | None = None
     _progress: Progress | None = None
     _inbox: Inbox | None = field(default=None, repr=False)
 

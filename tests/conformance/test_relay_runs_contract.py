@@ -105,7 +105,7 @@ async def test_many_waiters_share_one_poll(node_app: Conveyor) -> None:
     done = await asyncio.gather(*(node_app.wait(i, timeout=20) for i in ids))
     elapsed = asyncio.get_running_loop().time() - started
     assert [job.result for job in done] == [2 * i for i in range(300)]
-    (waiters,) = node_app._waiters.values()
+    (waiters,) = node_app._binding.waiters.values()
     assert waiters.polls <= elapsed / 0.1 + 2, (waiters.polls, elapsed)
     assert waiters.waiting == 0
 

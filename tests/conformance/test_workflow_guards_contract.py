@@ -11,7 +11,7 @@ import re
 import pytest
 
 from conveyor import Batch, JobFilter, JobState, Workflow
-from conveyor._workflows import cancel_workflow, enqueue_workflow, extend_workflow, retry_workflow
+from conveyor._app.workflow_actions import cancel_workflow, enqueue_workflow, extend_workflow, retry_workflow
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from conveyor.errors import StepExistsError

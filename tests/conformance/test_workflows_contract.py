@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from conveyor import JobFilter, JobState, Workflow
-from conveyor._workflows import retry_workflow
+from conveyor._app.workflow_actions import retry_workflow
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError

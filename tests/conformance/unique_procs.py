@@ -7,7 +7,7 @@ import multiprocessing.queues
 import multiprocessing.synchronize
 
 from conveyor import JobRequest
-from conveyor.engines import engine_from_url
+from conveyor.engine.urls import engine_from_url
 
 
 def requests(count: int) -> list[JobRequest]:

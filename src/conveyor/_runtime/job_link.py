@@ -113,7 +113,7 @@ class ProgressWriter(Service):
 
 
 class JobLink:
-    """Progress and signals of the jobs one node runs (``conveyor.context.JobLink``)."""
+    """Progress and signals of the jobs one node runs: each job's ``conveyor.context.NodeLink``."""
 
     def __init__(
         self,

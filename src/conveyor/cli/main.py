@@ -21,7 +21,7 @@ from conveyor.cli.prune import prune
 from conveyor.cli.start import start
 from conveyor.cli.stats import stats
 from conveyor.engine._migrations import LATEST_VERSION
-from conveyor.engines import engine_from_url, install_sql
+from conveyor.engine.urls import engine_from_url, install_sql
 from conveyor.errors import ConveyorError
 from conveyor.settings import load_settings
 

@@ -7,7 +7,7 @@ from conveyor.cli.common import SchemaState
 from conveyor.engine.postgres import schema as postgres_schema
 from conveyor.engine.postgres.connect import CONNECT_TIMEOUT, connect_once
 from conveyor.engine.sqlite import schema as sqlite_schema
-from conveyor.engines import default_database_url, is_sqlite_url
+from conveyor.engine.urls import default_database_url, is_sqlite_url
 
 
 async def migration_plan(url: str | None, prefix: str, state: SchemaState) -> str:

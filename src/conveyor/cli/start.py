@@ -176,7 +176,7 @@ def start(
     if not app.settings.queues:
         where = "--queues default:10, or give your app queues" if app_ref else "--queues default:10"
         raise click.UsageError(f"no queues to run: pass {where} (or set CONVEYOR_QUEUES)")
-    if app_ref is None or app._owns_engine:
+    if app_ref is None or app._binding.owns_engine:
         # The database answers and holds the schema: checked on one quick connection, before the
         # pools. (An app built on an engine object of its own is checked when it starts.)
         # A node waits a while for a server with no free connection slot, as its engine does.

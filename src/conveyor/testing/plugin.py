@@ -26,7 +26,7 @@ import pytest
 
 from conveyor.app import Conveyor
 from conveyor.current_app import default_app, set_default_app
-from conveyor.engines import is_postgres_url
+from conveyor.engine.urls import is_postgres_url
 
 DATABASE_URL_OPTION = "conveyor_database_url"
 MODE_OPTION = "conveyor_testing"

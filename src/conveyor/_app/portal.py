@@ -58,7 +58,11 @@ class Portal:
 
         future = asyncio.run_coroutine_threadsafe(run(), loop)
         with self._lock:
-            self._pending.add(future)
+            if self._loop is loop:
+                self._pending.add(future)
+            elif not future.done():
+                # Stopped since the submission: the stop did not see this call, fail it here.
+                future.set_exception(ConveyorError("the app was closed while this call ran"))
         try:
             return future.result()
         finally:

@@ -1,6 +1,6 @@
-"""What ``Conveyor`` does with workflows (``conveyor/workflow.py``): enqueue one, extend a running
-one, read its status, cancel it, retry its failed steps. Each is a few engine calls; kept here so the
-app module stays a list of entry points."""
+"""What ``Conveyor`` does with stored workflows (the builder is ``conveyor/workflow.py``): enqueue
+one, extend a running one, read its status, cancel it, retry its failed steps. Each is a few engine
+calls."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from conveyor.context import current_job
 from conveyor.engine.base import Engine
 from conveyor.errors import StepExistsError, ValidationError
 from conveyor.filters import JobFilter
@@ -109,3 +110,18 @@ async def retry_workflow(engine: Engine, workflow_id: str, *, now: datetime | No
     if not failed:
         return []
     return await engine.retry_jobs(JobFilter(ids=failed, limit=len(failed)), now=now)
+
+
+def step_of_current_job() -> tuple[str, list[str]]:
+    """The workflow of the job running in this context, and the names of the steps it depends on."""
+    context = current_job()
+    workflow_id, deps = context.meta.get("workflow_id"), context.meta.get("deps")
+    if not isinstance(workflow_id, str) or not isinstance(deps, list):
+        raise ValidationError("current_job", context.id, "is not a workflow step with dependencies")
+    return workflow_id, [str(dep) for dep in deps]
+
+
+def dependency_results(status: WorkflowStatus, deps: list[str]) -> dict[str, Any]:
+    """The recorded results of the steps named ``deps``, by name (a step that recorded none: absent)."""
+    results = status.results
+    return {name: results[name] for name in deps if name in results}
