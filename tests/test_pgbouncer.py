@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 import uuid
+import zlib
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
@@ -18,15 +19,19 @@ from typing import Any
 
 import psycopg
 import pytest
+from click.testing import CliRunner
 from psycopg import sql
 
 from conveyor import Conveyor
+from conveyor.cli.main import main
 from conveyor.engine.postgres import PostgresEngine
-from conveyor.errors import ValidationError
+from conveyor.engine.postgres import schema as postgres_schema
+from conveyor.errors import SchemaError, ValidationError
 from tests import helpers
 from tests import pooler_jobs as jobs
 from tests.conftest import DSN
 from tests.pgbouncer import Bouncer, start_pgbouncer
+from tests.test_schema_upgrade import downgrade, recorded
 
 #: The settings Conveyor sets on a direct connection (sessions.configure_session, sessions.hot_session).
 WATCHED = ("enable_seqscan", "enable_bitmapscan", "plan_cache_mode", "jit", "synchronous_commit", "TimeZone")
@@ -238,6 +243,113 @@ async def test_pickup_on_a_direct_connection_for_comparison(schema: str) -> None
 def report(latencies: list[float]) -> str:
     ordered = sorted(latencies)
     return f"median {ordered[len(ordered) // 2] * 1000:.1f} ms, max {ordered[-1] * 1000:.1f} ms"
+
+
+# -- migrations ------------------------------------------------------------------------------------
+def advisory_locks(prefix: str) -> list[tuple[Any, ...]]:
+    """The migration locks of ``prefix`` held on the server (``migration_runner.migration_lock``),
+    by any session."""
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        query = "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = %s AND objid = %s"
+        key = (postgres_schema.MIGRATION_LOCK_KEY, zlib.crc32(prefix.encode()))
+        return conn.execute(query, key).fetchall()
+
+
+@pytest.mark.parametrize("pooler", ["transaction", "auto"])
+async def test_migrations_through_a_transaction_pooler_are_refused_without_a_direct_url(
+    bouncers: dict[str, Bouncer], schema: str, pooler: str
+) -> None:
+    """A migration holds a session advisory lock and session settings across its steps: through a
+    transaction pooler the lock would stay on a server session that other clients get next, and
+    every later migration wait for it forever. Refused in one line, before anything runs."""
+    downgrade(DSN, schema, 3)
+    engine = PostgresEngine(bouncers["transaction"].dsn(), prefix=schema, max_connections=1, pooler=pooler)
+    await engine.open()
+    try:
+        with pytest.raises(SchemaError, match="cannot migrate") as refused:
+            await engine.install()
+    finally:
+        await engine.close()
+    message = str(refused.value)
+    assert "\n" not in message and "listen_url" in message and "--dsn" in message
+    assert ('pooler = "session"' in message) is (pooler == "auto")
+    assert recorded(DSN, schema)[-1] == 3
+    assert advisory_locks(schema) == []
+
+
+async def test_migrations_through_a_transaction_pooler_run_on_listen_url(
+    bouncers: dict[str, Bouncer], schema: str
+) -> None:
+    """With ``listen_url`` (the direct URL) the steps run there: the index build that waits for an
+    open write is seen on the direct session, and no lock is left on any session afterwards."""
+    downgrade(DSN, schema, 3)
+    direct = f"{DSN}?application_name=conveyor-direct-migrator"
+    engine = PostgresEngine(
+        bouncers["transaction"].dsn(),
+        prefix=schema,
+        max_connections=2,
+        pooler="transaction",
+        listen_url=direct,
+    )
+    await engine.open()
+    writer = await psycopg.AsyncConnection.connect(DSN)
+    try:
+        await writer.execute(f"INSERT INTO \"{schema}\".oban_jobs (worker) VALUES ('tests.Open')".encode())
+        upgrade = asyncio.create_task(engine.install())
+        names = await build_sessions(schema)
+        await writer.commit()
+        assert await asyncio.wait_for(upgrade, 60) == postgres_schema.LATEST_VERSION
+    finally:
+        await writer.close()
+        await engine.close()
+    assert names == ["conveyor-direct-migrator"]
+    assert recorded(DSN, schema) == list(range(1, postgres_schema.LATEST_VERSION + 1))
+    assert advisory_locks(schema) == []
+
+
+async def build_sessions(prefix: str) -> list[str]:
+    """The application names of the sessions running an index build of ``prefix``, once one waits."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT application_name FROM pg_stat_activity WHERE query ILIKE %s AND query ILIKE %s "
+                "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+                ("%CREATE%INDEX%", f"%{prefix}%"),
+            ).fetchall()
+        if rows:
+            return [str(name) for (name,) in rows]
+        await asyncio.sleep(0.05)
+    raise AssertionError("no index build waited")
+
+
+def test_cli_migrate_through_a_transaction_pooler(bouncers: dict[str, Bouncer], schema: str) -> None:
+    """``conveyor migrate`` reads ``pooler`` and ``listen_url`` as nodes do: refused in one line
+    without the direct URL, done with it."""
+    downgrade(DSN, schema, 3)
+    args = ["migrate", "--dsn", bouncers["transaction"].dsn(), "--prefix", schema]
+    env = {"CONVEYOR_POOLER": "transaction", "CONVEYOR_LISTEN_URL": None}
+    refused = CliRunner().invoke(main, args, env=env)
+    assert refused.exit_code == 1
+    error = [line for line in refused.output.splitlines() if line.startswith("Error")]
+    assert len(error) == 1 and "cannot migrate" in error[0] and "listen_url" in error[0], refused.output
+    assert recorded(DSN, schema)[-1] == 3
+
+    done = CliRunner().invoke(main, args, env={**env, "CONVEYOR_LISTEN_URL": DSN})
+    assert done.exit_code == 0, done.output
+    assert f"now at version {postgres_schema.LATEST_VERSION}" in done.output
+    assert recorded(DSN, schema) == list(range(1, postgres_schema.LATEST_VERSION + 1))
+
+
+async def test_a_session_pooler_migrates_through_itself(bouncers: dict[str, Bouncer], schema: str) -> None:
+    downgrade(DSN, schema, 3)
+    engine = PostgresEngine(bouncers["session"].dsn(), prefix=schema, max_connections=1, pooler="session")
+    await engine.open()
+    try:
+        assert await engine.install() == postgres_schema.LATEST_VERSION
+    finally:
+        await engine.close()
+    assert advisory_locks(schema) == []
 
 
 # -- settings --------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from conveyor.acks import Ack
 from conveyor.cli.main import main
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.postgres import PostgresEngine, migration_runner, schema
-from conveyor.engine.postgres.migration_steps import StepKind, classify, phased_steps
+from conveyor.engine.postgres.migration_steps import MigrationPlan, Step, StepKind, classify, phased_steps
 from tests.helpers import execute
 
 LATEST = schema.LATEST_VERSION
@@ -257,3 +257,27 @@ def test_every_index_on_oban_jobs_is_built_concurrently_in_an_upgrade(prefix: st
     )
     column = classify(f'ALTER TABLE "{prefix}".oban_jobs ADD COLUMN IF NOT EXISTS x int;', prefix, {}, 10)
     assert column.kind is StepKind.TRANSACTION
+
+
+async def test_the_steps_run_without_parallel_workers_and_leave_the_session_as_found(
+    dsn: str, prefix: str
+) -> None:
+    """On two cores, the parallel workers of an index build take the cores the fleet's statements
+    and commits need (the longest stalls of ``migrate-live``): the steps run in the migrator's own
+    process, and the session gets the server's settings back afterwards."""
+    engine = await installed_engine(prefix, dsn)
+    probe = (
+        f'CREATE TABLE "{prefix}".probe AS SELECT '
+        "current_setting('max_parallel_maintenance_workers') AS m, "
+        "current_setting('max_parallel_workers_per_gather') AS g, current_setting('statement_timeout') AS t"
+    )
+    plan = MigrationPlan(prefix, LATEST, LATEST, (), False, (Step(LATEST, StepKind.TRANSACTION, probe),), {})
+    try:
+        async with engine.pool.connection() as conn:
+            before = await (await conn.execute("SHOW max_parallel_maintenance_workers")).fetchone()
+            await migration_runner.run_plan(conn, plan)
+            after = await (await conn.execute("SHOW max_parallel_maintenance_workers")).fetchone()
+    finally:
+        await engine.close()
+    assert query(dsn, f'SELECT m, g, t FROM "{prefix}".probe') == [("0", "0", "0")]
+    assert after == before

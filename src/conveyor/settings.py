@@ -87,8 +87,9 @@ class Settings:
     #: or polling. "session" or "none": everything as on a direct connection. "auto": find out
     #: when the engine opens (a pooler found is treated as a transaction pooler, with a warning).
     pooler: str = "auto"
-    #: PostgreSQL: a URL that reaches the server directly, for LISTEN (notifications) when
-    #: ``database_url`` goes through a transaction pooler. None: LISTEN on ``database_url``.
+    #: PostgreSQL: a URL that reaches the server directly, for LISTEN (notifications) and for
+    #: migrations (``install``) when ``database_url`` goes through a transaction pooler. None: LISTEN
+    #: on ``database_url``, and behind a transaction pooler migrations are refused.
     listen_url: str | None = None
     #: Modules to import at start so their jobs resolve (``conveyor start --import``). Their
     #: ``@job(cron=...)`` jobs join the crontab.

@@ -23,7 +23,7 @@ from conveyor.cli.stats import stats
 from conveyor.engine._migrations import LATEST_VERSION
 from conveyor.engine.urls import engine_from_url, install_sql
 from conveyor.errors import ConveyorError
-from conveyor.settings import load_settings
+from conveyor.settings import Settings, load_settings
 
 DSN_OPTION = click.option(
     "--dsn",
@@ -45,13 +45,18 @@ CONFIG_OPTION = click.option(
 )
 
 
-def schema_target(dsn: str | None, prefix: str | None, config_file: str | None) -> tuple[str | None, str]:
-    """The database URL and prefix the schema commands act on: options, then $CONVEYOR_*, then the
-    config file, as for every other command (None: the default SQLite file)."""
+def schema_settings(dsn: str | None, prefix: str | None, config_file: str | None) -> Settings:
+    """The settings the schema commands act on: options, then $CONVEYOR_*, then the config file,
+    as for every other command (``database_url`` None: the default SQLite file)."""
     try:
-        settings = load_settings({"database_url": dsn, "prefix": prefix}, config_file=config_file)
+        return load_settings({"database_url": dsn, "prefix": prefix}, config_file=config_file)
     except ConveyorError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+def schema_target(dsn: str | None, prefix: str | None, config_file: str | None) -> tuple[str | None, str]:
+    """The database URL and prefix the schema commands act on (see ``schema_settings``)."""
+    settings = schema_settings(dsn, prefix, config_file)
     return settings.database_url, settings.prefix
 
 
@@ -77,8 +82,16 @@ def main(debug: bool) -> None:
     """Conveyor: jobs stored in your database."""
 
 
-async def _migrate(dsn: str | None, prefix: str) -> int:
-    engine = engine_from_url(dsn, prefix=prefix, pool_size=1)
+async def _migrate(settings: Settings) -> int:
+    """Migrate as the nodes would connect: behind a transaction pooler (``pooler``, declared or
+    found) the engine migrates on ``listen_url``, the direct URL, or refuses (``PostgresEngine.install``)."""
+    engine = engine_from_url(
+        settings.database_url,
+        prefix=settings.prefix,
+        pool_size=1,
+        pooler=settings.pooler,
+        listen_url=settings.listen_url,
+    )
     await engine.open()
     try:
         return await engine.install()
@@ -97,12 +110,13 @@ def _recreated(state: SchemaState) -> str:
 @click.option("--print-sql", is_flag=True, help="Print the SQL instead of running it.")
 def install(dsn: str | None, prefix: str | None, config_file: str | None, print_sql: bool) -> None:
     """Create the schema, or bring it up to date. Safe to run again."""
-    dsn, prefix = schema_target(dsn, prefix, config_file)
+    settings = schema_settings(dsn, prefix, config_file)
+    dsn, prefix = settings.database_url, settings.prefix
     if print_sql:
         click.echo(install_sql(dsn, prefix))
         return
     state = inspect_database(dsn, prefix, create=True)
-    before, after = state.version, run_blocking(_migrate(dsn, prefix))
+    before, after = state.version, run_blocking(_migrate(settings))
     if before == after and state.missing:
         click.echo(f"schema {prefix!r} repaired at version {after}: {_recreated(state)}")
     elif before == after:
@@ -118,7 +132,8 @@ def install(dsn: str | None, prefix: str | None, config_file: str | None, print_
 @click.option("--dry-run", is_flag=True, help="Print which migrations would run, and how, changing nothing.")
 def migrate(dsn: str | None, prefix: str | None, config_file: str | None, dry_run: bool) -> None:
     """Apply the migrations that are missing (same as install on an existing schema)."""
-    dsn, prefix = schema_target(dsn, prefix, config_file)
+    settings = schema_settings(dsn, prefix, config_file)
+    dsn, prefix = settings.database_url, settings.prefix
     state = inspect_database(dsn, prefix, create=not dry_run)
     if dry_run:
         click.echo(run_blocking(migration_plan(dsn, prefix, state)))
@@ -133,7 +148,7 @@ def migrate(dsn: str | None, prefix: str | None, config_file: str | None, dry_ru
             f"schema {prefix!r}: version {state.version or 'absent'} → {LATEST_VERSION}: "
             f"applying {count} migration{'s' if count != 1 else ''}"
         )
-    after = run_blocking(_migrate(dsn, prefix))
+    after = run_blocking(_migrate(settings))
     if state.version == after and not state.missing:
         click.echo(f"schema {prefix!r} already at version {after}")
     else:

@@ -281,10 +281,26 @@ class PostgresCore:
 
     # -- schema ------------------------------------------------------------------------------
     async def install(self) -> int:
-        async with self.pool.connection() as conn:
+        async with self._migration_connection() as conn:
             version = await schema.migrate(conn, self.prefix)
         await self._detect_errors_type()
         return version
+
+    @contextlib.asynccontextmanager
+    async def _migration_connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """Where migrations run: a session of their own, since they hold a session advisory lock
+        and session settings across their steps. Behind a transaction pooler each step could land
+        on another server session (the lock then stays on one that other clients get, and every
+        later migration waits for it forever), so they go to ``listen_url``, the direct URL, or
+        are refused before anything runs."""
+        if not self.transaction_pooled:
+            async with self.pool.connection() as conn:
+                yield conn
+            return
+        if self.listen_url is None:
+            raise SchemaError(poolers.migration_refusal(self.pooler))
+        async with await connect_once(self.listen_url) as conn:
+            yield conn
 
     async def uninstall(self) -> None:
         async with self.pool.connection() as conn:

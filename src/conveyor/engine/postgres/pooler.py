@@ -80,6 +80,22 @@ POLLING_WARNING = (
 )
 
 
+def migration_refusal(pooler: str) -> str:
+    """The one line that refuses to migrate through a transaction pooler without a direct URL
+    (``pooler``: the setting; other than "transaction" when the pooler was found, not declared)."""
+    if pooler == TRANSACTION:
+        found, hint = 'pooler = "transaction" says the database URL goes through a transaction pooler', ""
+    else:
+        found = "the database URL goes through a connection pooler, taken for a transaction pooler"
+        hint = '; if the pooler gives each client a server session of its own, set pooler = "session"'
+    return (
+        f"cannot migrate: {found}, and migrations need a session of their own (an advisory lock "
+        "and settings kept across their steps). Set listen_url (CONVEYOR_LISTEN_URL) to a direct "
+        "connection to the database, which migrations then use, or run `conveyor migrate` with "
+        f"--dsn set to the direct URL{hint}"
+    )
+
+
 #: Logged once when a pooler error shows up on an engine that did not know of the pooler.
 RUNTIME_WARNING = (
     "a statement failed as it does through a transaction pooler (%s): Conveyor prepares no more "

@@ -187,6 +187,7 @@ async def migrate(
     *,
     lock_timeout_ms: int = migration_runner.LOCK_TIMEOUT_MS,
     retry_for: float = migration_runner.RETRY_FOR_S,
+    pacing: migration_runner.Pacing = migration_runner.PACING,
 ) -> int:
     """Apply every missing migration (see ``plan``); return the version now installed. ``conn`` is
     in autocommit mode.
@@ -201,7 +202,9 @@ async def migrate(
         async with migration_runner.migration_lock(conn, MIGRATION_LOCK_KEY, prefix):
             # Read under the lock: another migrator may have done it all meanwhile.
             steps = await plan(conn, prefix)
-            await migration_runner.run_plan(conn, steps, lock_timeout_ms=lock_timeout_ms, retry_for=retry_for)
+            await migration_runner.run_plan(
+                conn, steps, lock_timeout_ms=lock_timeout_ms, retry_for=retry_for, pacing=pacing
+            )
     except psycopg.errors.RaiseException as exc:  # only the migrations' own checks RAISE
         hint = f" ({exc.diag.message_hint})" if exc.diag.message_hint else ""
         raise SchemaError(f"{exc.diag.message_primary}{hint}") from exc
