@@ -90,7 +90,7 @@ def test_conformance_tests_name_no_engine_class_or_driver() -> None:
     """Only ``tests/conformance/conftest.py`` (the registry) knows the engines: a new engine adds
     its factories there and nothing else."""
     offenders: list[str] = []
-    for path in sorted((ROOT / "tests" / "conformance").glob("*/test_*.py")):
+    for path in sorted((ROOT / "tests" / "conformance").rglob("test_*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             names = []
             if isinstance(node, ast.Import):
