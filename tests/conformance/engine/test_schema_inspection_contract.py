@@ -10,15 +10,21 @@ from conveyor.engine.base import Engine, SchemaReport
 from conveyor.errors import EngineClosedError
 
 
-async def test_a_fresh_database_is_reported_not_installed(unopened_engine: Engine) -> None:
+async def test_an_engine_never_opened_reads_its_schema_and_stays_closed(unopened_engine: Engine) -> None:
     report = await unopened_engine.inspect_schema(create=True)
-    assert isinstance(report, SchemaReport)
+    assert isinstance(report, SchemaReport) and report.latest >= 1
+    assert await unopened_engine.migration_plan()
+    with pytest.raises(EngineClosedError):  # neither call opened the engine
+        await unopened_engine.schema_version()
+
+
+async def test_a_schema_not_installed_is_reported_so(any_engine: Engine) -> None:
+    await any_engine.uninstall()
+    report = await any_engine.inspect_schema(create=True)
     assert report.version is None and report.missing == ()
     problem = report.problem()
     assert problem is not None and "is not installed: run `conveyor install" in problem
-    assert "would apply" in await unopened_engine.migration_plan()
-    with pytest.raises(EngineClosedError):  # neither call opened the engine
-        await unopened_engine.schema_version()
+    assert "would apply" in await any_engine.migration_plan()
 
 
 async def test_an_installed_schema_is_reported_current(any_engine: Engine, unopened_engine: Engine) -> None:
