@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the tests need (virtualenv, the package with its dev extra, PostgreSQL running,
-# chromium for the dashboard's browser tests) and run the whole suite: ruff, mypy, pytest. Extra
-# arguments go to pytest.
+# chromium for the dashboard's browser tests) and run the whole suite: ruff, mypy, the import
+# contracts (lint-imports), pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +22,8 @@ echo "== ruff"
 .venv/bin/ruff format --check .
 echo "== mypy"
 .venv/bin/mypy
+echo "== import contracts"
+.venv/bin/lint-imports
 echo "== pytest"
 # Three workers on two cores: most tests wait on a database, a subprocess or a timer, so the suite runs
 # in about half the time (3-4 minutes instead of 6-7). PYTEST_WORKERS=0 runs it in one process.

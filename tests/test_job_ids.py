@@ -1,6 +1,6 @@
 """``JobIds``, what ``enqueue_many`` returns: an immutable sequence of ``JobId`` values kept in 8 bytes
 an id, that behaves as the list of ``JobId`` values it replaced (the engines' side is in
-tests/conformance/test_job_ids_contract.py)."""
+tests/conformance/app/test_job_ids_contract.py)."""
 
 from __future__ import annotations
 

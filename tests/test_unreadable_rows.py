@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from conveyor import Conveyor, JobFilter, JobState
 from conveyor.cli import main as cli
 from tests.conformance import hardening_jobs as hj
-from tests.conformance.test_runtime_contract import wait_final
+from tests.conformance.app.test_runtime_contract import wait_final
 from tests.conftest import DSN
 
 

@@ -152,3 +152,8 @@ class WaitTimeoutError(ConveyorError, TimeoutError):
 
 class SignalTimeoutError(ConveyorError, TimeoutError):
     """Inside a job: no signal arrived within the time ``receive`` or ``wait_for_signal`` was given."""
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: the lines of a multi-line message joined, blanks collapsed."""
+    return "; ".join(" ".join(line.split()) for line in text.splitlines() if line.strip())

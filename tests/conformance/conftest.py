@@ -7,9 +7,10 @@ called again with the same list it returns another engine on the same database (
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,32 @@ UNSTAMP_ATTEMPT: dict[str, Callable[[Engine, int, datetime], Awaitable[None]]] =
 CALLER_CONNECTIONS: dict[str, Callable[[Engine], Awaitable[Any]]] = {
     "postgres": _postgres_caller,
     "sqlite": _sqlite_caller,
+}
+
+
+@contextmanager
+def _postgres_blocking_caller(engine: Engine) -> Iterator[Any]:
+    assert isinstance(engine, PostgresEngine)
+    with psycopg.connect(engine.dsn) as conn:  # commits on the way out
+        yield conn
+
+
+@contextmanager
+def _sqlite_blocking_caller(engine: Engine) -> Iterator[Any]:
+    assert isinstance(engine, SqliteEngine)
+    conn = sqlite3.connect(engine.path)
+    try:
+        yield conn
+        conn.commit()
+    finally:
+        conn.close()
+
+
+#: For each engine, an application's own blocking connection to the engine's database (what
+#: ``conn=`` of the ``_sync`` calls takes), committed on the way out.
+BLOCKING_CALLER_CONNECTIONS: dict[str, Callable[[Engine], AbstractContextManager[Any]]] = {
+    "postgres": _postgres_blocking_caller,
+    "sqlite": _sqlite_blocking_caller,
 }
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from conveyor.app import Conveyor
-from conveyor.engine.postgres.connect import one_line
+from conveyor.errors import one_line
 
 
 def load_app(reference: str) -> Conveyor:

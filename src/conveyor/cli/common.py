@@ -6,18 +6,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
-import sqlite3
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 import orjson
-import psycopg
-from psycopg_pool import PoolTimeout
 from rich.console import Console
 from rich.measure import Measurement
 from rich.progress import (
@@ -32,13 +28,10 @@ from rich.progress import (
 from rich.table import Table
 
 from conveyor.app import Conveyor
-from conveyor.engine._migrations import schema_problem
-from conveyor.engine.postgres import dsn as postgres_dsn
-from conveyor.engine.postgres import schema as postgres_schema
-from conveyor.engine.postgres.connect import CONNECT_TIMEOUT, connect_once, one_line
-from conveyor.engine.sqlite import schema as sqlite_schema
-from conveyor.engines import default_database_url, is_sqlite_url, sqlite_path
-from conveyor.errors import ConveyorError
+from conveyor.engine import Engine
+from conveyor.engine.base import SchemaReport
+from conveyor.engines import engine_from_url
+from conveyor.errors import ConveyorError, one_line
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -63,39 +56,36 @@ def json_option(fn: F) -> F:
 MAX_JOB_ID = 2**63 - 1
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class SchemaState:
-    """What a command found in the database before acting."""
+#: What a command found in the database before acting (``Engine.inspect_schema``).
+SchemaState = SchemaReport
 
-    #: The migration recorded last; None when Conveyor never installed there.
-    version: int | None
-    #: Objects the recorded migrations create that do not exist (see ``missing_objects``).
-    missing: tuple[str, ...]
-    #: How messages name the schema, and the options that repeat this command's target.
-    where: str
-    options: str
+#: Where ``schema_engine`` leaves the engine a command inspected, for ``describe`` (click's
+#: ``Context.meta`` is shared by a command's context and its group's).
+ENGINE_KEY = "conveyor.engine"
 
-    def problem(self) -> str | None:
-        return schema_problem(self.where, self.version, self.missing, self.options)
+
+def schema_engine(url: str | None, prefix: str) -> Engine:
+    """The engine ``url`` names, built but not opened (nothing is connected yet), and noted for
+    ``describe``: its driver's errors are the ones a failed command may show."""
+    engine = engine_from_url(url, prefix=prefix, pool_size=1)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.meta[ENGINE_KEY] = engine
+    return engine
 
 
 def inspect_database(
-    url: str | None, prefix: str, *, create: bool = False, patience: float = 0.0
+    url: str | None, prefix: str, *, create: bool = False, patient: bool = False
 ) -> SchemaState:
     """Connect once, quickly, and read the schema's state, so a command fails at once with the
     database's own reason (``database "x" does not exist``) rather than after a pool's timeout.
 
     ``create``: the command may create a SQLite file (install, migrate); other commands refuse a
-    file that does not exist rather than leave an empty one behind. ``patience``: seconds to keep
-    asking a PostgreSQL server that has no free connection slot (``connect_once``).
+    file that does not exist rather than leave an empty one behind. ``patient``: keep asking a
+    PostgreSQL server that has no free connection slot, as a node's engine does.
     """
-    url = url or default_database_url()
-    if is_sqlite_url(url):
-        return _inspect_sqlite(url, create=create)
-    dsn = postgres_dsn.check(url)
-    options = "" if prefix == "public" else f" --prefix {prefix}"
-    version, missing = run_blocking(_inspect_postgres(dsn, prefix, patience))
-    return SchemaState(version, missing, f"the Conveyor schema in {prefix!r}", options)
+    engine = schema_engine(url, prefix)
+    return run_blocking(engine.inspect_schema(create=create, patient=patient))
 
 
 def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -109,49 +99,9 @@ def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coroutine).result()
 
 
-async def _inspect_postgres(dsn: str, prefix: str, patience: float) -> tuple[int | None, tuple[str, ...]]:
-    conn = await connect_once(dsn, CONNECT_TIMEOUT, patience=patience)
-    async with conn:
-        version = await postgres_schema.installed_version(conn, prefix)
-        missing = await postgres_schema.missing_objects(conn, prefix) if version is not None else []
-    return version, tuple(name for _, name in missing)
-
-
-def _inspect_sqlite(url: str, *, create: bool) -> SchemaState:
-    path = sqlite_path(url)
-    where, options = f"the Conveyor schema in {path}", f" --dsn {url}"
-    if path == ":memory:":
-        return SchemaState(None, (), where, options)
-    file = Path(path).resolve()
-    if not file.exists():
-        if not create:
-            raise ConveyorError(
-                f"there is no SQLite database at {file}: run `conveyor install --dsn {url}` to create "
-                "one, or pass the --dsn (or $CONVEYOR_DATABASE_URL) of the one your nodes use"
-            )
-        if not file.parent.is_dir():
-            raise ConveyorError(
-                f"cannot create the SQLite database {file}: the directory {file.parent} does not exist"
-            )
-        return SchemaState(None, (), where, options)
-    if file.is_dir():
-        raise ConveyorError(f"cannot open the SQLite database {file}: it is a directory")
-    try:
-        # mode=rw: never create the file (it exists; this keeps a race from leaving an empty one).
-        conn = sqlite3.connect(f"{file.as_uri()}?mode=rw", uri=True, timeout=CONNECT_TIMEOUT)
-        try:
-            version = sqlite_schema.installed_version(conn)
-            missing = sqlite_schema.missing_objects(conn) if version is not None else []
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        raise ConveyorError(f"cannot read the SQLite database {file}: {exc}") from None
-    return SchemaState(version, tuple(name for _, name in missing), where, options)
-
-
-def require_schema(url: str | None, prefix: str, *, patience: float = 0.0) -> None:
+def require_schema(url: str | None, prefix: str, *, patient: bool = False) -> None:
     """Fail unless the database answers and holds the complete, current schema."""
-    problem = inspect_database(url, prefix, patience=patience).problem()
+    problem = inspect_database(url, prefix, patient=patient).problem()
     if problem is not None:
         raise ConveyorError(problem)
 
@@ -170,14 +120,11 @@ def describe(exc: BaseException) -> str:
     """One line that tells a user what went wrong, without a traceback."""
     if isinstance(exc, ConveyorError):
         return one_line(str(exc))
-    if isinstance(exc, PoolTimeout):
-        return f"no database connection in time: {one_line(str(exc))}"
-    if isinstance(exc, psycopg.OperationalError):
-        return f"the database is unavailable: {one_line(str(exc))}"
-    if isinstance(exc, psycopg.Error):
-        return f"the database refused the command: {one_line(str(exc))}"
-    if isinstance(exc, sqlite3.Error):
-        return f"SQLite error: {one_line(str(exc))}"
+    ctx = click.get_current_context(silent=True)
+    engine: Engine | None = ctx.meta.get(ENGINE_KEY) if ctx is not None else None
+    explained = engine.explain(exc) if engine is not None else None
+    if explained is not None:
+        return explained
     if isinstance(exc, OSError):
         where = f": {exc.filename}" if exc.filename else ""
         return f"{exc.strerror or one_line(str(exc))}{where}"

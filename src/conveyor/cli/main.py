@@ -11,16 +11,14 @@ from typing import Any
 import click
 
 from conveyor.cli.bulk import cancel, delete, retry
-from conveyor.cli.common import SchemaState, describe, inspect_database, run_blocking
+from conveyor.cli.common import SchemaState, describe, inspect_database, run_blocking, schema_engine
 from conveyor.cli.cron import cron
 from conveyor.cli.dashboard import dashboard
 from conveyor.cli.fleet import pause, queues, resume, scale, stop
 from conveyor.cli.jobs import job_detail, jobs, signal_job, wait_job
-from conveyor.cli.migration_plan import migration_plan
 from conveyor.cli.prune import prune
 from conveyor.cli.start import start
 from conveyor.cli.stats import stats
-from conveyor.engine._migrations import LATEST_VERSION
 from conveyor.engine.urls import engine_from_url, install_sql
 from conveyor.errors import ConveyorError
 from conveyor.settings import Settings, load_settings
@@ -136,16 +134,16 @@ def migrate(dsn: str | None, prefix: str | None, config_file: str | None, dry_ru
     dsn, prefix = settings.database_url, settings.prefix
     state = inspect_database(dsn, prefix, create=not dry_run)
     if dry_run:
-        click.echo(run_blocking(migration_plan(dsn, prefix, state)))
+        click.echo(run_blocking(schema_engine(dsn, prefix).migration_plan()))
         return
     if state.missing:
         click.echo(
             f"schema {prefix!r} at version {state.version} lacks {', '.join(state.missing)}: recreating them"
         )
-    elif state.version != LATEST_VERSION:
-        count = LATEST_VERSION - (state.version or 0)
+    elif state.version != state.latest:
+        count = state.latest - (state.version or 0)
         click.echo(
-            f"schema {prefix!r}: version {state.version or 'absent'} → {LATEST_VERSION}: "
+            f"schema {prefix!r}: version {state.version or 'absent'} → {state.latest}: "
             f"applying {count} migration{'s' if count != 1 else ''}"
         )
     after = run_blocking(_migrate(settings))

@@ -26,8 +26,7 @@ from conveyor.app import Conveyor
 from conveyor.cli.app_ref import load_app
 from conveyor.cli.common import require_schema
 from conveyor.cli.logs import configure_logging
-from conveyor.engine.postgres.connect import BUSY_PATIENCE, one_line
-from conveyor.errors import ConveyorError
+from conveyor.errors import ConveyorError, one_line
 from conveyor.settings import LOG_FORMATS, LOG_LEVELS, with_overrides
 from conveyor.testing.modes import effective_mode
 
@@ -180,7 +179,7 @@ def start(
         # The database answers and holds the schema: checked on one quick connection, before the
         # pools. (An app built on an engine object of its own is checked when it starts.)
         # A node waits a while for a server with no free connection slot, as its engine does.
-        require_schema(app.settings.database_url, app.settings.prefix, patience=BUSY_PATIENCE)
+        require_schema(app.settings.database_url, app.settings.prefix, patient=True)
     for module in app.settings.imports:  # the node imports them again (from the module cache)
         try:
             importlib.import_module(module)

@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 
 from conveyor.engine.postgres.dsn import scrub
-from conveyor.errors import DatabaseUnreachableError
+from conveyor.errors import DatabaseUnreachableError, one_line
 
 log = logging.getLogger("conveyor.engine")
 
@@ -36,11 +36,6 @@ _BUSY_TEXTS = (
     "the database system is not yet accepting connections",
     "the database system is shutting down",
 )
-
-
-def one_line(text: str) -> str:
-    """``text`` on one line: the lines of a multi-line message joined, blanks collapsed."""
-    return "; ".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
 
 
 def is_busy(exc: BaseException) -> bool:

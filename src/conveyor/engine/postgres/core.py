@@ -16,7 +16,7 @@ from conveyor._options import check_prefix
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.postgres import foreign, pool_log, schema
 from conveyor.engine.postgres import pooler as poolers
-from conveyor.engine.postgres.connect import BUSY_PATIENCE, connect_once
+from conveyor.engine.postgres.connect import BUSY_PATIENCE, CONNECT_TIMEOUT, connect_once
 from conveyor.engine.postgres.inserter import Inserter
 from conveyor.engine.postgres.pool import LivePool
 from conveyor.engine.postgres.rows import read_jobs, salvage_rows
@@ -26,6 +26,7 @@ from conveyor.engine.postgres.sessions import (
     hot_session,
     json_loaders,
 )
+from conveyor.engine.roles.schema import SchemaReport
 from conveyor.errors import EngineClosedError, SchemaError, ValidationError
 from conveyor.job import Job
 
@@ -338,6 +339,23 @@ class PostgresCore:
         if problem is not None:
             raise SchemaError(problem)
         await self._detect_errors_type()
+
+    async def inspect_schema(self, *, create: bool = False, patient: bool = False) -> SchemaReport:
+        # ``create`` changes nothing here: a server's database is never created by Conveyor.
+        conn = await connect_once(self.dsn, CONNECT_TIMEOUT, patience=BUSY_PATIENCE if patient else 0.0)
+        async with conn:
+            version = await schema.installed_version(conn, self.prefix)
+            missing = await schema.missing_objects(conn, self.prefix) if version is not None else []
+        options = "" if self.prefix == "public" else f" --prefix {self.prefix}"
+        where = f"the Conveyor schema in {self.prefix!r}"
+        return SchemaReport(version, tuple(name for _, name in missing), where, options)
+
+    async def migration_plan(self) -> str:
+        conn = await connect_once(self.dsn, CONNECT_TIMEOUT)
+        async with conn:
+            plan = await schema.plan(conn, self.prefix)
+        body = plan.render()
+        return f"schema {self.prefix!r}: {plan.headline('would apply')}" + (f"\n{body}" if body else "")
 
     # -- shared by the duties ----------------------------------------------------------------
     async def _fetch_jobs(self, statement: str, params: dict[str, Any]) -> list[Job]:

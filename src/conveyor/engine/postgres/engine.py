@@ -118,3 +118,6 @@ class PostgresEngine(PostgresJobs, PostgresHotPath, PostgresCluster, PostgresRel
         if pooler.is_pooler_error(exc):
             self.pooler_error(exc)  # retried, without prepared statements from now on
         return faults.is_transient(exc)
+
+    def explain(self, exc: BaseException) -> str | None:
+        return faults.explain(exc)

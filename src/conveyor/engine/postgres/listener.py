@@ -11,8 +11,8 @@ import psycopg
 
 from conveyor.engine import _payloads as payloads
 from conveyor.engine.base import NotificationHandler
-from conveyor.engine.postgres.connect import one_line
 from conveyor.engine.postgres.dsn import scrub
+from conveyor.errors import one_line
 
 log = logging.getLogger("conveyor.listener")
 

@@ -13,8 +13,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from conveyor.engine.postgres.connect import one_line
 from conveyor.engine.postgres.dsn import scrub
+from conveyor.errors import one_line
 
 log = logging.getLogger("conveyor.engine")
 

@@ -9,7 +9,8 @@ import sqlite3
 from datetime import datetime, timedelta
 from typing import Any
 
-from conveyor.engine.sqlite import database, schema
+from conveyor.engine.roles.schema import SchemaReport
+from conveyor.engine.sqlite import database, inspection, schema
 from conveyor.engine.sqlite.database import MEMORY, Database
 from conveyor.engine.sqlite.rows import time_text
 from conveyor.errors import ConveyorError, EngineClosedError, SchemaError, ValidationError
@@ -119,6 +120,14 @@ class SqliteCore:
         problem = await self.database.read(lambda conn: schema.check(conn, where, options))
         if problem is not None:
             raise SchemaError(problem)
+
+    async def inspect_schema(self, *, create: bool = False, patient: bool = False) -> SchemaReport:
+        # ``patient`` changes nothing here: a file has no connection slots to wait for.
+        return await asyncio.to_thread(inspection.inspect, self.path, self.url, create=create)
+
+    async def migration_plan(self) -> str:
+        report = await self.inspect_schema(create=True)
+        return inspection.plan(report, self.prefix)
 
 
 def ago(clock: datetime, seconds: float) -> str:

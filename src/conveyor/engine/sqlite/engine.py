@@ -36,6 +36,7 @@ from conveyor.engine.sqlite.listener import SqliteListener
 from conveyor.engine.sqlite.relay import SqliteRelay
 from conveyor.engine.sqlite.rows import InsertRows, check_now, time_text, utc_clock
 from conveyor.engine.sqlite.stats import SqliteStats
+from conveyor.errors import one_line
 from conveyor.fleet import QueuePoll, QueueState, with_limits
 from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest
@@ -161,3 +162,6 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay, Sqlite
 
     def is_transient(self, exc: BaseException) -> bool:
         return is_transient(exc)
+
+    def explain(self, exc: BaseException) -> str | None:
+        return f"SQLite error: {one_line(str(exc))}" if isinstance(exc, sqlite3.Error) else None

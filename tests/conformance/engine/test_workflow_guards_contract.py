@@ -17,7 +17,7 @@ from conveyor.engine.base import Engine
 from conveyor.errors import StepExistsError
 from conveyor.workflow import step_name
 from tests.conformance.contract import T0, job, uid
-from tests.conformance.test_workflows_contract import enqueue, run, states, step
+from tests.conformance.engine.test_workflows_contract import enqueue, run, states, step
 
 
 def chain() -> Workflow:

@@ -16,8 +16,8 @@ from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 from conveyor.fleet import QueueState
 from tests.conformance import jobs
+from tests.conformance.app.test_runtime_contract import wait_final
 from tests.conformance.conftest import started_node
-from tests.conformance.test_runtime_contract import wait_final
 
 QUEUES = [f"q{n}" for n in range(30)]
 

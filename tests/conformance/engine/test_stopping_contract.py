@@ -19,9 +19,9 @@ from conveyor.engine.base import Engine
 from conveyor.fleet import OWN_PRODUCER, ProducerBeat
 from conveyor.limits import FetchLimits, GlobalLimit
 from tests.conformance import hardening_jobs as hj
+from tests.conformance.app.test_runtime_contract import wait_final
 from tests.conformance.conftest import started_node
 from tests.conformance.contract import PRODUCER, T0, WORKER, fetch, job, uid
-from tests.conformance.test_runtime_contract import wait_final
 
 
 async def beat(engine: Engine, *holding: int, producer: str = PRODUCER, queue: str = "default") -> None:

@@ -16,8 +16,8 @@ from conveyor.job import Job
 from conveyor.limits import FetchLimits
 from conveyor.log_formats import JsonFormatter
 from tests.conformance import telemetry_jobs as tj
+from tests.conformance.app.test_runtime_contract import wait_final
 from tests.conformance.conftest import ADDRESSES
-from tests.conformance.test_runtime_contract import wait_final
 from tests.helpers import Events
 
 WAITING = {JobState.COMPLETED, JobState.SCHEDULED, JobState.RETRYABLE}

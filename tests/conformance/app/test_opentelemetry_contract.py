@@ -21,7 +21,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from conveyor import Conveyor, JobRequest, JobState
 from conveyor.contrib.opentelemetry import META_KEY, enqueue_context, instrument
 from tests.conformance import otel_jobs
-from tests.conformance.test_runtime_contract import wait_final
+from tests.conformance.app.test_runtime_contract import wait_final
 
 
 class Sdk:

@@ -24,7 +24,7 @@ from conveyor.errors import EngineClosedError
 from conveyor.fleet import OWN_PRODUCER, ProducerBeat
 from conveyor.telemetry import Telemetry
 from tests.conformance import hardening_jobs as hj
-from tests.conformance.test_runtime_contract import wait_final
+from tests.conformance.app.test_runtime_contract import wait_final
 
 FINAL = {JobState.COMPLETED, JobState.DISCARDED, JobState.CANCELLED}
 

@@ -22,8 +22,8 @@ from conveyor.errors import WorkerNotFoundError
 from conveyor.job import Job
 from conveyor.testing import drain_queue
 from tests.conformance import unfit_jobs as uj
+from tests.conformance.app.test_fake_time_contract import advance
 from tests.conformance.conftest import ENGINES, release_schema
-from tests.conformance.test_fake_time_contract import advance
 
 NODE = {"queues": {"default": 5}, "poll_interval": 0.5, "stage_interval": 0.5, "leadership": False}
 WORKER = "tests.conformance.unfit_jobs"

@@ -5,20 +5,16 @@ goes straight into another job's args."""
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
-import psycopg
 import pytest
 
 from conveyor import Conveyor, ExistingJobId, JobFilter, JobId, JobIds, JobRequest, Workflow
 from conveyor.engine.base import Engine
-from conveyor.engine.postgres import PostgresEngine
-from conveyor.engine.sqlite import SqliteEngine
 from tests.conformance import api_jobs
+from tests.conformance.conftest import BLOCKING_CALLER_CONNECTIONS
 
 ELSEWHERE = "not-run-here"  # a queue no node runs: the jobs stay as inserted
 
@@ -38,23 +34,6 @@ async def app(any_engine: Engine) -> AsyncIterator[Conveyor]:
     app = Conveyor(engine=any_engine, testing="manual")
     yield app
     await app.close()
-
-
-@contextmanager
-def blocking_connection(engine: Engine) -> Iterator[Any]:
-    """An application's own blocking connection to the engine's database (what ``conn=`` of the
-    ``_sync`` calls takes), committed on the way out."""
-    if isinstance(engine, PostgresEngine):
-        with psycopg.connect(engine.dsn) as conn:
-            yield conn
-        return
-    assert isinstance(engine, SqliteEngine)
-    conn = sqlite3.connect(engine.path)
-    try:
-        yield conn
-        conn.commit()
-    finally:
-        conn.close()
 
 
 def assert_new_ids(ids: Any, count: int) -> None:
@@ -118,9 +97,9 @@ async def test_enqueue_many_on_a_callers_connection_returns_job_ids(
 
 @pytest.mark.parametrize("count", [0, 2, 300])
 async def test_enqueue_many_sync_on_a_callers_connection_returns_job_ids(
-    app: Conveyor, any_engine: Engine, count: int
+    app: Conveyor, engine_name: str, any_engine: Engine, count: int
 ) -> None:
-    with blocking_connection(any_engine) as conn:
+    with BLOCKING_CALLER_CONNECTIONS[engine_name](any_engine) as conn:
         ids = app.enqueue_many_sync([request(n=n) for n in range(count)], conn=conn)
     assert_new_ids(ids, count)
     assert await app.count_jobs(queues=ELSEWHERE) == count
