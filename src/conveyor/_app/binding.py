@@ -18,7 +18,7 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from conveyor._app.portal import Portal
 from conveyor._app.waiters import Waiters
-from conveyor.engine.base import Engine
+from conveyor.engine.base import Abandoning, Engine
 from conveyor.engine.urls import engine_from_url
 from conveyor.errors import ConveyorError
 from conveyor.settings import Settings
@@ -79,9 +79,8 @@ class EngineBinding:
         self._on_leave()
         if self._engine is not None:
             self.waiters.pop((id(self._engine), id(old)), None)
-            abandon = getattr(self._engine, "abandon", None)  # an engine of the user's own may lack it
-            if abandon is not None:
-                abandon()
+            if isinstance(self._engine, Abandoning):  # an optional role: a user's engine may lack it
+                self._engine.abandon()
             if self.owns_engine:
                 self._engine = None
 

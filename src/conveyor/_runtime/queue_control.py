@@ -90,7 +90,7 @@ class QueueControl:
         self._fit_threads()
 
     def apply_scale(self, queue: str, payload: dict[str, Any]) -> None:
-        """A scale signal: a new local limit and/or new fleet-wide limits (``_control``)."""
+        """A scale signal: a new local limit and/or new fleet-wide limits (``_app/control``)."""
         limit = payload.get("limit")
         if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
             self.scale(queue, limit)

@@ -30,7 +30,7 @@ from rich.table import Table
 from conveyor.app import Conveyor
 from conveyor.engine import Engine
 from conveyor.engine.base import SchemaReport
-from conveyor.engines import engine_from_url
+from conveyor.engine.urls import engine_from_url
 from conveyor.errors import ConveyorError, one_line
 
 F = TypeVar("F", bound=Callable[..., Any])
