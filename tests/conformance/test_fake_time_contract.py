@@ -18,6 +18,7 @@ from conveyor._runtime.service import Service
 from conveyor.fleet import OWN_PRODUCER, ProducerBeat
 from conveyor.limits import GlobalLimit
 from tests.conformance import hardening_jobs as hj
+from tests.conformance import relay_jobs
 from tests.conformance.conftest import ENGINES, release_schema
 
 AppFactory = Callable[..., Conveyor]
@@ -246,6 +247,25 @@ async def test_job_timeouts_run_on_the_nodes_clock(make: AppFactory) -> None:
     for job_id in ids:
         job = await settle(app, job_id, JobState.DISCARDED)
         assert "JobTimeout: job exceeded its timeout of 30s" in job.errors[-1]["error"]
+
+
+async def test_a_signal_wait_runs_out_on_the_nodes_clock(make: AppFactory) -> None:
+    """``wait_for_signal(timeout)`` lets go of the slot until the node's clock passes the deadline,
+    which it reads on the same clock: the job gives up after ten fake minutes, no real ones."""
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    clock = FakeClock(start)
+    app = make(clock=clock, **NODE)
+    await app.install()
+    await app.start()
+    job_id = await app.enqueue(relay_jobs.awaits_briefly.new(seconds=600))
+    waiting = await settle(app, job_id, JobState.SCHEDULED)
+    assert waiting.meta["awaiting_signal"]["until"] == (start + timedelta(seconds=600)).isoformat()
+    assert waiting.scheduled_at == start + timedelta(seconds=600)
+    await advance(clock, 590, step=10)
+    assert (await app.get_job(job_id)).state is JobState.SCHEDULED  # type: ignore[union-attr]
+    await advance(clock, 20, step=10)
+    done = await settle(app, job_id, JobState.COMPLETED)
+    assert done.result == "gave up" and done.attempt == 1
 
 
 async def test_fake_timers_fire_in_order_each_at_its_own_time() -> None:
