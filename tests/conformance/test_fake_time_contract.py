@@ -20,6 +20,7 @@ from conveyor.limits import GlobalLimit
 from tests.conformance import hardening_jobs as hj
 from tests.conformance import relay_jobs
 from tests.conformance.conftest import ENGINES, release_schema
+from tests.helpers import poll
 
 AppFactory = Callable[..., Conveyor]
 
@@ -53,13 +54,12 @@ async def advance(clock: FakeClock, seconds: float, step: float = 0.5) -> None:
 
 async def settle(app: Conveyor, job_id: int, state: JobState, timeout: float = 10) -> Any:
     """The job once it is in ``state`` (real time passes here, fake time stands still)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        job = await app.get_job(job_id)
-        if job is not None and job.state is state:
-            return job
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"job {job_id} is not {state.value}: {await app.get_job(job_id)}")
+    return await poll(
+        lambda: app.get_job(job_id),
+        lambda job: job is not None and job.state is state,
+        timeout=timeout,
+        what=f"job {job_id} to be {state.value}",
+    )
 
 
 NODE = {"queues": {"default": 5}, "poll_interval": 1.0, "stage_interval": 1.0}
@@ -286,10 +286,7 @@ async def test_fake_timers_fire_in_order_each_at_its_own_time() -> None:
 
 async def until(what: str, check: Callable[[], bool], timeout: float = 5) -> None:
     """Wait (real time; fake time stands still) until ``check()`` holds."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, f"never: {what}"
-        await asyncio.sleep(0.01)
+    await poll(check, timeout=timeout, what=what, every=0.01)
 
 
 async def test_a_persisted_queue_state_reaches_a_node_that_missed_its_signal(make: AppFactory) -> None:

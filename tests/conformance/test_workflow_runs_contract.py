@@ -13,6 +13,7 @@ from conveyor import Batch, Conveyor, JobState, Workflow
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 from tests.conformance import jobs
+from tests.helpers import poll
 
 NODE = {"queues": {"flow": 5}, "poll_interval": 0.05, "stage_interval": 0.1}
 
@@ -37,13 +38,14 @@ async def fleet(fleet_engines: list[Engine]) -> AsyncIterator[list[Conveyor]]:
 
 
 async def until_finished(app: Conveyor, workflow_id: str, timeout: float = 30) -> dict[str, JobState]:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        status = await app.workflow_status(workflow_id)
-        if status.finished:
-            return status.states
-        assert asyncio.get_running_loop().time() < deadline, status.states
-        await asyncio.sleep(0.05)
+    status = await poll(
+        lambda: app.workflow_status(workflow_id),
+        lambda s: s.finished,
+        timeout=timeout,
+        what=f"workflow {workflow_id} to finish",
+        every=0.05,
+    )
+    return status.states
 
 
 def position(label: str, event: str) -> int:
