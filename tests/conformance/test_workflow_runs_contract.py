@@ -122,10 +122,7 @@ async def test_cancelling_a_workflow_cancels_every_unfinished_step(fleet: list[C
         .add("after", jobs.flow_step.new(label="after"), deps=["slow"])
     )
     ids = await fleet[0].enqueue_many(workflow)
-    deadline = asyncio.get_running_loop().time() + 10
-    while ("slow", "start") not in jobs.FLOW_LOG:
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.02)
+    await poll(lambda: ("slow", "start") in jobs.FLOW_LOG, what="the slow step to start")
     assert sorted(await fleet[2].cancel_workflow(workflow.id)) == sorted(ids)
     assert await until_finished(fleet[0], workflow.id) == {
         "slow": JobState.CANCELLED,
@@ -204,10 +201,9 @@ async def test_a_cancelled_batch_runs_its_cancelled_and_exhausted_callbacks_once
     jobs.CALLBACKS.clear()
     batch = Batch(**callbacks()).add_many(jobs.flow_step.new(label=f"slow{n}", pause=30) for n in range(3))
     await fleet[0].enqueue_many(batch)
-    deadline = asyncio.get_running_loop().time() + 10
-    while sum(event == "start" for _, event in jobs.FLOW_LOG) < 3:
-        assert asyncio.get_running_loop().time() < deadline, jobs.FLOW_LOG
-        await asyncio.sleep(0.02)
+    await poll(
+        lambda: sum(event == "start" for _, event in jobs.FLOW_LOG), lambda n: n >= 3, what="three starts"
+    )
     await fleet[2].cancel_workflow(batch.id)
     found = await until_finished(fleet[0], batch.id)
     counts = {"completed": 0, "cancelled": 3, "discarded": 0, "deleted": 0}
