@@ -3,7 +3,6 @@ failures, status, cancel, retry, and steps added by a running step."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -137,13 +136,13 @@ async def test_a_running_step_adds_steps_to_its_own_workflow(fleet: list[Conveyo
         .add("side", jobs.flow_step.new(label="side"), deps=["plan"])
     )
     await fleet[0].enqueue_many(workflow)
-    deadline = asyncio.get_running_loop().time() + 30
-    while True:
-        status = await fleet[0].workflow_status(workflow.id)
-        if len(status.steps) == 6 and status.finished:
-            break
-        assert asyncio.get_running_loop().time() < deadline, status.states
-        await asyncio.sleep(0.05)
+    status = await poll(
+        lambda: fleet[0].workflow_status(workflow.id),
+        lambda found: len(found.steps) == 6 and found.finished,
+        timeout=30,
+        what="the six steps to finish",
+        every=0.05,
+    )
     assert set(status.states.values()) == {JobState.COMPLETED}
     assert position("plan.done", "start") > max(position(f"plan.{n}", "end") for n in range(3))
 
