@@ -34,13 +34,14 @@ REFERENCE_COMMITS = 200
 
 
 async def commit_modes(settings: Settings) -> Figures:
+    rounds = settings.round_count(COMMIT_ROUNDS)
     if settings.engine != "postgres":
         raise SystemExit("commit-modes measures a PostgreSQL option")
     jobs = settings.job_count(COMMIT_JOBS)
     latency_jobs = min(COMMIT_LATENCY_JOBS, jobs)
     measured: dict[str, list[float]] = {}
     waits: list[float] = []
-    for round_ in range(COMMIT_ROUNDS):
+    for round_ in range(rounds):
         # The disk's flush time drifts (0.15 to 0.9 ms a commit on the test machine within one
         # day): the reference is measured every round.
         waits.append(reference_commit_ms(settings.dsn, True) - reference_commit_ms(settings.dsn, False))
@@ -53,7 +54,7 @@ async def commit_modes(settings: Settings) -> Figures:
             picked = await latency_once(settings, latency_jobs, synchronous_commit=synchronous)
             measured.setdefault(f"p50_ms_{mode}", []).append(picked["p50_ms"])
             measured.setdefault(f"p95_ms_{mode}", []).append(picked["p95_ms"])
-    figures: Figures = {"jobs": jobs, "rounds": COMMIT_ROUNDS}
+    figures: Figures = {"jobs": jobs, "rounds": rounds}
     median = {name: statistics.median(values) for name, values in measured.items()}
     for name, values in measured.items():
         figures[name] = round(median[name], 3)

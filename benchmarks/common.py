@@ -52,9 +52,14 @@ class Settings:
     history: int | None = None
     #: ``soak``: minutes to run (None: its default).
     minutes: float | None = None
+    #: Rounds of the scenarios that alternate variants (None: each its own; the smoke tests use 1).
+    rounds: int | None = None
 
     def job_count(self, default: int) -> int:
         return self.jobs if self.jobs is not None else default
+
+    def round_count(self, default: int) -> int:
+        return self.rounds if self.rounds is not None else default
 
 
 #: A scenario returns its figures, or one set of figures per variant it ran (e.g. per concurrency).

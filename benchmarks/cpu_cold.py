@@ -48,6 +48,7 @@ async def node_from_start(base: Conveyor, loops: int, jobs: int, limit: int, job
 
 
 async def cpu_cold(settings: Settings) -> Figures:
+    rounds = settings.round_count(CPU_COLD_ROUNDS)
     jobs = settings.job_count(CPU_COLD_JOBS)
     job_ms = settings.job_ms if settings.job_ms is not None else CPU_COLD_JOB_MS
     limit = settings.concurrency or CPU_COLD_CONCURRENCY
@@ -72,7 +73,7 @@ async def cpu_cold(settings: Settings) -> Figures:
                 ("node", node),
                 ("multiprocessing", plain),
             ]
-            for round_ in range(CPU_COLD_ROUNDS):
+            for round_ in range(rounds):
                 shift = round_ % len(variants)
                 for name, run in variants[shift:] + variants[:shift]:
                     times[name].append(await run())
@@ -82,7 +83,7 @@ async def cpu_cold(settings: Settings) -> Figures:
         "job_ms": job_ms,
         "concurrency": limit,
         "pool_size": size,
-        "rounds": CPU_COLD_ROUNDS,
+        "rounds": rounds,
     }
     for name, taken in times.items():
         figures[f"{name}_s"] = round(median[name], 3)

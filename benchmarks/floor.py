@@ -207,6 +207,7 @@ async def drain_floor(settings: Settings) -> Figures:
     ``FLOOR_ROUNDS`` rounds alternated in one run (every other round in reverse order, so a drift of
     the machine's load weighs on each alike): medians, ranges, and each drain's ratio to the floor.
     Targets: c=100 >= 0.8x, c=20 >= 0.6x."""
+    rounds = settings.round_count(FLOOR_ROUNDS)
     if settings.engine != "postgres":
         raise RuntimeError("drain-floor runs on PostgreSQL only (pgbench)")
     jobs = settings.job_count(DRAIN_JOBS)
@@ -217,7 +218,7 @@ async def drain_floor(settings: Settings) -> Figures:
     measured: dict[str, list[float]] = {"floor": [], **{f"c{level}": [] for level in levels}}
     costs = {variant: Costs() for variant in measured}
     statements = {variant: StatementTimes() for variant in measured}
-    for round_ in range(FLOOR_ROUNDS):
+    for round_ in range(rounds):
         variants = ["floor", *(f"c{level}" for level in levels)]
         for variant in variants if round_ % 2 == 0 else reversed(variants):
             window = CpuWindow(server)
@@ -239,7 +240,7 @@ async def drain_floor(settings: Settings) -> Figures:
                 costs[variant].fetch_ms.append(statistics.median(fetches.durations) * 1000)
                 costs[variant].per_fetch.append(statistics.mean(fetches.counts))
     floor = statistics.median(measured["floor"])
-    figures: Figures = {"jobs": jobs, "rounds": FLOOR_ROUNDS, "batch": BATCH, "clients": CLIENTS}
+    figures: Figures = {"jobs": jobs, "rounds": rounds, "batch": BATCH, "clients": CLIENTS}
     cores = os.cpu_count() or 1
     for variant, rates in measured.items():
         figures[f"{variant}_jobs_per_s"] = statistics.median(rates)

@@ -82,6 +82,7 @@ async def _copy_round(settings: Settings, path: Path, jobs: int, *, binary: bool
 
 
 async def insert_copy(settings: Settings) -> Figures:
+    rounds = settings.round_count(ROUNDS)
     if settings.engine != "postgres":
         raise SystemExit("insert-copy compares with psql \\copy: PostgreSQL only")
     jobs = settings.job_count(BULK_JOBS)
@@ -92,14 +93,14 @@ async def insert_copy(settings: Settings) -> Figures:
         path, binary_path = Path(folder) / "jobs.copy", Path(folder) / "jobs.bin"
         size = write_rows_file(path, jobs)
         write_rows_file(binary_path, jobs, binary=True)
-        for _ in range(ROUNDS):
+        for _ in range(rounds):
             copy.append(await _copy_round(settings, path, jobs))
             conveyor.append(rate(jobs, await timed_bulk_insert(settings, jobs)))
             copy_binary.append(await _copy_round(settings, binary_path, jobs, binary=True))
     return {
         "jobs": jobs,
         "file_mb": round(size / 1e6, 1),
-        "rounds": ROUNDS,
+        "rounds": rounds,
         "jobs_per_s": statistics.median(conveyor),
         "conveyor_range": [min(conveyor), max(conveyor)],
         "copy_jobs_per_s": statistics.median(copy),

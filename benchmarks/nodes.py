@@ -196,6 +196,7 @@ async def _attempts(base: Conveyor) -> int:
 
 
 async def drain_nodes(settings: Settings) -> Figures:
+    rounds = settings.round_count(NODES_ROUNDS)
     if settings.engine != "postgres":
         raise RuntimeError("drain-nodes runs on PostgreSQL only")
     jobs = settings.job_count(NODES_JOBS)
@@ -205,7 +206,7 @@ async def drain_nodes(settings: Settings) -> Figures:
     one: list[Figures] = []
     many: list[Figures] = []
     statements = {1: StatementTimes(), NODES_COUNT: StatementTimes()}
-    for round_ in range(NODES_ROUNDS):
+    for round_ in range(rounds):
         order = [(1, one), (NODES_COUNT, many)]
         if round_ % 2:
             order.reverse()
@@ -218,7 +219,7 @@ async def drain_nodes(settings: Settings) -> Figures:
         "jobs": jobs,
         "concurrency": concurrency,
         "nodes": NODES_COUNT,
-        "rounds": NODES_ROUNDS,
+        "rounds": rounds,
         "one_node_jobs_per_s": statistics.median(one_rates),
         "one_node_range": [min(one_rates), max(one_rates)],
         "nodes_jobs_per_s": statistics.median(many_rates),

@@ -101,6 +101,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="drain-history, stats, large-tables, migrate-live: completed jobs beforehand",
     )
     parser.add_argument("--minutes", type=float, default=None, help="soak: minutes to run (default 30)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="rounds of drain-nodes, insert-copy, drain-floor, cpu-cold, commit-modes, telemetry",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per scenario per line")
     args = parser.parse_args(argv)
     names: list[str] = []
@@ -122,6 +128,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--history must be at least 0")
     if args.minutes is not None and args.minutes <= 0:
         parser.error("--minutes must be positive")
+    if args.rounds is not None and args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     return args
 
 
@@ -141,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         job_ms=args.job_ms,
         history=args.history,
         minutes=args.minutes,
+        rounds=args.rounds,
     )
     failed = 0
     for name in args.scenarios:

@@ -135,7 +135,9 @@ VARIANTS: dict[str, tuple[str | None, Callable[[Conveyor], object] | None]] = {
 }
 
 
-def report_cost(log_format: str | None, prepare: Callable[[Conveyor], object] | None) -> float:
+def report_cost(
+    log_format: str | None, prepare: Callable[[Conveyor], object] | None, repeats: int = REPORT_REPEATS
+) -> float:
     """Microseconds one job's ``job.start`` and ``job.stop`` (and log line) take in this variant."""
     app = Conveyor("sqlite:///:memory:")  # never opened: only its telemetry is used
     if prepare is not None:
@@ -154,17 +156,18 @@ def report_cost(log_format: str | None, prepare: Callable[[Conveyor], object] | 
         report.ended(job, ack, None, 0.001)
 
     with job_logging(log_format):
-        return min(timeit.repeat(run, number=REPORTS, repeat=REPORT_REPEATS)) / REPORTS * 1e6
+        return min(timeit.repeat(run, number=REPORTS, repeat=repeats)) / REPORTS * 1e6
 
 
 async def telemetry(settings: Settings) -> Figures:
+    rounds = settings.round_count(TELEMETRY_ROUNDS)
     jobs = settings.job_count(TELEMETRY_JOBS)
     concurrency = settings.concurrency or TELEMETRY_CONCURRENCY
     names = list(VARIANTS)
     measured: dict[str, list[float]] = {name: [] for name in names}
     #: Each variant's rate over plain's in the same round: less noisy than a ratio of medians.
     paired: dict[str, list[float]] = {name: [] for name in names[1:]}
-    for round_number in range(TELEMETRY_ROUNDS):
+    for round_number in range(rounds):
         shift = round_number % len(names)
         for name in names[shift:] + names[:shift]:
             log_format, prepare = VARIANTS[name]
@@ -174,8 +177,10 @@ async def telemetry(settings: Settings) -> Figures:
         for name in paired:
             paired[name].append(measured[name][-1] / measured["plain"][-1])
     plain = statistics.median(measured["plain"])
-    result: Figures = {"jobs": jobs, "concurrency": concurrency, "rounds": TELEMETRY_ROUNDS}
-    costs = {name: report_cost(*VARIANTS[name]) for name in names}
+    result: Figures = {"jobs": jobs, "concurrency": concurrency, "rounds": rounds}
+    # Fewer rounds asked for (a smoke test), fewer timings of the report too; never fewer than two.
+    repeats = REPORT_REPEATS if settings.rounds is None else max(2, min(rounds, REPORT_REPEATS))
+    costs = {name: report_cost(*VARIANTS[name], repeats=repeats) for name in names}
     job_us = 1e6 / plain
     for name, cost in costs.items():
         result[f"{name}_us_per_job"] = round(cost, 2)

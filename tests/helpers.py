@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -118,22 +119,46 @@ def signal_channel(prefix: str) -> str:
 
 
 async def poll(
-    probe: Callable[[], Awaitable[T]],
-    done: Callable[[T], bool],
+    probe: Callable[[], Awaitable[T] | T],
+    done: Callable[[T], object] = bool,
     *,
-    timeout: float,
+    timeout: float = 10.0,
     what: str,
     every: float = 0.02,
 ) -> T:
-    """Call ``probe`` until ``done(value)``; fail after ``timeout`` seconds with the last value."""
+    """The one way a test waits for something to happen in real time: call ``probe`` (a plain or an
+    async function) until ``done(value)`` holds (the value is true, by default) and return that value;
+    fail after ``timeout`` seconds, naming ``what`` and the last value. Waiting for a condition, never
+    for a fixed time, keeps a test as short as the machine allows and patient when it is loaded."""
     deadline = time.monotonic() + timeout
     while True:
-        value = await probe()
+        value = probe()
+        if inspect.isawaitable(value):
+            value = await value
         if done(value):
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {value!r}")
         await asyncio.sleep(every)
+
+
+def poll_sync(
+    probe: Callable[[], T],
+    done: Callable[[T], object] = bool,
+    *,
+    timeout: float = 10.0,
+    what: str,
+    every: float = 0.02,
+) -> T:
+    """``poll`` for a test with no event loop (a subprocess, a browser): blocks between probes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if done(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {value!r}")
+        time.sleep(every)
 
 
 @dataclass

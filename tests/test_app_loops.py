@@ -20,6 +20,7 @@ from conveyor import Conveyor, JobRequest, JobState
 from conveyor.errors import ConveyorError
 from tests.conformance import api_jobs
 from tests.conftest import DSN
+from tests.helpers import poll
 
 SCHEMA = f"conveyor_loops_{uuid.uuid4().hex[:10]}"
 SQLITE_FILE = Path(f"/tmp/conveyor-loops-{uuid.uuid4().hex[:10]}.db")
@@ -65,10 +66,11 @@ async def test_a_node_left_running_by_the_last_test_is_replaced(app: Conveyor, r
     await app.start()
     assert app.node is not None and app.node.started
     job_id = await app.enqueue(api_jobs.greet.new(f"node {round_}"))
-    deadline = asyncio.get_running_loop().time() + 10
-    while (found := await app.get_job(job_id)) is None or found.state is not JobState.COMPLETED:
-        assert asyncio.get_running_loop().time() < deadline, found
-        await asyncio.sleep(0.02)
+    await poll(
+        lambda: app.get_job(job_id),
+        lambda found: found is not None and found.state is JobState.COMPLETED,
+        what=f"job {job_id} to complete",
+    )
 
 
 def test_an_app_in_use_on_a_loop_that_still_runs_refuses_another(app: Conveyor) -> None:

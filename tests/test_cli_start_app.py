@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 from conveyor import Conveyor, JobRequest, JobState
 from tests.conftest import DSN
+from tests.helpers import poll_sync
 from tests.test_cli_errors import CONVEYOR, assert_one_line_error, conveyor
 
 USER_MODULE = '''
@@ -100,11 +100,7 @@ def target(request: pytest.FixtureRequest, prefix: str, tmp_path: Path) -> Itera
 
 
 def wait_until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+    poll_sync(check, timeout=timeout, what=what, every=0.1)
 
 
 def run_node(target: Target, *options: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:

@@ -653,7 +653,10 @@ async def test_a_killed_leaders_jobs_and_fleet_slots_come_back_long_before_its_l
 
 
 # -- pruning --------------------------------------------------------------------------------------
-OLD_JOBS = 1_000_000
+#: Twelve batches of the default prune_limit: enough for ten of them to interleave with a drain and
+#: for the batch size and the total to be checked. (A million rows took over a minute of the suite
+#: to prove nothing more; how long a batch takes on a large table is a benchmark's to measure.)
+OLD_JOBS = 120_000
 FRESH_JOBS = 5_000
 
 
@@ -675,7 +678,7 @@ class TimedEngine(PostgresEngine):
 
 
 @pytest.mark.slow
-async def test_pruning_a_million_old_jobs_in_short_batches_while_a_node_drains(
+async def test_pruning_old_jobs_in_short_batches_while_a_node_drains(
     dsn: str, prefix: str, engine: PostgresEngine
 ) -> None:
     started = time.monotonic()

@@ -17,6 +17,7 @@ import pytest
 from conveyor import Conveyor, JobFilter, JobRequest, JobState
 from conveyor.engine.postgres import PostgresEngine
 from tests.conftest import DSN
+from tests.helpers import poll
 
 
 def named(name: str) -> str:
@@ -32,14 +33,16 @@ async def terminate(name: str) -> int:
             (name,),
         )
         row = await cur.fetchone()
-        for _ in range(200):
+
+        async def left() -> Any:
             cur = await conn.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)
             )
-            left = await cur.fetchone()
-            if left is not None and left[0] == 0:
-                break
-            await asyncio.sleep(0.01)
+            return await cur.fetchone()
+
+        await poll(
+            left, lambda found: found is not None and found[0] == 0, what="the backends to go", every=0.01
+        )
         return int(row[0]) if row is not None else 0
 
 

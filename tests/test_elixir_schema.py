@@ -311,15 +311,9 @@ def make_app(dsn: str, prefix: str, **settings: Any) -> Conveyor:
 async def until(
     read: Callable[[], Awaitable[Job | None]], done: Callable[[Job], bool], what: str, timeout: float = 10.0
 ) -> Job:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        found = await read()
-        if found is not None and done(found):
-            return found
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}: {found}")
-        await asyncio.sleep(0.02)
+    found = await helpers.poll(read, lambda job: job is not None and done(job), timeout=timeout, what=what)
+    assert found is not None
+    return found
 
 
 async def in_state(app: Conveyor, job_id: int, *states: JobState) -> Job:
@@ -535,12 +529,9 @@ async def test_cancel_appends_the_reason_and_cancelling_a_running_job_stops_it(
 
 async def until_seen(key: str, count: int, timeout: float = 10.0) -> None:
     """Wait until the job of ``key`` has reported ``count`` things."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while len(SEEN.get(key, ())) < count:
-        if loop.time() > deadline:
-            raise AssertionError(f"the job of {key} reported {SEEN.get(key)}")
-        await asyncio.sleep(0.01)
+    await helpers.poll(
+        lambda: SEEN.get(key, []), lambda seen: len(seen) >= count, timeout=timeout, what=f"reports of {key}"
+    )
 
 
 async def test_snooze_gives_the_attempt_back(elixir_engine: PostgresEngine, dsn: str, prefix: str) -> None:

@@ -31,7 +31,7 @@ from conveyor.cli import main as cli
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.fleet import QueueInfo
 from tests import fleet_jobs
-from tests.helpers import listening, signal_channel, table
+from tests.helpers import listening, poll, signal_channel, table
 
 ROOT = Path(__file__).resolve().parent.parent
 CONVEYOR = Path(sys.executable).with_name("conveyor")
@@ -93,7 +93,7 @@ class NodeProcess:
                 )
             return wanted <= {q.queue for q in await app.queues() if q.node == self.name}
 
-        await eventually(check, timeout=timeout, what=f"node {self.name} to start\n{self.output()}")
+        await poll(check, timeout=timeout, what=f"node {self.name} to start\n{self.output()}")
 
     async def terminate(self, timeout: float = 10.0) -> int | None:
         """SIGTERM (a graceful stop), then SIGKILL if it does not exit in time."""
@@ -128,21 +128,6 @@ async def fleet(
 
 
 # -- polling and queries --------------------------------------------------------------------------
-async def eventually(
-    check: Callable[[], Awaitable[T]], *, timeout: float, what: str, interval: float = 0.02
-) -> T:
-    """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(interval)
-
-
 async def query(engine: PostgresEngine, text: str, params: Any = None) -> list[tuple[Any, ...]]:
     """Run ``text``; ``{jobs}``, ``{marks}`` and ``{states}`` stand for the test's tables."""
     composed = sql.SQL(text).format(
@@ -170,7 +155,7 @@ async def wait_states(engine: PostgresEngine, ids: Sequence[int], state: str, ti
         return set((await states(engine, ids)).values()) == {state} and len(ids) > 0
 
     try:
-        await eventually(check, timeout=timeout, what=f"jobs to be {state}")
+        await poll(check, timeout=timeout, what=f"jobs to be {state}")
     except AssertionError:
         raise AssertionError(f"jobs are not all {state}: {await states(engine, ids)}") from None
 
@@ -225,7 +210,7 @@ async def wait_queues(
         return predicate(last)
 
     try:
-        await eventually(check, timeout=timeout, what=what, interval=0.05)
+        await poll(check, timeout=timeout, what=what, every=0.05)
     except AssertionError:
         raise AssertionError(f"timed out waiting for {what}; queues: {list(last.values())}") from None
     return last
@@ -373,7 +358,7 @@ async def test_cancel_stops_a_running_job_on_its_node(
         async def started() -> list[tuple[str, int]]:
             return [m for m in await marks(engine, held) if m[0] == "started"]
 
-        pid = (await eventually(started, timeout=20, what=f"the {kind} job to start"))[0][1]
+        pid = (await poll(started, timeout=20, what=f"the {kind} job to start"))[0][1]
         follower = await app.enqueue(follower_job)
         await asyncio.sleep(0.3)
         assert (await states(engine, [held, follower])) == {held: "executing", follower: "available"}
@@ -390,13 +375,13 @@ async def test_cancel_stops_a_running_job_on_its_node(
                 return False
             return any(m == "stopped" for m, _ in await marks(engine, held))
 
-        await eventually(stopped, timeout=10, what=f"the {kind} job to stop\n{nodes['node-a'].output()}")
+        await poll(stopped, timeout=10, what=f"the {kind} job to stop\n{nodes['node-a'].output()}")
         stop_latency = loop.time() - cancelled_at
 
         async def follower_claimed() -> bool:
             return (await states(engine, [follower]))[follower] != "available"
 
-        await eventually(follower_claimed, timeout=10, what="the follower to be fetched")
+        await poll(follower_claimed, timeout=10, what="the follower to be fetched")
         slot_latency = loop.time() - cancelled_at
         # Generous: with a pool of one process the follower waits for the killed one's replacement to
         # spawn, which a loaded machine can take long over (only the stop latency is asserted).

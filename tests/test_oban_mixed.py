@@ -31,6 +31,7 @@ from psycopg import sql
 from conveyor import Conveyor, JobRequest, JobState, NodeNotFoundError
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.engine.sqlite import SqliteEngine
+from tests import helpers
 from tests.test_oban_compat import DRIVER, OBAN_PYTHON, oban_py
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -260,10 +261,7 @@ def run_log(log: Path, queue: str = "mixed", **args: Any) -> JobRequest:
 
 
 async def until(check: Any, what: str, timeout: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
+    await helpers.poll(check, timeout=timeout, what=what, every=0.05)
 
 
 async def states(engine: PostgresEngine, ids: Iterable[int]) -> dict[int, JobState]:

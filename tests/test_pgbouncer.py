@@ -65,16 +65,15 @@ def node(dsn: str, prefix: str, **settings: Any) -> Conveyor:
 
 
 async def wait_completed(prefix: str, count: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while states(prefix)["completed"] < count and time.monotonic() < deadline:  # noqa: ASYNC110
-        await asyncio.sleep(0.05)
+    await helpers.poll(
+        lambda: states(prefix)["completed"], lambda n: n >= count, timeout=timeout, what=f"{count} completed"
+    )
 
 
 async def wait_runs(key: str, count: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while len(jobs.RUNS[key]) < count:
-        assert time.monotonic() < deadline, f"{len(jobs.RUNS[key])} of {count} jobs ran"
-        await asyncio.sleep(0.05)
+    await helpers.poll(
+        lambda: len(jobs.RUNS[key]), lambda n: n >= count, timeout=timeout, what=f"{count} runs"
+    )
 
 
 def states(prefix: str) -> Counter[str]:

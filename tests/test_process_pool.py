@@ -23,20 +23,14 @@ pytestmark = pytest.mark.skipif(os.name != "posix", reason="the process pool nee
 
 async def ready(pool: ProcessPool, timeout: float = 10.0) -> None:
     """Until every worker of the pool is started (they come up in the background)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while len(pool._all) < pool.size:
-        assert loop.time() < deadline, "the pool's workers did not start"
-        await asyncio.sleep(0.01)
+    await helpers.poll(
+        lambda: len(pool._all) >= pool.size, timeout=timeout, what="the pool's workers", every=0.01
+    )
 
 
 async def sent(pool: ProcessPool, timeout: float = 10.0) -> None:
     """Until the pool has handed a job to a worker."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not pool._busy:
-        assert loop.time() < deadline, "no job was handed to a worker"
-        await asyncio.sleep(0.01)
+    await helpers.poll(lambda: pool._busy, timeout=timeout, what="a job handed to a worker", every=0.01)
 
 
 def name_of(function: object) -> str:

@@ -3,17 +3,18 @@ waits for them, signals them and reads their progress, on PostgreSQL and on a sh
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conveyor import Conveyor, JobState
 from tests.conformance import relay_jobs as jobs
 from tests.conftest import DSN
+from tests.helpers import poll
 from tests.node_processes import NodeProcess, describe, node_processes
 
 
@@ -33,10 +34,11 @@ async def remote(
     config.write_text("[queues.default]\nlimit = 5\n")
     try:
         async with node_processes(url, tmp_path, 1, {}, *options, "--config", str(config)) as nodes:
-            deadline = asyncio.get_running_loop().time() + 30
-            while not any(q.queue == "default" for q in await app.queues()):
-                assert asyncio.get_running_loop().time() < deadline, describe(nodes)
-                await asyncio.sleep(0.05)
+
+            async def serving() -> bool:
+                return any(q.queue == "default" for q in await app.queues())
+
+            await poll(serving, timeout=30, what=f"the node's queue\n{describe(nodes)}", every=0.05)
             yield app, nodes[0]
     finally:
         await app.close()
@@ -74,29 +76,36 @@ async def test_signals_and_progress_cross_processes(remote: tuple[Conveyor, Node
         found = await app.get_job(job_id)
         return found.state if found is not None else None
 
-    deadline = asyncio.get_running_loop().time() + 30
-    while (
-        await state_of(echoing) is not JobState.EXECUTING
-        or await state_of(deciding) is not JobState.SCHEDULED
-    ):
-        assert asyncio.get_running_loop().time() < deadline, node.output()
-        await asyncio.sleep(0.05)
+    async def both_waiting() -> bool:
+        return (
+            await state_of(echoing) is JobState.EXECUTING and await state_of(deciding) is JobState.SCHEDULED
+        )
+
+    async def until(probe: Any, done: Any, what: str) -> None:
+        try:
+            await poll(probe, done, timeout=30, what=what, every=0.05)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{node.output()}") from None
+
+    await until(both_waiting, bool, "both jobs waiting")
     await app.signal(echoing, {"n": 1})
     await app.signal(echoing, {"n": 2})
     assert (await app.wait(echoing, timeout=20)).result == [{"n": 1}, {"n": 2}]
     # The waiting job lets go of its slot each time and wakes on each message.
     assert await app.signal(deciding, {"first": True}) is JobState.AVAILABLE
-    while (found := await app.get_job(deciding)) is None or found.meta.get("awaiting_signal", {}).get(
-        "position"
-    ) != 1:
-        assert asyncio.get_running_loop().time() < deadline, node.output()
-        await asyncio.sleep(0.05)
+    await until(
+        lambda: app.get_job(deciding),
+        lambda found: found is not None and found.meta.get("awaiting_signal", {}).get("position") == 1,
+        "the second wait",
+    )
     await app.signal(deciding, {"second": True})
     decided = await app.wait(deciding, timeout=20)
     assert decided.result == [{"first": True}, {"second": True}, 2]
     # Progress written by the other process is visible here while the job runs.
-    while (found := await app.get_job(reporting)) is None or found.progress.get("phase") != "reported":
-        assert asyncio.get_running_loop().time() < deadline, node.output()
-        await asyncio.sleep(0.05)
+    await until(
+        lambda: app.get_job(reporting),
+        lambda found: found is not None and found.progress.get("phase") == "reported",
+        "the reported progress",
+    )
     await app.signal(reporting, {"release": 1})
     assert (await app.wait(reporting, timeout=20)).progress["part3"] == 4

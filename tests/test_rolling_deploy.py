@@ -4,7 +4,6 @@ attempt spent) instead of discarding it, and the new node runs it."""
 
 from __future__ import annotations
 
-import asyncio
 import textwrap
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from conveyor import Conveyor, JobRequest, JobState
 from conveyor.job import Job
 from tests.conftest import DSN
+from tests.helpers import poll
 from tests.node_processes import NodeProcess, describe, node_processes
 
 #: Two versions of one job module; version 2 added ``fail``.
@@ -43,13 +43,18 @@ def version(tmp_path: Path, name: str) -> dict[str, str]:
 
 
 async def until(app: Conveyor, job_id: int, nodes: list[NodeProcess], test: object) -> Job:
-    deadline = asyncio.get_running_loop().time() + 30
-    while True:
-        job = await app.get_job(job_id)
-        if job is not None and test(job):  # type: ignore[operator]
-            return job
-        assert asyncio.get_running_loop().time() < deadline, f"{job}\n{describe(nodes)}"
-        await asyncio.sleep(0.05)
+    try:
+        job = await poll(
+            lambda: app.get_job(job_id),
+            lambda job: job is not None and test(job),  # type: ignore[operator]
+            timeout=30,
+            what=f"job {job_id}",
+            every=0.05,
+        )
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{describe(nodes)}") from None
+    assert job is not None
+    return job
 
 
 @pytest.mark.slow

@@ -52,26 +52,18 @@ def new_key() -> str:
 
 async def wait_for_job(engine: PostgresEngine, job_id: int, *states: JobState, timeout: float = 10.0) -> Job:
     """Poll until the job reaches one of ``states``; fail with its last state otherwise."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        found = await engine.get_job(job_id)
-        if found is not None and found.state in states:
-            return found
-        if loop.time() > deadline:
-            raise AssertionError(
-                f"job {job_id} is {found.state if found else 'missing'}, expected one of {states}: {found}"
-            )
-        await asyncio.sleep(0.02)
+    found = await helpers.poll(
+        lambda: engine.get_job(job_id),
+        lambda job: job is not None and job.state in states,
+        timeout=timeout,
+        what=f"job {job_id} in one of {states}",
+    )
+    assert found is not None
+    return found
 
 
 async def wait_until(condition: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.01)
+    await helpers.poll(condition, timeout=timeout, what=what, every=0.01)
 
 
 async def state_counts(engine: PostgresEngine) -> dict[str, int]:
@@ -83,15 +75,9 @@ async def state_counts(engine: PostgresEngine) -> dict[str, int]:
 
 
 async def wait_for_counts(engine: PostgresEngine, expected: dict[str, int], timeout: float = 15.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        counts = await state_counts(engine)
-        if counts == expected:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"states are {counts}, expected {expected}")
-        await asyncio.sleep(0.05)
+    await helpers.poll(
+        lambda: state_counts(engine), lambda c: c == expected, timeout=timeout, what=f"states {expected}"
+    )
 
 
 async def query(engine: PostgresEngine, text: str, params: Any = None) -> list[tuple[Any, ...]]:

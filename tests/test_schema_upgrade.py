@@ -19,7 +19,7 @@ from conveyor.cli.main import main
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.postgres import PostgresEngine, migration_runner, schema
 from conveyor.engine.postgres.migration_steps import MigrationPlan, Step, StepKind, classify, phased_steps
-from tests.helpers import execute
+from tests.helpers import execute, poll
 
 LATEST = schema.LATEST_VERSION
 #: Locks on oban_jobs that conflict with the ROW EXCLUSIVE lock of an insert, claim or ack: held or
@@ -68,18 +68,19 @@ def recorded(dsn: str, prefix: str) -> list[int]:
 
 async def waiting_build(dsn: str, prefix: str) -> str:
     """The text of the index build of ``prefix`` that waits for a lock, once there is one."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        rows = query(
+
+    def builds() -> list[Any]:
+        return query(
             dsn,
             "SELECT query FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ILIKE %s "
             "AND query ILIKE %s AND pid <> pg_backend_pid()",
             ("%CREATE%INDEX%", f"%{prefix}%"),
         )
-        if rows:
-            return str(rows[0][0])
-        await asyncio.sleep(0.05)
-    raise AssertionError("no index build of the migration waited for the open writer")
+
+    rows = await poll(
+        builds, timeout=20, what="an index build of the migration waiting for the open writer", every=0.05
+    )
+    return str(rows[0][0])
 
 
 async def installed_engine(prefix: str, dsn: str) -> PostgresEngine:

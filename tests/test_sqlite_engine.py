@@ -733,12 +733,19 @@ async def test_a_node_runs_async_thread_and_process_jobs(tmp_path: Path) -> None
                 runtime_jobs.fail.new(message="nope"),
             ]
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            jobs = [await app.get_job(i) for i in ids]
-            if all(j is not None and j.state in (JobState.COMPLETED, JobState.RETRYABLE) for j in jobs):
-                break
-            await asyncio.sleep(0.05)
+
+        async def all_jobs() -> list[Any]:
+            return [await app.get_job(i) for i in ids]
+
+        jobs = await helpers.poll(
+            all_jobs,
+            lambda found: all(
+                j is not None and j.state in (JobState.COMPLETED, JobState.RETRYABLE) for j in found
+            ),
+            timeout=30,
+            what="every job run",
+            every=0.05,
+        )
         assert [j.state if j is not None else None for j in jobs] == [
             JobState.COMPLETED,
             JobState.COMPLETED,

@@ -18,6 +18,7 @@ import pytest
 from conveyor import Conveyor, JobRequest, JobState, Workflow, WorkflowStatus
 from conveyor.engine.postgres import PostgresEngine
 from tests import cluster_jobs as jobs
+from tests.helpers import poll
 from tests.node_processes import describe, node_env, node_processes
 from tests.test_fleet_limits import spans
 
@@ -65,12 +66,14 @@ async def finish_through_a_kill(
     try:
         async with node_processes(url, tmp_path, 3, env, *options, "--config", str(config)) as nodes:
             deadline = time.monotonic() + 60
-            victim = None
-            while victim is None:
-                assert time.monotonic() < deadline, describe(nodes)
+
+            async def running_node() -> Any:
                 pids = await running(ids)
-                victim = next((n for n in nodes if n.pid in pids), None)
-                await asyncio.sleep(0.01)
+                return next((n for n in nodes if n.pid in pids), None)
+
+            victim = await poll(
+                running_node, timeout=60, what=f"a node running a step\n{describe(nodes)}", every=0.01
+            )
             victim.process.send_signal(signal.SIGKILL)
             await victim.process.wait()
             while not (status := await lifeline.workflow_status(workflow.id)).finished:

@@ -6,6 +6,7 @@ import contextvars
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 from conveyor.job import Job
@@ -27,6 +28,9 @@ class NodeLink(Protocol):
 
     def run_on_loop(self, work: Any) -> Any:
         """Run a coroutine on the node's loop from a job's thread and return its result."""
+
+    def now(self) -> datetime:
+        """The wall time on the node's clock (a fake one in tests), timezone-aware UTC."""
 
 
 class Progress:

@@ -125,7 +125,8 @@ def _await_next(timeout: float | None) -> dict[str, Any]:
         return found
     wait = FOREVER if timeout is None else timedelta(seconds=check_delay("timeout", timeout))
     position = context.inbox.position
-    now = datetime.now(UTC)
+    # The node's clock, so a wait's deadline is on the same time as the snooze the runner computes.
+    now = context.link.now() if context.link is not None else datetime.now(UTC)
     until = _recorded_until(context, position)
     if until is not None and until <= now:
         raise SignalTimeoutError(f"no signal came for job {context.id} by {until.isoformat()}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -15,6 +14,7 @@ from conveyor import Job, JobFilter, JobRequest, JobState
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from conveyor.limits import FetchLimits
+from tests.helpers import poll
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 NODE, PRODUCER = "node-1", "00000000-0000-4000-8000-000000000001"
@@ -100,10 +100,13 @@ class Heard:
         return [payload for name, payload in self.items if name == channel]
 
     async def wait_for(self, channel: str, payload: dict[str, Any], timeout: float = 5.0) -> None:
-        deadline = time.monotonic() + timeout
-        while (channel, payload) not in self.items:
-            assert time.monotonic() < deadline, f"never heard {channel} {payload}: {self.items}"
-            await asyncio.sleep(0.005)
+        await poll(
+            lambda: self.items,
+            lambda items: (channel, payload) in items,
+            timeout=timeout,
+            what=f"{channel} {payload}",
+            every=0.005,
+        )
 
 
 @asynccontextmanager

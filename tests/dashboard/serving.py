@@ -4,7 +4,6 @@ serving an app that also runs a node, over a fresh database of either engine."""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +17,7 @@ from conveyor import Conveyor
 from conveyor.cron import CronEntry
 from conveyor.web.dashboard.server import server
 from tests.conftest import DSN
+from tests.helpers import poll_sync
 
 ENGINE_NAMES = ("postgres", "sqlite")
 #: Fast enough for a browser to see a change within a second or two.
@@ -64,11 +64,12 @@ def dashboard_server(engine: str, tmp_path: Path, **options: Any) -> Iterator[Se
         thread = threading.Thread(target=found.run, name="dashboard-server", daemon=True)
         thread.start()
         try:
-            deadline = time.monotonic() + 20
-            while not found.started:
+
+            def started() -> bool:
                 assert thread.is_alive(), "the dashboard server did not start"
-                assert time.monotonic() < deadline, "the dashboard server took too long to start"
-                time.sleep(0.05)
+                return bool(found.started)
+
+            poll_sync(started, timeout=20, what="the dashboard server to start", every=0.05)
             port = found.servers[0].sockets[0].getsockname()[1]
             yield Served(f"http://127.0.0.1:{port}", client)
         finally:

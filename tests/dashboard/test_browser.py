@@ -20,6 +20,7 @@ from conveyor import JobRequest
 from conveyor.job import JobState
 from tests.dashboard import dash_jobs
 from tests.dashboard.serving import ENGINE_NAMES, dashboard_server
+from tests.helpers import poll_sync
 
 CHROMIUM = os.environ.get("CONVEYOR_CHROMIUM", "/usr/bin/chromium")
 #: How long the browser waits for a live update to show a change.
@@ -62,10 +63,7 @@ def shoot(page: Page, artifacts: Path, name: str) -> None:
 
 
 def wait_until(probe: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not probe():
-        assert time.monotonic() < deadline, f"gave up waiting: {what}"
-        time.sleep(0.1)
+    poll_sync(probe, timeout=timeout, what=what, every=0.1)
 
 
 @pytest.mark.parametrize("engine", ENGINE_NAMES)

@@ -21,6 +21,7 @@ from psycopg import sql
 
 from conveyor import Conveyor
 from tests.faults import jobs
+from tests.helpers import poll_sync
 
 T = TypeVar("T")
 
@@ -44,14 +45,7 @@ def wait_for(
     probe: Callable[[], T], done: Callable[[T], bool], *, timeout: float, what: str, every: float = 0.05
 ) -> T:
     """Call ``probe`` until ``done(value)``; fail after ``timeout`` seconds with the last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if done(value):
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {value!r}")
-        time.sleep(every)
+    return poll_sync(probe, done, timeout=timeout, what=what, every=every)
 
 
 # -- the database side ----------------------------------------------------------------------------

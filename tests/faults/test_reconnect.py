@@ -1,8 +1,8 @@
 """The engine's pools after a server restart, without a node or a listener to help: callers waiting
 for a connection get one within about a second of the server being back, however long it was away.
 
-psycopg_pool's own policy waits 1, 2, 4, 8, 16 s... between attempts; after 16 s away that would be
-up to 15 s late."""
+psycopg_pool's own policy waits 1, 2, 4, 8, 16 s... between attempts; after 8 s away that would be
+up to 7 s late."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from conveyor.engine.postgres import PostgresEngine
 from tests.faults.cluster import PgCluster
 
-OUTAGE = 16.0
+OUTAGE = 8.0
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Coroutine
+from datetime import datetime
 from typing import Any, TypeVar
 
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
@@ -127,6 +128,7 @@ class JobLink:
         self.engine = engine
         self.telemetry = telemetry
         self.poll_interval = poll_interval
+        self.clock = clock
         self.writer = ProgressWriter(engine, interval=progress_interval, clock=clock)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
@@ -167,6 +169,9 @@ class JobLink:
             return  # reported after the end: the ack took what there was
         self.telemetry.emit("job.progress", job=context.job, progress=context.progress.fields)
         self.writer.mark(context)
+
+    def now(self) -> datetime:
+        return self.clock.now()
 
     # -- signals -----------------------------------------------------------------------------
     def poke(self, job_id: int) -> None:

@@ -18,6 +18,7 @@ import select
 import sys
 import time
 import types
+from datetime import UTC, datetime
 from typing import Any
 
 from conveyor.context import JobContext
@@ -203,6 +204,10 @@ class _PipeLink:
 
     async def receive(self, context: JobContext, timeout: float | None) -> dict[str, Any]:
         raise ConveyorError("receive() cannot wait in a worker process; use wait_for_signal")
+
+    def now(self) -> datetime:
+        # The node's clock stays in the node's process: a worker process reads the real time.
+        return datetime.now(UTC)
 
     def run_on_loop(self, work: Any) -> Any:
         work.close()

@@ -12,7 +12,6 @@ import traceback
 from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any
 
 from conveyor._oban_py import translate_result
@@ -215,7 +214,7 @@ class JobRunner:
     def _outcome(self, job: Job, outcome: Outcome) -> Ack:
         if isinstance(outcome, AwaitSignal):
             # Let go of the slot until a signal wakes the job (see conveyor.inbox) or time is up.
-            seconds = (outcome.until - datetime.now(UTC)).total_seconds()
+            seconds = (outcome.until - self.clock.now()).total_seconds()
             return Ack(
                 job.id,
                 job.attempt,

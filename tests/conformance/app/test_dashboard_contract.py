@@ -23,6 +23,7 @@ from conveyor.testing import drain_queue
 from conveyor.web.dashboard import dashboard_app, pages
 from tests.dashboard import dash_jobs
 from tests.dashboard.client import act, browser_like, csrf_of, token_for
+from tests.helpers import poll
 
 JOB_ROW = re.compile(r'<tr data-job="(\d+)" data-state="([a-z]+)">')
 
@@ -239,10 +240,7 @@ async def _paused(app: Conveyor) -> bool:
 
 
 async def _until(probe, expected, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout
-    while (found := await probe()) != expected:
-        assert asyncio.get_running_loop().time() < deadline, f"still {found!r}, expected {expected!r}"
-        await asyncio.sleep(0.05)
+    await poll(probe, lambda found: found == expected, timeout=timeout, what=repr(expected), every=0.05)
 
 
 POST_ROUTES = ("/actions/jobs", "/actions/queues", "/login", "/logout")

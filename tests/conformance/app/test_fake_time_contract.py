@@ -18,7 +18,9 @@ from conveyor._runtime.service import Service
 from conveyor.fleet import OWN_PRODUCER, ProducerBeat
 from conveyor.limits import GlobalLimit
 from tests.conformance import hardening_jobs as hj
+from tests.conformance import relay_jobs
 from tests.conformance.conftest import ENGINES, release_schema
+from tests.helpers import poll
 
 AppFactory = Callable[..., Conveyor]
 
@@ -52,16 +54,21 @@ async def advance(clock: FakeClock, seconds: float, step: float = 0.5) -> None:
 
 async def settle(app: Conveyor, job_id: int, state: JobState, timeout: float = 10) -> Any:
     """The job once it is in ``state`` (real time passes here, fake time stands still)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        job = await app.get_job(job_id)
-        if job is not None and job.state is state:
-            return job
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"job {job_id} is not {state.value}: {await app.get_job(job_id)}")
+    return await poll(
+        lambda: app.get_job(job_id),
+        lambda job: job is not None and job.state is state,
+        timeout=timeout,
+        what=f"job {job_id} to be {state.value}",
+    )
 
 
 NODE = {"queues": {"default": 5}, "poll_interval": 1.0, "stage_interval": 1.0}
+#: For minutes and hours of fake time: a node that polls and stages every 30 s, so a step of fake
+#: time fires a few timers, not dozens (each firing is a real database call), and what a test waits
+#: for is the work it is about. Notifications still wake its producers at once.
+QUIET_NODE = {**NODE, "poll_interval": 30.0, "stage_interval": 30.0}
+#: ... and beats and rescues seldom too, where neither is what the test is about.
+SLOW_NODE = {**QUIET_NODE, "heartbeat_interval": 10.0, "rescue_interval": 30.0}
 
 
 async def test_a_dead_producers_job_is_rescued_and_a_live_long_job_is_not(make: AppFactory) -> None:
@@ -94,10 +101,10 @@ async def test_a_dead_producers_job_is_rescued_and_a_live_long_job_is_not(make: 
 async def test_a_live_nodes_long_job_is_never_rescued_by_the_leader(make: AppFactory) -> None:
     """Ten minutes of a job on a worker node, producer_timeout 15 s, the leader checking every 5 s."""
     clock = FakeClock()
-    worker = make(clock=clock, node="worker", leadership=False, **NODE)
+    worker = make(clock=clock, node="worker", leadership=False, **QUIET_NODE)
     await worker.install()
     await worker.start()
-    leader = make(clock=clock, node="leader", **{**NODE, "queues": {"other": 1}})
+    leader = make(clock=clock, node="leader", **{**QUIET_NODE, "queues": {"other": 1}})
     await leader.start()
     assert leader.node is not None and leader.node.leadership.is_leader
     key = uuid.uuid4().hex
@@ -178,9 +185,9 @@ async def test_cron_inserts_one_job_per_minute(make: AppFactory) -> None:
     await app.start()
     quick = JobFilter(workers=("tests.conformance.hardening_jobs.quick",))
     await advance(clock, 3 * 60, step=5)
-    await asyncio.sleep(0.3)
     # The minute the node started in, then each of the next three minutes: once each.
-    assert len(await app.list_jobs(quick)) == 4
+    inserted = await poll(lambda: app.list_jobs(quick), lambda found: len(found) >= 4, what="four cron jobs")
+    assert len(inserted) == 4
     await advance(clock, 25, step=5)  # up to hh:mm:55 of the same minute: nothing more
     await asyncio.sleep(0.3)
     assert len(await app.list_jobs(quick)) == 4
@@ -188,7 +195,7 @@ async def test_cron_inserts_one_job_per_minute(make: AppFactory) -> None:
 
 async def test_old_finished_jobs_are_pruned_by_age(make: AppFactory) -> None:
     clock = FakeClock()
-    app = make(clock=clock, prune_max_age=3600, prune_interval=30, **NODE)
+    app = make(clock=clock, prune_max_age=3600, prune_interval=30, **SLOW_NODE)
     await app.install()
     await app.start()
     done = await app.enqueue(hj.quick.new(n=1))
@@ -204,7 +211,7 @@ async def test_the_leader_prunes_by_the_rules_and_reports_each_state(make: AppFa
     reports its count by state."""
     clock = FakeClock()
     rules = [{"states": ["cancelled"], "max_age": "2h"}]
-    app = make(clock=clock, prune_max_age=3600, prune_rules=rules, prune_interval=30, **NODE)
+    app = make(clock=clock, prune_max_age=3600, prune_rules=rules, prune_interval=30, **SLOW_NODE)
     pruned: list[dict[str, Any]] = []
     app.telemetry.attach(lambda _, data: pruned.append(data), "pruner.pruned")
     await app.install()
@@ -248,6 +255,25 @@ async def test_job_timeouts_run_on_the_nodes_clock(make: AppFactory) -> None:
         assert "JobTimeout: job exceeded its timeout of 30s" in job.errors[-1]["error"]
 
 
+async def test_a_signal_wait_runs_out_on_the_nodes_clock(make: AppFactory) -> None:
+    """``wait_for_signal(timeout)`` lets go of the slot until the node's clock passes the deadline,
+    which it reads on the same clock: the job gives up after ten fake minutes, no real ones."""
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    clock = FakeClock(start)
+    app = make(clock=clock, **NODE)
+    await app.install()
+    await app.start()
+    job_id = await app.enqueue(relay_jobs.awaits_briefly.new(seconds=600))
+    waiting = await settle(app, job_id, JobState.SCHEDULED)
+    assert waiting.meta["awaiting_signal"]["until"] == (start + timedelta(seconds=600)).isoformat()
+    assert waiting.scheduled_at == start + timedelta(seconds=600)
+    await advance(clock, 590, step=10)
+    assert (await app.get_job(job_id)).state is JobState.SCHEDULED  # type: ignore[union-attr]
+    await advance(clock, 20, step=10)
+    done = await settle(app, job_id, JobState.COMPLETED)
+    assert done.result == "gave up" and done.attempt == 1
+
+
 async def test_fake_timers_fire_in_order_each_at_its_own_time() -> None:
     clock = FakeClock(datetime(2030, 1, 1, tzinfo=UTC))
     fired: list[tuple[str, float]] = []
@@ -266,10 +292,7 @@ async def test_fake_timers_fire_in_order_each_at_its_own_time() -> None:
 
 async def until(what: str, check: Callable[[], bool], timeout: float = 5) -> None:
     """Wait (real time; fake time stands still) until ``check()`` holds."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, f"never: {what}"
-        await asyncio.sleep(0.01)
+    await poll(check, timeout=timeout, what=what, every=0.01)
 
 
 async def test_a_persisted_queue_state_reaches_a_node_that_missed_its_signal(make: AppFactory) -> None:

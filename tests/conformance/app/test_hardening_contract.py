@@ -14,6 +14,7 @@ import pytest
 
 from conveyor import Conveyor, JobRequest, JobState
 from conveyor._runtime.acker import Acker
+from conveyor._runtime.clock import FakeClock
 from conveyor._runtime.duties import Lifeline
 from conveyor._runtime.heartbeat import Heartbeat
 from conveyor._runtime.leadership import Leadership
@@ -25,6 +26,7 @@ from conveyor.fleet import OWN_PRODUCER, ProducerBeat
 from conveyor.telemetry import Telemetry
 from tests.conformance import hardening_jobs as hj
 from tests.conformance.app.test_runtime_contract import wait_final
+from tests.helpers import poll
 
 FINAL = {JobState.COMPLETED, JobState.DISCARDED, JobState.CANCELLED}
 
@@ -143,10 +145,7 @@ async def test_an_ack_refused_whatever_it_carries_is_kept_and_written_later(any_
     acker = Acker(refusing, delay=0.01)  # type: ignore[arg-type]
     await acker.start()
     acker.push(Ack(job_id, 1, JobState.COMPLETED))
-    for _ in range(100):
-        if refusing.calls >= 3:
-            break
-        await asyncio.sleep(0.01)
+    await poll(lambda: refusing.calls, lambda n: n >= 3, timeout=5, what="the ack and its fallbacks")
     assert acker.held() == {job_id}  # still running as far as the heartbeat can tell
     await asyncio.wait_for(acker.stop(), 10)
     assert refusing.calls == 4  # then the ack as given, once the cause passed
@@ -265,7 +264,10 @@ async def test_the_lifeline_rescues_only_after_unbroken_contact(any_engine: Engi
     telemetry = Telemetry()
     leadership = Leadership(any_engine, telemetry, name="app", node="me", ttl=30)
     leadership.is_leader = True
-    heartbeat = Heartbeat(any_engine, [], name="app", node="me", interval=0.1, acker=Acker(any_engine))
+    clock = FakeClock()  # contact is measured on the heartbeat's clock
+    heartbeat = Heartbeat(
+        any_engine, [], name="app", node="me", interval=0.1, acker=Acker(any_engine), clock=clock
+    )
     lifeline = Lifeline(
         any_engine,
         telemetry,
@@ -282,12 +284,12 @@ async def test_the_lifeline_rescues_only_after_unbroken_contact(any_engine: Engi
     await heartbeat.tick()
     await lifeline.lead()  # in contact for less than producer_timeout
     assert (await any_engine.get_job(orphan)).state is JobState.EXECUTING  # type: ignore[union-attr]
-    await asyncio.sleep(0.6)
+    await clock.advance(0.6)
     await lifeline.lead()
     assert (await any_engine.get_job(orphan)).state is JobState.AVAILABLE  # type: ignore[union-attr]
     # Another runtime's producer waits for contact as long as its own, longer, timeout.
     assert (await any_engine.get_job(foreign)).state is JobState.EXECUTING  # type: ignore[union-attr]
-    await asyncio.sleep(0.5)
+    await clock.advance(0.5)
     await heartbeat.tick()
     await lifeline.lead()
     assert (await any_engine.get_job(foreign)).state is JobState.AVAILABLE  # type: ignore[union-attr]
@@ -311,5 +313,5 @@ async def test_a_claim_whose_reply_was_lost_is_given_back(node_app: Conveyor) ->
     assert job is not None and job.attempt == 0  # the lost claim spent no attempt
     # A job claimed just now (its fetch may still be answering) is left alone.
     (fresh,) = await engine.fetch_jobs("elsewhere", 1, node=producer.node, producer=producer.uuid)
-    await asyncio.sleep(3)  # more than a heartbeat
+    await node_app.node.heartbeat.give_back_lost_claims()  # the heartbeat's look, now
     assert (await node_app.get_job(fresh.id)).state is JobState.EXECUTING  # type: ignore[union-attr]

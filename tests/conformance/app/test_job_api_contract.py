@@ -3,7 +3,6 @@ handed back typed, ``send.enqueue``/``relay`` on the current app, ``options(...)
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime
@@ -19,6 +18,7 @@ from conveyor.errors import ConveyorError
 from conveyor.testing import drain_queue
 from tests.conformance import api_jobs
 from tests.conformance.api_jobs import Address, Color, Customer
+from tests.helpers import poll
 
 
 @pytest.fixture
@@ -230,10 +230,11 @@ async def test_jobs_on_a_node_enqueue_on_the_app_that_runs_them(node_app: Convey
         await node_app.enqueue(api_jobs.which_app.new())
         # Generous: a thread job's enqueue_sync opens the portal's own pool first, slow on a loaded
         # machine.
-        deadline = asyncio.get_running_loop().time() + 30
-        while len(api_jobs.SEEN.get("children", [])) < 4 or "app" not in api_jobs.SEEN:
-            assert asyncio.get_running_loop().time() < deadline, api_jobs.SEEN
-            await asyncio.sleep(0.02)
+        await poll(
+            lambda: len(api_jobs.SEEN.get("children", [])) >= 4 and "app" in api_jobs.SEEN,
+            timeout=30,
+            what=f"four children and the app seen: {api_jobs.SEEN}",
+        )
     finally:
         set_default_app(previous)
     assert sorted(api_jobs.SEEN["children"]) == [0, 0, 1, 1]

@@ -18,6 +18,7 @@ from conveyor.engine.base import Engine
 from conveyor.fleet import ProducerBeat
 from conveyor.settings import Settings
 from tests.conformance.contract import Heard, listening, uid
+from tests.helpers import poll
 
 OBAN_ROW = {"local_limit": 5, "paused": False}  # what oban-py writes in its producer rows
 
@@ -40,10 +41,7 @@ async def mixed_node(fleet_engines: list[Engine]) -> AsyncIterator[Conveyor]:
 
 
 async def until(check: object, what: str, timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():  # type: ignore[operator]
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
+    await poll(check, timeout=timeout, what=what)  # type: ignore[arg-type]
 
 
 def test_a_mixed_fleet_is_named_as_oban_py_names_its_instance() -> None:

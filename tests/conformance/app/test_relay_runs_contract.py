@@ -19,13 +19,11 @@ from conveyor import (
 )
 from conveyor.errors import ConveyorError
 from tests.conformance import relay_jobs as jobs
+from tests.helpers import poll
 
 
 async def until(check: object, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():  # type: ignore[operator]
-        assert asyncio.get_running_loop().time() < deadline, "condition never held"
-        await asyncio.sleep(0.02)
+    await poll(check, timeout=timeout, what="the condition")  # type: ignore[arg-type]
 
 
 # -- waiting -----------------------------------------------------------------------------------

@@ -6,20 +6,24 @@ import asyncio
 import os
 from collections.abc import Sequence
 
-from conveyor import Conveyor, JobState
+from conveyor import Conveyor, Job, JobState
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from tests.conformance import jobs
+from tests.helpers import poll
 
 
 async def wait_final(app: Conveyor, ids: Sequence[int], states: set[JobState], timeout: float = 15) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        found = [await app.get_job(i) for i in ids]
-        if all(j is not None and j.state in states for j in found):
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"jobs {ids} did not reach {states}: {[await app.get_job(i) for i in ids]}")
+    async def jobs_now() -> list[Job | None]:
+        return [await app.get_job(i) for i in ids]
+
+    await poll(
+        jobs_now,
+        lambda found: all(j is not None and j.state in states for j in found),
+        timeout=timeout,
+        what=f"jobs {ids} to reach {states}",
+        every=0.05,
+    )
 
 
 async def test_every_executor_completes_and_records(node_app: Conveyor) -> None:

@@ -6,7 +6,6 @@ On fake time, on every engine."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +23,7 @@ from conveyor.testing import drain_queue
 from tests.conformance import unfit_jobs as uj
 from tests.conformance.app.test_fake_time_contract import advance
 from tests.conformance.conftest import ENGINES, release_schema
+from tests.helpers import poll
 
 NODE = {"queues": {"default": 5}, "poll_interval": 0.5, "stage_interval": 0.5, "leadership": False}
 WORKER = "tests.conformance.unfit_jobs"
@@ -49,13 +49,14 @@ async def make(engine_name: str, tmp_path: Path) -> AsyncIterator[Callable[..., 
 
 async def until(app: Conveyor, job_id: int, test: Callable[[Job], bool], timeout: float = 15) -> Job:
     """The job once ``test`` holds for it (real time passes here, fake time stands still)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        job = await app.get_job(job_id)
-        if job is not None and test(job):
-            return job
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"job {job_id} never got there: {await app.get_job(job_id)}")
+    job = await poll(
+        lambda: app.get_job(job_id),
+        lambda j: j is not None and test(j),
+        timeout=timeout,
+        what=f"job {job_id}",
+    )
+    assert job is not None
+    return job
 
 
 def declined(job: Job) -> bool:

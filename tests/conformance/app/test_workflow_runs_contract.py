@@ -3,7 +3,6 @@ failures, status, cancel, retry, and steps added by a running step."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,6 +12,7 @@ from conveyor import Batch, Conveyor, JobState, Workflow
 from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 from tests.conformance import jobs
+from tests.helpers import poll
 
 NODE = {"queues": {"flow": 5}, "poll_interval": 0.05, "stage_interval": 0.1}
 
@@ -37,13 +37,14 @@ async def fleet(fleet_engines: list[Engine]) -> AsyncIterator[list[Conveyor]]:
 
 
 async def until_finished(app: Conveyor, workflow_id: str, timeout: float = 30) -> dict[str, JobState]:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        status = await app.workflow_status(workflow_id)
-        if status.finished:
-            return status.states
-        assert asyncio.get_running_loop().time() < deadline, status.states
-        await asyncio.sleep(0.05)
+    status = await poll(
+        lambda: app.workflow_status(workflow_id),
+        lambda s: s.finished,
+        timeout=timeout,
+        what=f"workflow {workflow_id} to finish",
+        every=0.05,
+    )
+    return status.states
 
 
 def position(label: str, event: str) -> int:
@@ -120,10 +121,7 @@ async def test_cancelling_a_workflow_cancels_every_unfinished_step(fleet: list[C
         .add("after", jobs.flow_step.new(label="after"), deps=["slow"])
     )
     ids = await fleet[0].enqueue_many(workflow)
-    deadline = asyncio.get_running_loop().time() + 10
-    while ("slow", "start") not in jobs.FLOW_LOG:
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.02)
+    await poll(lambda: ("slow", "start") in jobs.FLOW_LOG, what="the slow step to start")
     assert sorted(await fleet[2].cancel_workflow(workflow.id)) == sorted(ids)
     assert await until_finished(fleet[0], workflow.id) == {
         "slow": JobState.CANCELLED,
@@ -138,13 +136,13 @@ async def test_a_running_step_adds_steps_to_its_own_workflow(fleet: list[Conveyo
         .add("side", jobs.flow_step.new(label="side"), deps=["plan"])
     )
     await fleet[0].enqueue_many(workflow)
-    deadline = asyncio.get_running_loop().time() + 30
-    while True:
-        status = await fleet[0].workflow_status(workflow.id)
-        if len(status.steps) == 6 and status.finished:
-            break
-        assert asyncio.get_running_loop().time() < deadline, status.states
-        await asyncio.sleep(0.05)
+    status = await poll(
+        lambda: fleet[0].workflow_status(workflow.id),
+        lambda found: len(found.steps) == 6 and found.finished,
+        timeout=30,
+        what="the six steps to finish",
+        every=0.05,
+    )
     assert set(status.states.values()) == {JobState.COMPLETED}
     assert position("plan.done", "start") > max(position(f"plan.{n}", "end") for n in range(3))
 
@@ -202,10 +200,9 @@ async def test_a_cancelled_batch_runs_its_cancelled_and_exhausted_callbacks_once
     jobs.CALLBACKS.clear()
     batch = Batch(**callbacks()).add_many(jobs.flow_step.new(label=f"slow{n}", pause=30) for n in range(3))
     await fleet[0].enqueue_many(batch)
-    deadline = asyncio.get_running_loop().time() + 10
-    while sum(event == "start" for _, event in jobs.FLOW_LOG) < 3:
-        assert asyncio.get_running_loop().time() < deadline, jobs.FLOW_LOG
-        await asyncio.sleep(0.02)
+    await poll(
+        lambda: sum(event == "start" for _, event in jobs.FLOW_LOG), lambda n: n >= 3, what="three starts"
+    )
     await fleet[2].cancel_workflow(batch.id)
     found = await until_finished(fleet[0], batch.id)
     counts = {"completed": 0, "cancelled": 3, "discarded": 0, "deleted": 0}

@@ -4,13 +4,13 @@ into every detail."""
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from conveyor import JobFilter, JobRequest, JobState
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
+from tests.helpers import poll
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 NODE, PRODUCER = "node-1", "00000000-0000-4000-8000-000000000001"
@@ -170,10 +170,7 @@ async def test_insert_notifies_listeners_of_available_queues_only(any_engine: En
     try:
         await any_engine.insert([req(queue="mail"), req(queue="late", schedule_in=60)])
         await any_engine.notify("signal", {"action": "pause", "queue": "mail"})
-        for _ in range(100):
-            if ("signal", {"action": "pause", "queue": "mail"}) in heard:
-                break
-            await asyncio.sleep(0.02)
+        await poll(lambda: ("signal", {"action": "pause", "queue": "mail"}) in heard, what="the pause signal")
     finally:
         await listener.stop()
     assert ("insert", {"queue": "mail"}) in heard

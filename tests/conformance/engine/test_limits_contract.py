@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from conveyor import Conveyor, JobFilter, JobState, QueueSettings
+from conveyor import Conveyor, Job, JobFilter, JobState, QueueSettings
 from conveyor.acks import Ack
 from conveyor.cli import main as cli
 from conveyor.engine.base import Engine
@@ -24,6 +24,7 @@ from conveyor.queue_settings import fetch_limits, parse_queues
 from tests.conformance import jobs
 from tests.conformance.conftest import ADDRESSES
 from tests.conformance.contract import T0, claim_and_ack_at_random, fetch, put, req, uid
+from tests.helpers import poll
 
 CAP = FetchLimits(global_limit=3)
 
@@ -170,14 +171,13 @@ async def test_nodes_with_a_global_limit_share_it(fleet_engines: list[Engine]) -
         await app.start()
     try:
         ids = await apps[0].enqueue_many([jobs.probe.new(pause=0.03) for _ in range(24)])
-        deadline = asyncio.get_running_loop().time() + 20
-        while asyncio.get_running_loop().time() < deadline:
-            found = await apps[0].list_jobs(JobFilter(ids=tuple(ids)))
-            if all(j.state is JobState.COMPLETED for j in found):
-                break
-            await asyncio.sleep(0.05)
-        found = await apps[0].list_jobs(JobFilter(ids=tuple(ids)))
-        assert all(j.state is JobState.COMPLETED for j in found)
+        await poll(
+            lambda: apps[0].list_jobs(JobFilter(ids=tuple(ids))),
+            lambda found: all(j.state is JobState.COMPLETED for j in found),
+            timeout=20,
+            what="every capped job to complete",
+            every=0.05,
+        )
         assert 1 <= jobs.PROBE["peak"] <= 2  # never above the cap
         # Which node runs them is not part of the contract: a node whose own jobs end is woken by
         # their acks and often takes the freed slots before the others' retries come round.
@@ -321,7 +321,12 @@ async def test_nodes_share_a_rate_limit(fleet_engines: list[Engine]) -> None:
     for app in apps:
         await app.start()
     try:
-        await asyncio.sleep(3.5)
+
+        async def started_jobs() -> list[Job]:
+            return [j for j in await apps[0].list_jobs(JobFilter(limit=1000)) if j.attempted_at is not None]
+
+        # Over two windows' worth of starts (the starts, not a fixed wait, end the run).
+        await poll(started_jobs, lambda found: len(found) >= 50, timeout=15, what="50 rated starts")
         started = await apps[0].list_jobs(JobFilter(limit=1000))
     finally:
         for app in apps:
@@ -344,10 +349,11 @@ async def test_queues_show_the_fleet_wide_limits(engine_name: str, fleet_engines
     )
     await node.start()
     try:
-        deadline = asyncio.get_running_loop().time() + 10
-        while not [q for q in await viewer.queues() if q.node == "shown"]:
-            assert asyncio.get_running_loop().time() < deadline
-            await asyncio.sleep(0.05)
+
+        async def shown_queues() -> list[Any]:
+            return [q for q in await viewer.queues() if q.node == "shown"]
+
+        await poll(shown_queues, timeout=10, what="the node's queues", every=0.05)
         shown = {q.node: q for q in await viewer.queues()}
         url, prefix = ADDRESSES[engine_name](fleet_engines[0])
         listed = CliRunner().invoke(cli, ["queues", "--dsn", url, "--prefix", prefix])
@@ -371,10 +377,7 @@ async def test_scale_changes_the_fleet_wide_limits_of_running_nodes(fleet_engine
         assert producer.limits == FetchLimits()
 
         async def limits_become(expected: FetchLimits) -> None:
-            deadline = asyncio.get_running_loop().time() + 10
-            while producer.limits != expected:
-                assert asyncio.get_running_loop().time() < deadline, producer.limits
-                await asyncio.sleep(0.02)
+            await poll(lambda: producer.limits, lambda found: found == expected, what=f"limits {expected}")
 
         await controller.scale_queue("capped", global_limit=2, rate_limit={"allowed": 30, "period": 10})
         await limits_become(FetchLimits(global_limit=2, rate=RateLimit(30, 10)))
@@ -426,17 +429,14 @@ async def test_the_cli_scales_the_fleet_wide_limits(engine_name: str, fleet_engi
         producer = node.node.producers["capped"]
         done = await asyncio.to_thread(scale, "--global-limit", "2", "--rate-limit", "30/10s")
         assert done.exit_code == 0, done.output
-        deadline = asyncio.get_running_loop().time() + 10
-        while producer.limits != FetchLimits(global_limit=2, rate=RateLimit(30, 10)):
-            assert asyncio.get_running_loop().time() < deadline, producer.limits
-            await asyncio.sleep(0.02)
+        expected = FetchLimits(global_limit=2, rate=RateLimit(30, 10))
+        await poll(lambda: producer.limits, lambda found: found == expected, what=f"limits {expected}")
         assert producer.limit == 5
         by_tenant = Partition(worker=True, args=("tenant",))
         done = await asyncio.to_thread(scale, "--rate-limit", "5/1", "--partition", "worker,args.tenant")
         assert done.exit_code == 0, done.output
-        while producer.limits != FetchLimits(global_limit=2, rate=RateLimit(5, 1, by_tenant)):
-            assert asyncio.get_running_loop().time() < deadline, producer.limits
-            await asyncio.sleep(0.02)
+        expected = FetchLimits(global_limit=2, rate=RateLimit(5, 1, by_tenant))
+        await poll(lambda: producer.limits, lambda found: found == expected, what=f"limits {expected}")
     finally:
         await node.stop(grace=1)
     refused = [

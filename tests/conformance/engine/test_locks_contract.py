@@ -17,6 +17,7 @@ from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 from tests.conformance import jobs
 from tests.conformance.contract import T0, WORKER, fetch, job, uid
+from tests.helpers import poll
 
 
 def locked(key: str | None, n: int = 1, **options: Any) -> JobRequest:
@@ -166,14 +167,17 @@ async def test_nodes_run_each_lock_in_order_without_overlap(fleet_engines: list[
             for n in range(200)
         ]
         ids = await apps[0].enqueue_many(requests)
-        deadline = asyncio.get_running_loop().time() + 60
-        while asyncio.get_running_loop().time() < deadline:
-            states = [j.state for j in await apps[0].list_jobs(JobFilter(ids=tuple(ids), limit=200))]
-            if all(s is JobState.COMPLETED for s in states):
-                break
-            await asyncio.sleep(0.1)
-        else:
-            raise AssertionError("the locked jobs did not all complete")
+
+        async def states_now() -> list[JobState]:
+            return [j.state for j in await apps[0].list_jobs(JobFilter(ids=tuple(ids), limit=200))]
+
+        await poll(
+            states_now,
+            lambda found: all(s is JobState.COMPLETED for s in found),
+            timeout=60,
+            what="every job to complete",
+            every=0.1,
+        )
     finally:
         for app in apps:
             await app.stop(grace=1)
