@@ -21,6 +21,7 @@ from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_t
 from cpu import cpu
 from cpu_cold import cpu_cold
 from drain import drain, drain_global, drain_history
+from enqueue_one import enqueue_one
 from fleet_limits import fetch_overhead, rate_limit, rate_limit_tenants
 from floor import drain_floor
 from idle import idle
@@ -47,6 +48,7 @@ SCENARIOS: dict[str, Scenario] = {
     "insert-unique": insert_unique,
     "insert-unique-bulk": insert_unique_bulk,
     "insert-asyncpg": insert_asyncpg,
+    "enqueue-one": enqueue_one,
     "drain": drain,
     "drain-floor": drain_floor,
     "commit-modes": commit_modes,

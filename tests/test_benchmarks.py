@@ -299,3 +299,19 @@ def test_commit_modes_reports_both_modes_of_the_hot_path(dsn: str) -> None:
     assert figures["c20_off_over_on"] > 0 and figures["c100_off_over_on"] > 0
     # Where the server waits for its disk at commit, the wait is measurable; never negative by much.
     assert figures["commit_wait_ms"] > -1 and "p50_saved_ms" in figures
+
+
+def test_enqueue_one_reports_each_mode_and_variant_against_the_bare_driver(dsn: str) -> None:
+    """One round of 10 jobs per side on each engine: a line per mode and variant, each ratio the
+    app's speed over the driver's, and unique and lock against plain."""
+    for engine in ("postgres", "sqlite"):
+        lines = run_benchmarks(dsn, "enqueue-one", "--jobs", "10", "--engine", engine)
+        assert [(f["mode"], f["variant"]) for f in lines] == [
+            (mode, variant) for mode in ("async", "sync") for variant in ("plain", "unique", "lock")
+        ]
+        for figures in lines:
+            assert figures["engine"] == engine and figures["rounds"] == 1 and figures["jobs"] == 10
+            expected = figures["jobs_per_s"] / figures["driver_jobs_per_s"]
+            assert abs(figures["ratio"] - expected) < 0.01 * expected  # of unrounded speeds
+            assert "exceeded" not in figures
+            assert ("vs_plain" in figures) == (figures["variant"] != "plain")
