@@ -339,9 +339,9 @@ class Lookahead:
 
 def _single_plain(requests: Iterable[JobRequest], hold: Sequence[int]) -> JobRequest | None:
     """The request of a one-request tuple or list (what ``enqueue`` passes) when it is plain."""
-    if hold or type(requests) not in (tuple, list) or len(requests) != 1:  # type: ignore[arg-type]
+    if hold or not isinstance(requests, tuple | list) or len(requests) != 1:
         return None
-    request = requests[0]  # type: ignore[index]
+    request = requests[0]
     return request if type(request) is JobRequest and request.unique is None else None
 
 
