@@ -41,11 +41,10 @@ class Pacing:
     ``parallel_workers``: ``max_parallel_maintenance_workers`` (index builds) and
     ``max_parallel_workers_per_gather`` (the checks that read the table) for the migration's
     session; None keeps the server's. Conveyor migrates with 0: a build's workers each take a core
-    for its scan and sort, and on a small server (``migrate-live``, 2 cores) the fleet's statements
-    and commits then queue for the CPU and for the WAL behind them (the longest calls 128 / 164 ms
-    against 88 / 119 without workers and 65 / 100 without a migration, medians of 7 rounds). A
-    migration takes longer so (about 1.2x there): a migration is rare, a stall of every enqueue is
-    not. Both are settings any session may change for itself.
+    for its scan and sort, and the fleet's statements and commits then queue for the CPU and for
+    the WAL behind them. A migration takes longer so: it is rare, a stall of every enqueue is not
+    (figures: ``docs/decisions/migration-pacing.md``). Both are settings any session may change
+    for itself.
     """
 
     parallel_workers: int | None = 0
