@@ -372,8 +372,10 @@ def test_args_and_meta_come_back_as_enqueued_on_both_engines(
 @example(
     options={"scheduled_at": datetime(9999, 12, 31, 23, 59, tzinfo=UTC)}, args={}, worker="w", many=False
 )
-@example(  # the second 02:00 of a night the clocks went back (fold=1)
-    options={"scheduled_at": datetime(1997, 10, 26, 2, 0, 17, fold=1, tzinfo=ZoneInfo("America/Hermosillo"))},
+@example(  # the second 01:30 of the night the clocks went back (fold=1)
+    options={
+        "scheduled_at": datetime(1997, 10, 26, 1, 30, 17, fold=1, tzinfo=ZoneInfo("America/Hermosillo"))
+    },
     args={},
     worker="w",
     many=False,
