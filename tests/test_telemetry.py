@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 import sys
+from dataclasses import replace
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -12,12 +14,13 @@ from typing import Any
 import orjson
 import pytest
 
-from conveyor import Conveyor
+from conveyor import Conveyor, JobState
 from conveyor import telemetry as telemetry_module
 from conveyor._runtime.invoke import BaseExceptionRaised
-from conveyor._runtime.job_report import describe_error
+from conveyor._runtime.job_report import describe_error, job_fields
 from conveyor._runtime.process_pool import RemoteError
 from conveyor.errors import ValidationError
+from conveyor.job import Job
 from conveyor.log_formats import JsonFormatter
 from conveyor.settings import load_settings
 from conveyor.telemetry import Telemetry
@@ -177,3 +180,30 @@ def test_errors_are_named_by_what_the_job_raised() -> None:
     assert name == "ValueError" and message.startswith("lone \\ud800 x")
     assert message.endswith("characters more]") and len(message) < 600
     message.encode("utf-8")
+
+
+def test_queue_time_is_never_negative() -> None:
+    """A claim's transaction can start before the insert it claims commits (CI's OpenTelemetry run saw
+    a histogram refuse the negative value); the wait then counts as none."""
+    at = datetime(2026, 11, 28, 12, 0, 0)
+    job = Job(
+        id=1,
+        state=JobState.EXECUTING,
+        queue="q",
+        worker="w",
+        args={},
+        meta={},
+        tags=(),
+        errors=(),
+        attempt=1,
+        max_attempts=3,
+        priority=0,
+        attempted_by=(),
+        inserted_at=at,
+        scheduled_at=at,
+    )
+    early = replace(job, attempted_at=at - timedelta(milliseconds=3))
+    late = replace(job, attempted_at=at + timedelta(milliseconds=250))
+    assert job_fields(early)["queue_time"] == 0.0
+    assert job_fields(late)["queue_time"] == 0.25
+    assert job_fields(job)["queue_time"] == 0.0

@@ -73,16 +73,25 @@ class JobReport:
 
 def job_fields(job: Job) -> dict[str, Any]:
     """The fields every job event has (a new dict each time: handlers may keep it)."""
-    attempted = job.attempted_at
     return {
         "job": job,
         "worker": job.worker,
         "queue": job.queue,
         "attempt": job.attempt,
         "max_attempts": job.max_attempts,
-        # Seconds the job waited: from its scheduled time to the start of this attempt.
-        "queue_time": (attempted - job.scheduled_at).total_seconds() if attempted is not None else 0.0,
+        "queue_time": _queue_time(job),
     }
+
+
+def _queue_time(job: Job) -> float:
+    """Seconds the job waited: from its scheduled time to the start of this attempt, never below 0.
+
+    ``attempted_at`` is the start of the claiming transaction, which can begin before the insert
+    commits (a limited queue's claim first waits for the queue's lock), so a job can look started
+    before it was scheduled; metrics histograms refuse negative values."""
+    if job.attempted_at is None:
+        return 0.0
+    return max(0.0, (job.attempted_at - job.scheduled_at).total_seconds())
 
 
 def _released(error: BaseException | None) -> bool:

@@ -56,7 +56,7 @@ def check_common(data: dict[str, Any], worker: Any, attempt: int = 1) -> None:
     assert data["queue"] == "default" and data["attempt"] == attempt == job.attempt
     assert data["max_attempts"] == job.max_attempts
     assert job.attempted_at is not None
-    expected = (job.attempted_at - job.scheduled_at).total_seconds()
+    expected = max(0.0, (job.attempted_at - job.scheduled_at).total_seconds())
     assert isinstance(data["queue_time"], float) and data["queue_time"] == expected
     assert 0 <= data["queue_time"] < 30
     assert isinstance(data["duration"], float) and 0 <= data["duration"] < 30
