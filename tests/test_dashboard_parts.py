@@ -4,7 +4,7 @@ the filter read from a request, the loopback rule and its CLI refusal, option ch
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from click.testing import CliRunner
@@ -13,10 +13,15 @@ from conveyor import Conveyor, JobRequest
 from conveyor.cli import main
 from conveyor.cron import CronEntry
 from conveyor.errors import ValidationError
+from conveyor.fleet import QueueInfo
 from conveyor.job import Job, JobState
+from conveyor.limits import GlobalLimit
 from conveyor.web.dashboard import InsecureDashboardError, check_exposure, dashboard_app, is_loopback
 from conveyor.web.dashboard.charts import bar_chart
-from conveyor.web.dashboard.graph import layout, workflow_svg
+from conveyor.web.dashboard.context import time_at, when
+from conveyor.web.dashboard.counts import QueueRow
+from conveyor.web.dashboard.graph import dependency_order, layout, workflow_svg
+from conveyor.web.dashboard.pages import _progress_bar
 from conveyor.web.dashboard.querying import parse_ids, parse_query
 from conveyor.web.dashboard.schedule import next_run
 
@@ -94,6 +99,32 @@ def test_workflow_layout_survives_cycles_and_junk_deps() -> None:
     assert placed == {"x", "y", "z"}
     svg = workflow_svg(steps, lambda job_id: f"/jobs/{job_id}")
     assert svg is not None and svg.count("<a ") == 3
+
+
+def test_steps_are_listed_in_dependency_order_ties_by_insertion() -> None:
+    steps = {
+        "zeta": step(1, "zeta", []),
+        "alpha": step(3, "alpha", ["zeta"]),
+        "beta": step(2, "beta", []),
+        "mid": step(4, "mid", ["alpha", "beta", "missing"]),
+        "x": step(6, "x", ["y"]),  # a cycle: last, by id
+        "y": step(5, "y", ["x"]),
+    }
+    assert [name for name, _ in dependency_order(steps)] == ["zeta", "beta", "alpha", "mid", "y", "x"]
+    chain = {f"s{i}": step(i + 1, f"s{i}", [f"s{i - 1}"] if i else []) for i in range(5000)}
+    assert [name for name, _ in dependency_order(chain)] == [f"s{i}" for i in range(5000)]
+
+
+def test_progress_label_and_times_in_utc() -> None:
+    assert _progress_bar({"done": 10, "total": 20}) == (10.0, 20.0, "10 / 20")
+    assert _progress_bar({"done": 2.5, "total": 4}) == (2.5, 4.0, "2.5 / 4")
+    assert _progress_bar({"percent": 45}) == (45.0, 100.0, "45%")
+    assert _progress_bar({"done": True, "total": 3}) is None and _progress_bar({"phase": "x"}) is None
+    naive = datetime(2026, 3, 7, 10, 7, 30)  # as Oban stores times: UTC without a zone
+    expected = '<time datetime="2026-03-07T10:07:30Z">2026-03-07 10:07:30 UTC</time>'
+    assert time_at(naive) == time_at(T0) == time_at("2026-03-07T10:07:30") == expected
+    assert time_at("<b>not a time</b>") == "&lt;b&gt;not a time&lt;/b&gt;" and time_at(None) == "—"
+    assert when(T0.astimezone(timezone(timedelta(hours=-5)))) == "2026-03-07 10:07:30 UTC"
 
 
 def test_workflow_svg_escapes_names() -> None:
@@ -204,3 +235,16 @@ def test_parse_query_reads_times_as_utc_and_names_bad_ones() -> None:
     assert len(odd.problems) == 3
     backwards = parse_query({"since": ["2026-03-07T12:00"], "until": ["2026-03-07T10:00"]})
     assert backwards.since is None and backwards.until is None and backwards.problems
+
+
+def test_a_queue_shows_the_limit_that_binds() -> None:
+    def on(node: str, limit: int, global_limit: GlobalLimit | None) -> QueueInfo:
+        return QueueInfo(node, "q", limit, 0, False, T0, T0, global_limit=global_limit)
+
+    capped = QueueRow("q", (on("a", 3, GlobalLimit(2)), on("b", 3, GlobalLimit(2))))
+    assert (capped.limit, capped.limit_kind, capped.local_limit) == (2, "global", 6)
+    roomy = QueueRow("q", (on("a", 3, GlobalLimit(10)),))
+    assert (roomy.limit, roomy.limit_kind) == (3, "local")
+    per_tenant = QueueRow("q", (on("a", 3, GlobalLimit(1, partition="worker")),))
+    assert (per_tenant.limit, per_tenant.limit_kind) == (3, "local")  # 1 per partition, not in all
+    assert (QueueRow("q").limit, QueueRow("q").limit_kind) == (0, "local")

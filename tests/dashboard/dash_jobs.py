@@ -29,3 +29,21 @@ async def explode(message: str) -> None:
 @job()
 async def nap(seconds: float) -> None:
     await asyncio.sleep(seconds)
+
+
+@job(max_attempts=1, executor="process")
+def explode_in_process(message: str) -> None:
+    """Fails in a worker process of the node's pool (a plain function)."""
+    raise ValueError(message)
+
+
+@job(max_attempts=1, executor="process")
+async def explode_async_in_process(message: str) -> None:
+    """Fails in a worker process, under the ``asyncio.run`` the process drives a coroutine with."""
+    await asyncio.sleep(0)
+    raise ValueError(message)
+
+
+@job(max_attempts=1, executor="thread")
+def explode_in_thread(message: str) -> None:
+    raise ValueError(message)

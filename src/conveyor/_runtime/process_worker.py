@@ -127,19 +127,20 @@ def _serve(conn: Channel, loader: _MainLoader) -> None:
         except Outcome as outcome:
             reply = ("outcome", outcome)
         except BaseException as exc:
-            reply = ("error", (f"{type(exc).__name__}: {exc}", _formatted()))
+            reply = ("error", (f"{type(exc).__name__}: {exc}", _formatted(exc)))
         try:
             link.flush()
             conn.send(reply)
         except Exception as exc:  # an unpicklable result is the job's error, not the pool's
-            conn.send(("error", (f"result could not be sent back: {exc!r}", _formatted())))
+            conn.send(("error", (f"result could not be sent back: {exc!r}", _formatted(exc))))
 
 
-def _formatted() -> str:
-    """The exception being handled, formatted (``traceback`` is imported by the first job that fails)."""
-    import traceback
+def _formatted(exc: BaseException) -> str:
+    """``exc`` formatted from the job's own frames down (``traceback`` is imported by the first job
+    that fails)."""
+    from conveyor._runtime.tracebacks import format_job_error
 
-    return traceback.format_exc()
+    return format_job_error(exc)
 
 
 class _MainLoader:

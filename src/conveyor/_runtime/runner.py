@@ -8,7 +8,6 @@ import contextvars
 import functools
 import logging
 import math
-import traceback
 from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -20,6 +19,7 @@ from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor._runtime.invoke import call_async, call_blocking
 from conveyor._runtime.job_report import JobReport
 from conveyor._runtime.process_pool import ProcessPool, RemoteError
+from conveyor._runtime.tracebacks import format_job_error
 from conveyor._runtime.unfit import UNFIT_SINCE, ArgsDoNotFit, unfit_ack
 from conveyor.acks import Ack, error_entry
 from conveyor.backoff import default_backoff
@@ -250,7 +250,7 @@ class JobRunner:
         elif isinstance(exc, JobTimeout):
             text = f"{type(exc).__name__}: {exc}"
         else:
-            text = "".join(traceback.format_exception(exc))
+            text = format_job_error(exc)
         error = self._error(job, text)
         if job.attempt >= job.max_attempts:
             return Ack(job.id, job.attempt, JobState.DISCARDED, error=error)

@@ -14,6 +14,7 @@ from typing import Any
 
 import jinja2
 import orjson
+from markupsafe import Markup, escape
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
@@ -60,6 +61,8 @@ def environment() -> jinja2.Environment:
     env.filters["compact"] = compact_json
     env.filters["when"] = when
     env.filters["ago"] = ago
+    env.filters["at"] = time_at
+    env.filters["since"] = time_ago
     env.globals["path_for"] = path_for
     return env
 
@@ -79,10 +82,48 @@ def compact_json(value: Any) -> str:
         return repr(value)
 
 
+def _utc(value: datetime) -> datetime:
+    """``value`` in UTC; a naive value is UTC already (as Oban stores every time)."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 def when(value: datetime | None) -> str:
+    """``value`` as text that names its zone: ``2026-11-28 12:00:05 UTC``."""
     if value is None:
         return "—"
-    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return _utc(value).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def machine_time(value: datetime) -> str:
+    """``value`` as ISO 8601 in UTC with a ``Z``, for a ``<time datetime>`` (scripts read it)."""
+    return _utc(value).isoformat().replace("+00:00", "Z")
+
+
+def _instant(value: datetime | str | None) -> datetime | None:
+    """A time as shown: a datetime, or the ISO text another client stored (an error's ``at``)."""
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, datetime) else None
+
+
+def time_at(value: datetime | str | None) -> Markup:
+    """``<time datetime="...Z">2026-11-28 12:00:05 UTC</time>``; text that is no time stays as it is."""
+    found = _instant(value)
+    if found is None:
+        return Markup("—") if value is None else escape(str(value))
+    return Markup('<time datetime="{}">{}</time>').format(machine_time(found), when(found))
+
+
+def time_ago(value: datetime | None) -> Markup:
+    """``<time datetime="...Z" title="2026-11-28 12:00:05 UTC">12s ago</time>``."""
+    if value is None:
+        return Markup("—")
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(
+        machine_time(value), when(value), ago(_utc(value))
+    )
 
 
 def ago(value: datetime | None, now: datetime | None = None) -> str:

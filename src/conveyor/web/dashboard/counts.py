@@ -12,6 +12,7 @@ from conveyor.app import Conveyor
 from conveyor.filters import JobFilter
 from conveyor.fleet import QueueInfo
 from conveyor.job import JobState
+from conveyor.limits import GlobalLimit
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,8 +31,30 @@ class QueueRow:
         return sum(p.running for p in self.producers)
 
     @property
-    def limit(self) -> int:
+    def local_limit(self) -> int:
+        """The live nodes' local limits added up."""
         return sum(p.limit for p in self.producers)
+
+    @property
+    def global_limit(self) -> GlobalLimit | None:
+        """The fleet-wide limit the queue's nodes claim under (the lowest, should they disagree
+        during a rolling change)."""
+        found = [p.global_limit for p in self.producers if p.global_limit is not None]
+        return min(found, key=lambda g: g.allowed) if found else None
+
+    @property
+    def limit(self) -> int:
+        """How many of its jobs may run at once: the local limits added up, or the global limit
+        when that is lower (a partitioned global limit caps each partition, not the queue)."""
+        found = self.global_limit
+        if found is not None and found.partition is None and found.allowed < self.local_limit:
+            return found.allowed
+        return self.local_limit
+
+    @property
+    def limit_kind(self) -> str:
+        """Which limit ``limit`` is: ``"global"`` or ``"local"``."""
+        return "global" if self.limit < self.local_limit else "local"
 
     @property
     def paused(self) -> int:

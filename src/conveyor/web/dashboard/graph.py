@@ -7,6 +7,7 @@ dependencies are left out and a cycle cannot loop the layout.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -38,6 +39,32 @@ class Placed:
 def dependencies(job: Job) -> list[str]:
     deps = job.meta.get("deps") if isinstance(job.meta, dict) else None
     return [d for d in deps if isinstance(d, str)] if isinstance(deps, list) else []
+
+
+def dependency_order(steps: Mapping[str, Job]) -> list[tuple[str, Job]]:
+    """The steps in an order that runs: each after every step it waits for, ties in the order they
+    were added (by job id). Steps caught in a cycle (only a foreign client could write one) come
+    last, by job id. Iterative, so a chain of any length is fine."""
+    waiting = {
+        name: {d for d in dependencies(job) if d in steps and d != name} for name, job in steps.items()
+    }
+    dependents: dict[str, list[str]] = {name: [] for name in steps}
+    for name, deps in waiting.items():
+        for dep in deps:
+            dependents[dep].append(name)
+    ready = [(job.id, name) for name, job in steps.items() if not waiting[name]]
+    heapq.heapify(ready)
+    ordered: list[tuple[str, Job]] = []
+    while ready:
+        _, name = heapq.heappop(ready)
+        ordered.append((name, steps[name]))
+        for later in dependents[name]:
+            waiting[later].discard(name)
+            if not waiting[later]:
+                heapq.heappush(ready, (steps[later].id, later))
+    placed = {name for name, _ in ordered}
+    stuck = sorted((job.id, name) for name, job in steps.items() if name not in placed)
+    return ordered + [(name, steps[name]) for _, name in stuck]
 
 
 def layout(steps: Mapping[str, Job]) -> list[Placed]:

@@ -17,14 +17,23 @@ from conveyor.recorded import UnreadableResultError, decode_result
 from conveyor.web.dashboard import counts
 from conveyor.web.dashboard.charts import bar_chart
 from conveyor.web.dashboard.context import dashboard_of, render, route_path
-from conveyor.web.dashboard.graph import workflow_svg
+from conveyor.web.dashboard.graph import dependency_order, workflow_svg
 from conveyor.web.dashboard.querying import PAGE_SIZES, TIME_FIELDS, JobQuery, parse_query
 from conveyor.web.dashboard.schedule import CronRow, next_run
 from conveyor.workflow import WorkflowStatus
 
 STATES = [state.value for state in JobState]
 #: The states the overview's queue table shows a column for.
-COUNTED = ["available", "scheduled", "retryable", "executing", "completed", "discarded"]
+COUNTED = [
+    "available",
+    "scheduled",
+    "suspended",
+    "retryable",
+    "executing",
+    "completed",
+    "cancelled",
+    "discarded",
+]
 #: How many ids a filtered jobs page looks through at most: a filter that matches few jobs must
 #: not walk a table of millions to fill a page (the page offers to search the ids below instead).
 SCAN_WINDOW = 100_000
@@ -133,7 +142,8 @@ async def job(request: Request) -> Response:
     found = await dash.conveyor.get_job(job_id)
     if found is None:
         return _missing(request, f"no job has id {job_id}", 404)
-    workflow, graph = await _workflow(dash.conveyor, found, request)
+    workflow, graph, steps = await _workflow(dash.conveyor, found, request)
+    result = _result(found)
     return render(
         dash,
         request,
@@ -141,10 +151,12 @@ async def job(request: Request) -> Response:
         {
             "page": "jobs",
             "job": found,
-            "result": _result(found),
+            "result": result,
+            "meta": _meta_shown(found.meta, result),
             "progress_bar": _progress_bar(found.progress),
             "workflow": workflow,
             "graph": graph,
+            "steps": steps,
             "can_cancel": found.state in CANCELLABLE_STATES,
             "can_retry": found.state in RETRYABLE_STATES,
             "can_delete": found.state is not JobState.EXECUTING,
@@ -169,15 +181,51 @@ def _result(found: Job) -> dict[str, Any] | None:
         return None
 
 
-def _progress_bar(progress: dict[str, Any]) -> tuple[float, float] | None:
+def _meta_shown(meta: Any, result: dict[str, Any] | None) -> Any:
+    """``meta`` as the page shows it: the recorded result's ``return`` (base64 of Erlang's term
+    format, unreadable as it is) replaced by a note; the value itself is decoded, never executed,
+    under "Recorded result"."""
+    if not isinstance(meta, dict) or "return" not in meta:
+        return meta
+    raw = meta["return"]
+    size = _encoded_size(raw) if isinstance(raw, str) else None
+    what = f"recorded result, {size} bytes" if size is not None else "recorded result"
+    if result is not None and "value" in result:
+        note = f"({what}: decoded under Recorded result)"
+    else:
+        note = f"({what}: not shown, it cannot be decoded)"
+    return {**meta, "return": note}
+
+
+def _encoded_size(text: str) -> int:
+    """How many bytes base64 ``text`` (padded or not) stands for."""
+    digits = len(text.rstrip("="))
+    return digits * 3 // 4
+
+
+def _progress_bar(progress: dict[str, Any]) -> tuple[float, float, str] | None:
+    """The bar's value and maximum, and its label: ``10 / 20`` (done of total) or ``45%``."""
     done, total = progress.get("done"), progress.get("total")
     numbers = (int, float)
-    if isinstance(done, numbers) and isinstance(total, numbers) and not isinstance(total, bool) and total > 0:
-        return float(min(max(done, 0), total)), float(total)
+    if (
+        isinstance(done, numbers)
+        and not isinstance(done, bool)
+        and isinstance(total, numbers)
+        and not isinstance(total, bool)
+        and total > 0
+    ):
+        value = float(min(max(done, 0), total))
+        return value, float(total), f"{_number(value)} / {_number(total)}"
     percent = progress.get("percent")
     if isinstance(percent, numbers) and not isinstance(percent, bool):
-        return float(min(max(percent, 0), 100)), 100.0
+        value = float(min(max(percent, 0), 100))
+        return value, 100.0, f"{_number(value)}%"
     return None
+
+
+def _number(value: float) -> str:
+    """A count as people write it: ``10``, not ``10.0``; fractions to two places at most."""
+    return str(int(value)) if float(value).is_integer() else f"{value:.2f}".rstrip("0")
 
 
 def _error_entry(entry: Any) -> dict[str, Any]:
@@ -187,16 +235,17 @@ def _error_entry(entry: Any) -> dict[str, Any]:
     return {"attempt": None, "at": None, "error": entry}
 
 
-async def _workflow(conveyor: Any, found: Job, request: Request) -> tuple[WorkflowStatus | None, Any]:
+async def _workflow(conveyor: Any, found: Job, request: Request) -> tuple[WorkflowStatus | None, Any, Any]:
+    """The job's workflow, its graph, and its steps in dependency order (or Nones)."""
     workflow_id = found.meta.get("workflow_id") if isinstance(found.meta, dict) else None
     if not isinstance(workflow_id, str):
-        return None, None
+        return None, None, []
     try:
         status: WorkflowStatus = await conveyor.workflow_status(workflow_id)
     except ValidationError:
-        return None, None
+        return None, None, []
     graph = workflow_svg(status.steps, lambda job_id: route_path(request, "job", job_id=job_id))
-    return status, graph
+    return status, graph, dependency_order(status.steps)
 
 
 async def nodes(request: Request) -> Response:
