@@ -188,6 +188,48 @@ class CronEntry:
         return self.request.with_options(meta=meta)
 
 
+#: The most entries a node announces in its heartbeat (what the dashboard's cron page lists).
+MAX_ANNOUNCED = 500
+
+
+def announcement(entries: Iterable[CronEntry]) -> list[dict[str, str]]:
+    """What a node tells the fleet of the cron entries it runs, in its producer row's meta (see
+    ``Heartbeat``): each entry's name, expression, zone, worker and queue (not its args, which may
+    be large or private). A web process reads them there instead of importing the job modules."""
+    return [
+        {
+            "name": e.name,
+            "expr": e.expression.text,
+            "tz": e.timezone,
+            "worker": e.request.worker,
+            "queue": e.request.queue,
+        }
+        for e in list(entries)[:MAX_ANNOUNCED]
+    ]
+
+
+def from_announcement(value: Any) -> CronEntry | None:
+    """An entry as a node announced it (``announcement``), or None for anything else: the row may
+    come from another client, or a node of another version."""
+    if not isinstance(value, Mapping):
+        return None
+    try:
+        request = JobRequest(worker=value["worker"], args={}, queue=value["queue"])
+        return CronEntry(
+            CronExpression.parse(value["expr"]), request, timezone=value.get("tz", "UTC"), name=value["name"]
+        )
+    except Exception:  # junk of any shape: left out rather than failing the page that lists them
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class AnnouncedEntry:
+    """A cron entry live nodes announce, and which nodes do (``Conveyor.fleet_crontab``)."""
+
+    entry: CronEntry
+    nodes: tuple[str, ...]
+
+
 def parse_crontab(value: Any) -> tuple[CronEntry, ...]:
     """Entries as ``CronEntry`` values, ``(expression, job[, args])`` tuples, or mappings with
     expression, worker (a @job/@worker or its name), and optional args, timezone, name, backfill,

@@ -13,6 +13,7 @@ from typing import Any
 from conveyor import _options as opt
 from conveyor._runtime.node import Node
 from conveyor._runtime.signals import ident_for, queue_signal
+from conveyor.cron import MAX_ANNOUNCED, AnnouncedEntry, CronEntry, from_announcement
 from conveyor.engine.base import Engine
 from conveyor.errors import NodeNotFoundError, ValidationError
 from conveyor.fleet import QueueInfo
@@ -131,6 +132,27 @@ async def list_queues(engine: Engine, settings: Settings, *, now: datetime | Non
             )
         )
     return sorted(result, key=lambda q: (q.queue, q.node))
+
+
+async def fleet_crontab(
+    engine: Engine, settings: Settings, *, now: datetime | None = None
+) -> list[AnnouncedEntry]:
+    """The cron entries live Conveyor nodes announce in their producer rows, by name, each with the
+    nodes announcing it. Should nodes disagree on an entry (a deploy under way), the version of the
+    node started last is the one shown."""
+    now = now or datetime.now(UTC)
+    entries: dict[str, CronEntry] = {}
+    nodes: dict[str, set[str]] = {}
+    for producer in sorted(await engine.list_producers(), key=lambda p: p.started_at):
+        if not producer.is_conveyor or not producer.alive(now, settings.producer_timeout, 0.0):
+            continue
+        announced = producer.meta.get("crontab")
+        for item in announced[:MAX_ANNOUNCED] if isinstance(announced, list) else ():
+            entry = from_announcement(item)
+            if entry is not None:
+                entries[entry.name] = entry
+                nodes.setdefault(entry.name, set()).add(producer.node)
+    return [AnnouncedEntry(entry, tuple(sorted(nodes[name]))) for name, entry in sorted(entries.items())]
 
 
 def _global_limit(value: Any) -> GlobalLimit | None:

@@ -10,9 +10,10 @@ from types import EllipsisType
 from typing import Any
 
 from conveyor._app.binding import EngineBinding, blocking_twin
-from conveyor._app.control import list_queues, scale_changes, send_queue_signal
+from conveyor._app.control import fleet_crontab, list_queues, scale_changes, send_queue_signal
 from conveyor._options import check_queue, check_texts
 from conveyor._runtime.node import Node
+from conveyor.cron import AnnouncedEntry
 from conveyor.fleet import LeaderInfo, QueueInfo
 from conveyor.limits import GlobalLimit, RateLimit
 from conveyor.settings import Settings
@@ -75,6 +76,13 @@ class FleetApi:
         wanted = check_texts("names", names)
         return await self._binding.run(lambda e: e.last_cron_ticks(wanted))
 
+    async def fleet_crontab(self) -> list[AnnouncedEntry]:
+        """The cron entries the live nodes run, as they announce them in their heartbeats (name,
+        expression, zone, worker, queue; not args), each with the nodes announcing it: what a web
+        process can list without importing the job modules. Only nodes that may lead (``leadership``)
+        run, and so announce, a crontab."""
+        return await self._binding.run(lambda e: fleet_crontab(e, self.settings))
+
     pause_queue_sync = blocking_twin(pause_queue)
     resume_queue_sync = blocking_twin(resume_queue)
     scale_queue_sync = blocking_twin(scale_queue)
@@ -83,6 +91,7 @@ class FleetApi:
     queues_sync = blocking_twin(queues)
     leader_sync = blocking_twin(leader)
     cron_ticks_sync = blocking_twin(cron_ticks)
+    fleet_crontab_sync = blocking_twin(fleet_crontab)
 
     async def _signal(self, action: str, queue: str, **options: Any) -> None:
         node = self._local_node()

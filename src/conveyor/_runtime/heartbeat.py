@@ -4,7 +4,7 @@ dead node's jobs (rescue them) from a live node's long-running ones (leave them)
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from conveyor._runtime.acker import Acker
@@ -53,8 +53,12 @@ class Heartbeat(Service):
         acker: Acker,
         lost_after: float = 15.0,
         clock: Clock = SYSTEM_CLOCK,
+        crontab: Sequence[dict[str, str]] = (),
     ) -> None:
         self.acker = acker
+        #: The cron entries this node runs as it tells the fleet (``conveyor.cron.announcement``):
+        #: the dashboard of a web process that never imported the job modules lists them.
+        self.crontab = list(crontab)
         super().__init__(interval, clock)
         #: A job claimed for one of our producers this long ago that none of them runs was claimed
         #: by a fetch whose reply never arrived: it is given back.
@@ -76,7 +80,12 @@ class Heartbeat(Service):
         self.on_gap: list[Callable[[], None]] = []
 
     def beats(self) -> list[ProducerBeat]:
-        return [ProducerBeat(p.uuid, p.queue, producer_meta(p), holding=p.holding()) for p in self.producers]
+        beats = [ProducerBeat(p.uuid, p.queue, producer_meta(p), holding=p.holding()) for p in self.producers]
+        if beats and self.crontab:
+            # One row per node carries the crontab (whichever producer comes first): the rows are
+            # rewritten at every beat, and one copy is all a reader needs.
+            beats[0].meta["crontab"] = self.crontab
+        return beats
 
     @property
     def live_producers(self) -> list[str]:

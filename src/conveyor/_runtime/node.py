@@ -25,7 +25,7 @@ from conveyor._runtime.runner import JobRunner
 from conveyor._runtime.stager import Stager
 from conveyor._runtime.sweeper import Sweeper
 from conveyor.acks import Ack
-from conveyor.cron import CronEntry, definitions_in
+from conveyor.cron import CronEntry, announcement, definitions_in
 from conveyor.definition import ExecutorKind
 from conveyor.engine.base import Engine
 from conveyor.inbox import AWAITING
@@ -127,6 +127,8 @@ class Node(QueueControl):
             acker=self.acker,
             lost_after=settings.producer_timeout,
             clock=clock,
+            # Only a node that may lead runs the crontab, so only such a node announces it.
+            crontab=announcement(crontab) if settings.leadership else (),
         )
         self.leadership = Leadership(
             engine,

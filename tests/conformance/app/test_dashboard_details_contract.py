@@ -8,13 +8,16 @@ from __future__ import annotations
 import base64
 import pickle
 import re
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from conveyor import Conveyor, JobRequest, Workflow
+from conveyor.cron import AnnouncedEntry, CronEntry
 from conveyor.engine.base import Engine
+from conveyor.fleet import OWN_PRODUCER, ProducerBeat
 from conveyor.job import Job, JobState
 from conveyor.testing import drain_queue
 from conveyor.web.dashboard import dashboard_app
@@ -161,3 +164,53 @@ async def test_tracebacks_start_at_the_jobs_own_code(node_app: Conveyor) -> None
         page = (await client.get(f"/jobs/{ids['process']}")).text
     shown = page[page.index('data-block="error"') :].split("</pre>")[0]
     assert "dash_jobs.py" in shown and "process_worker.py" not in shown
+
+
+async def test_cron_page_lists_what_the_nodes_announce_without_importing_jobs(
+    engine_name: str, tmp_path: Path
+) -> None:
+    crontab = [
+        CronEntry.build("*/10 * * * *", dash_jobs.nap, {"seconds": 0}, name="tidy", queue="default"),
+        CronEntry.build("30 2 * * *", "app.reports.nightly", timezone="Europe/Paris", name="nightly"),
+    ]
+    options = {"crontab": crontab, "leadership": True, "heartbeat_interval": 0.1}
+    async with started_node(engine_name, tmp_path, **options) as node:
+        engine = await node.engine()
+
+        async def announced() -> list[AnnouncedEntry]:
+            return await node.fleet_crontab()
+
+        found = await poll(announced, lambda a: len(a) == 2, timeout=10, what="the crontab announced")
+        assert [(a.entry.name, a.nodes) for a in found] == [
+            ("nightly", (node.settings.node,)),
+            ("tidy", (node.settings.node,)),
+        ]
+        assert (
+            found[0].entry.timezone == "Europe/Paris"
+            and found[0].entry.request.worker == "app.reports.nightly"
+        )
+        # Kept in the producer row's meta (Oban's schema has no room elsewhere), one row per node.
+        rows = [p for p in await engine.list_producers() if "crontab" in p.meta]
+        assert len(rows) == 1 and {e["name"] for e in rows[0].meta["crontab"]} == {"tidy", "nightly"}
+        # A row some other client wrote: its junk is left out, its good entry listed.
+        good = {"name": "other", "expr": "@hourly", "tz": "UTC", "worker": "app.other", "queue": "q"}
+        junk = [1, {"name": "no expression"}, {**good, "name": "bad", "expr": "61 * * * *"}, good]
+        meta = {**OWN_PRODUCER, "local_limit": 1, "crontab": junk}
+        await engine.record_producers("conveyor", "elsewhere", [ProducerBeat(str(uuid.uuid4()), "q", meta)])
+
+        # The web process's app: no crontab, no job modules imported; one entry of its own.
+        web = Conveyor(engine=engine)
+        assert web.crontab() == []
+        own = CronEntry.build("@daily", "app.only.here", name="only-here")
+        async with browser_like(dashboard_app(web)) as client:
+            page = (await client.get("/cron")).text
+        async with browser_like(dashboard_app(web, crontab=[own, crontab[0]])) as client:
+            with_own = (await client.get("/cron")).text
+
+    assert re.findall(r'<tr data-entry="([^"]+)">', page) == ["nightly", "other", "tidy"]
+    tidy = page[page.index('<tr data-entry="tidy">') :].split("</tr>")[0]
+    assert "tests.dashboard.dash_jobs.nap" in tidy and "<code>*/10 * * * *</code>" in tidy
+    assert f'data-nodes="1">{node.settings.node}</td>' in tidy
+    assert "(Europe/Paris)" in page and 'data-nodes="1">elsewhere</td>' in page
+    assert re.findall(r'<tr data-entry="([^"]+)">', with_own) == ["nightly", "other", "tidy", "only-here"]
+    assert 'data-nodes="0"' in with_own.split('<tr data-entry="only-here">')[1]

@@ -42,8 +42,10 @@ def dashboard_app(
     on the login page); any configured one admits a request. With none, the dashboard answers only
     requests that reached it on a loopback address. ``read_only`` hides every action and refuses
     them (403). ``secret`` signs the CSRF tokens and login cookies: give the same one to every
-    process serving the dashboard (default: random per process). ``crontab``: the entries the cron
-    page lists (default: ``conveyor.crontab()``, the app's configured ones). ``refresh``: seconds
+    process serving the dashboard (default: random per process). The cron page lists the entries the
+    live nodes announce in their heartbeats (``conveyor.fleet_crontab()``: no need to import the job
+    modules here), then those of ``crontab`` that none announces (default: ``conveyor.crontab()``,
+    this app's own configured ones). ``refresh``: seconds
     between live updates of an open page (0: off).
     """
     if not isinstance(conveyor, Conveyor):

@@ -262,9 +262,15 @@ async def nodes(request: Request) -> Response:
 
 
 async def cron(request: Request) -> Response:
+    """The entries the live nodes announce (what runs, whatever this process imported), then those
+    of this app's own configuration that no live node announces."""
     dash = dashboard_of(request)
-    entries = dash.crontab()
-    last = await dash.conveyor.cron_ticks([e.name for e in entries]) if entries else {}
+    listed = {found.entry.name: (found.entry, found.nodes) for found in await dash.conveyor.fleet_crontab()}
+    for entry in dash.crontab():
+        listed.setdefault(entry.name, (entry, ()))
+    last = await dash.conveyor.cron_ticks(list(listed)) if listed else {}
     now = datetime.now(UTC)
-    rows = [CronRow(entry, last.get(entry.name), next_run(entry, now)) for entry in entries]
+    rows = [
+        CronRow(entry, last.get(name), next_run(entry, now), nodes) for name, (entry, nodes) in listed.items()
+    ]
     return render(dash, request, "cron.html", {"page": "cron", "rows": rows})

@@ -16,6 +16,8 @@ class CronRow:
     entry: CronEntry
     last: datetime | None
     next: datetime | None
+    #: The live nodes that announce the entry (none: only this app's own configuration lists it).
+    nodes: tuple[str, ...] = ()
 
 
 def next_run(entry: CronEntry, after: datetime) -> datetime | None:
