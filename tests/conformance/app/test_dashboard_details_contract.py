@@ -60,7 +60,7 @@ async def test_queue_table_names_the_limit_that_binds_and_counts_every_state(
             page = (await client.get("/")).text
 
     for state in ("suspended", "cancelled"):
-        assert f"<th>{state}</th>" in page
+        assert f'<th class="count">{state}</th>' in page
     capped, default, held = (queue_row(page, q) for q in ("capped", "default", "held"))
     # The global limit of 2 binds, not the local 3.
     assert 'data-limit-kind="global"' in capped and "0 / 2" in capped and ">global</small>" in capped
@@ -68,6 +68,8 @@ async def test_queue_table_names_the_limit_that_binds_and_counts_every_state(
     assert 'data-limit-kind="local"' in default and "0 / 4" in default and ">local</small>" in default
     assert '<td data-count="suspended">1</td>' in held and '<td data-count="cancelled">1</td>' in held
     assert '<td data-count="scheduled">1</td>' in held
+    assert '<td class="paused" data-paused="0">—</td>' in held  # no node runs it: not "paused"
+    assert 'data-limit-kind="">—</td>' in held
 
 
 async def test_job_page_labels_progress_decodes_results_and_names_the_zone(conveyor: Conveyor) -> None:

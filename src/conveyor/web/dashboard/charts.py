@@ -43,13 +43,14 @@ def bar_chart(
         parts.append(
             f'<rect class="bar" x="{x + step * 0.1:.1f}" y="{TOP + plot_h - height:.1f}" '
             f'width="{step * 0.8:.1f}" height="{height:.1f}">'
-            f"<title>{escape(_clock(moment))}: {escape(_short(value))}{escape(unit)}</title></rect>"
+            f"<title>{escape(_clock(moment))} UTC: {escape(_short(value))}{escape(unit)}</title></rect>"
         )
     if points:
         first, last = points[0][0], points[-1][0]
         parts.append(f'<text class="tick" x="{LEFT}" y="{HEIGHT - 4}">{escape(_clock(first))}</text>')
         parts.append(
-            f'<text class="tick" x="{WIDTH}" y="{HEIGHT - 4}" text-anchor="end">{escape(_clock(last))}</text>'
+            f'<text class="tick" x="{WIDTH}" y="{HEIGHT - 4}" text-anchor="end">'
+            f"{escape(_clock(last))} UTC</text>"
         )
     parts.append("</svg>")
     return Markup("".join(parts))
