@@ -184,8 +184,9 @@ def _result(found: Job) -> dict[str, Any] | None:
 def _meta_shown(meta: Any, result: dict[str, Any] | None) -> Any:
     """``meta`` as the page shows it: the recorded result's ``return`` (base64 of Erlang's term
     format, unreadable as it is) replaced by a note; the value itself is decoded, never executed,
-    under "Recorded result"."""
-    if not isinstance(meta, dict) or "return" not in meta:
+    under "Recorded result". A ``return`` without ``"recorded": true`` is no result (Oban's
+    convention), only the meta of whoever enqueued the job, and stays as it is."""
+    if not isinstance(meta, dict) or "return" not in meta or not meta.get("recorded"):
         return meta
     raw = meta["return"]
     size = _encoded_size(raw) if isinstance(raw, str) else None
