@@ -47,3 +47,9 @@ async def explode_async_in_process(message: str) -> None:
 @job(max_attempts=1, executor="thread")
 def explode_in_thread(message: str) -> None:
     raise ValueError(message)
+
+
+@job(max_attempts=1, executor="process")
+def exit_in_process(message: str) -> None:
+    """Raises a ``BaseException`` (Conveyor carries it out of the job's code in an error of its own)."""
+    raise SystemExit(message)

@@ -10,6 +10,8 @@ import os
 import traceback
 from types import TracebackType
 
+from conveyor._runtime.invoke import BaseExceptionRaised
+
 #: Where the frames that call a job's code live: Conveyor's package, asyncio's (a coroutine job in a
 #: thread or a worker process runs under ``asyncio.run``) and the thread pool's.
 _CALLERS = tuple(
@@ -33,6 +35,9 @@ def job_frames(tb: TracebackType | None) -> TracebackType | None:
 
 def format_job_error(exc: BaseException) -> str:
     """``exc`` formatted as ``traceback.format_exception`` does (its causes and contexts too), its
-    own frames starting at the job's code."""
+    own frames starting at the job's code. A ``BaseException`` the job raised (``SystemExit``...) is
+    shown as raised, not inside the ordinary error that carried it out (``BaseExceptionRaised``)."""
+    if isinstance(exc, BaseExceptionRaised):
+        exc = exc.original
     lines = traceback.format_exception(type(exc), exc, job_frames(exc.__traceback__))
     return "".join(lines)
