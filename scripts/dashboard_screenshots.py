@@ -91,7 +91,7 @@ def main() -> None:
         node_app = Conveyor(
             url,
             jobs=JOBS,
-            queues={"mail": 5, "reports": 2, "default": 10},
+            queues={"mail": {"limit": 5, "global_limit": 3}, "reports": 2, "default": 10},
             crontab=crontab,
             poll_interval=0.2,
         )
