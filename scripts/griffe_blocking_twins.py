@@ -21,7 +21,9 @@ _TWIN = re.compile(r"^blocking_twin\((?P<method>\w+)\)$")
 class BlockingTwins(griffe.Extension):
     """Replace ``name_sync = blocking_twin(name)`` attributes with documented methods."""
 
-    def on_class_members(self, *, node: ast.AST | griffe.ObjectNode, cls: griffe.Class, **kwargs: Any) -> None:
+    def on_class_members(
+        self, *, node: ast.AST | griffe.ObjectNode, cls: griffe.Class, **kwargs: Any
+    ) -> None:
         for name, member in list(cls.members.items()):
             if member.is_alias or not member.is_attribute:
                 continue
