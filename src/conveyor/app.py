@@ -231,6 +231,8 @@ class Conveyor(FleetApi, JobsApi):
         return ids[0]
 
     def enqueue_sync(self, request: JobRequest, *, conn: Any = None, now: datetime | None = None) -> JobId:
+        """Blocking twin of ``enqueue``. Without ``conn``, the app's ``sync_conn`` (if set) gives the
+        connection whose transaction the insert joins."""
         return self.enqueue_many_sync((request,), conn=conn, now=now)[0]
 
     async def enqueue_many(
@@ -252,6 +254,8 @@ class Conveyor(FleetApi, JobsApi):
         conn: Any = None,
         now: datetime | None = None,
     ) -> JobIds:
+        """Blocking twin of ``enqueue_many``. Without ``conn``, the app's ``sync_conn`` (if set) gives the
+        connection whose transaction the insert joins."""
         return self._enqueuer.enqueue_many_sync(requests, conn, now)
 
     def before_enqueue(self, hook: EnqueueHook) -> Callable[[], None]:

@@ -1,0 +1,220 @@
+"""The documentation site (mkdocs.yml) builds in strict mode and covers the public API.
+
+A broken link or anchor, a page left out of the navigation, and a public name without a docstring or
+without its place in the API reference each fail here. The site is built once for the module (about
+7 s on an idle machine, most of it mkdocstrings reading the package); the other checks read the
+package's source with Griffe, as mkdocstrings does, without importing it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import griffe
+import pytest
+from mkdocs.utils import yaml_load
+
+from conveyor.errors import UnknownOptionError
+from conveyor.request import ENQUEUE_OPTIONS, JobRequest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The public modules whose every public name the API reference documents (docs/reference/).
+PUBLIC_MODULES = [
+    "conveyor",
+    "conveyor.testing",
+    "conveyor.testing.plugin",
+    "conveyor.web",
+    "conveyor.web.starlette",
+    "conveyor.web.dashboard",
+    *sorted(
+        f"conveyor.contrib.{path.stem}"
+        for path in (ROOT / "src/conveyor/contrib").iterdir()
+        if not path.name.startswith("_") and (path.suffix == ".py" or (path / "__init__.py").exists())
+    ),
+]
+
+
+def mkdocs_build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    built = mkdocs_build(ROOT / "mkdocs.yml", out)
+    assert built.returncode == 0, f"mkdocs build --strict failed:\n{built.stderr[-6000:]}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def package() -> griffe.Module:
+    """The package as mkdocstrings reads it: from the source, with the site's Griffe extensions."""
+    extensions = griffe.load_extensions("griffe_sphinx", str(ROOT / "scripts/griffe_blocking_twins.py"))
+    loader = griffe.GriffeLoader(
+        search_paths=[str(ROOT / "src")], extensions=extensions, allow_inspection=False
+    )
+    loaded = loader.load("conveyor")
+    loader.resolve_aliases(implicit=True, external=False)
+    assert isinstance(loaded, griffe.Module)
+    return loaded
+
+
+def public_names(package: griffe.Module, module_path: str) -> list[str]:
+    """``__all__``, or in a module without one the names it defines without a leading underscore."""
+    module = package if module_path == "conveyor" else package[module_path.removeprefix("conveyor.")]
+    if module.exports is not None:
+        return sorted(str(name) for name in module.exports)
+    return sorted(n for n, m in module.members.items() if not n.startswith("_") and not m.is_alias)
+
+
+def resolved(obj: griffe.Object | griffe.Alias) -> griffe.Object:
+    target = obj.final_target if isinstance(obj, griffe.Alias) else obj
+    assert isinstance(target, griffe.Object)
+    return target
+
+
+def test_public_modules_are_found() -> None:
+    assert {
+        "conveyor.contrib.prometheus",
+        "conveyor.contrib.opentelemetry",
+        "conveyor.contrib.django",
+    } <= set(PUBLIC_MODULES)
+
+
+def test_every_public_name_and_method_has_a_docstring(package: griffe.Module) -> None:
+    """Public names, and the methods and properties of public classes (inherited ones too:
+    ``Conveyor``'s come from private mixins). Fields are described by their class's docstring."""
+    missing = []
+    for module_path in PUBLIC_MODULES:
+        module = package if module_path == "conveyor" else package[module_path.removeprefix("conveyor.")]
+        for name in public_names(package, module_path):
+            target = resolved(module[name])
+            if not target.docstring or not target.docstring.value.strip():
+                missing.append(f"{module_path}.{name}")
+            if not isinstance(target, griffe.Class):
+                continue
+            for member_name, member in target.all_members.items():
+                if member_name.startswith("_"):
+                    continue
+                member_target = resolved(member)
+                method = isinstance(member_target, griffe.Function) or "property" in member_target.labels
+                if method and not member_target.docstring:
+                    missing.append(f"{module_path}.{name}.{member_name}")
+    assert not missing, "public names without a docstring:\n" + "\n".join(missing)
+
+
+def test_the_site_builds_strict_and_has_a_section_for_every_public_name(
+    site: Path, package: griffe.Module
+) -> None:
+    anchors: set[str] = set()
+    for page in (site / "reference").rglob("*.html"):
+        anchors |= set(re.findall(r'id="(conveyor[\w.]*)"', page.read_text(encoding="utf-8")))
+    absent = [
+        f"{module}.{name}"
+        for module in PUBLIC_MODULES
+        for name in public_names(package, module)
+        if f"{module}.{name}" not in anchors
+    ]
+    assert not absent, "public names missing from docs/reference/ (add a ::: line):\n" + "\n".join(absent)
+    # The guides, the architecture page and the decision records are all pages of the site (strict
+    # mode already refuses a page left out of the navigation; this says which ones are expected).
+    for source in [*(ROOT / "docs").rglob("*.md")]:
+        relative = source.relative_to(ROOT / "docs").with_suffix("")
+        page = relative.parent if relative.name in ("README", "index") else relative
+        assert (site / page / "index.html").exists(), f"{source} is not a page of the site"
+    assert (site / "index.html").exists() and (site / "search" / "search_index.json").exists()
+
+
+@pytest.fixture
+def tiny_site(tmp_path: Path) -> Iterator[Path]:
+    """A site of two pages with mkdocs.yml's own strict and validation settings (and the plain theme,
+    to stay fast): what they refuse there, they refuse in the real site."""
+    settings = yaml_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text("# Home\n\nSee [the guide](guide.md#usage).\n")
+    (docs / "guide.md").write_text("# Guide\n\n## Usage\n\nUse it.\n")
+    config = tmp_path / "mkdocs.yml"
+    validation = textwrap.indent(_yaml(settings["validation"]), "  ")
+    config.write_text(
+        f"site_name: tiny\ndocs_dir: {docs}\nstrict: {str(settings['strict']).lower()}\n"
+        f"theme: mkdocs\nnav:\n  - index.md\n  - guide.md\nvalidation:\n{validation}"
+    )
+    yield config
+
+
+def _yaml(value: object, indent: int = 0) -> str:
+    """Plain nested mappings of strings as YAML (the validation settings)."""
+    assert isinstance(value, dict)
+    lines = []
+    for key, item in value.items():
+        if isinstance(item, dict):
+            lines.append(" " * indent + f"{key}:\n" + _yaml(item, indent + 2))
+        else:
+            lines.append(" " * indent + f"{key}: {item}\n")
+    return "".join(lines)
+
+
+def test_the_tiny_site_builds(tiny_site: Path, tmp_path: Path) -> None:
+    built = mkdocs_build(tiny_site, tmp_path / "out")
+    assert built.returncode == 0, built.stderr
+
+
+@pytest.mark.parametrize(
+    ("page", "text", "complaint"),
+    [
+        ("index.md", "# Home\n\nSee [the guide](gone.md).\n", "gone.md"),
+        ("index.md", "# Home\n\nSee [the guide](guide.md#no-such-part).\n", "no-such-part"),
+        ("orphan.md", "# Not in the navigation\n", "orphan.md"),
+    ],
+    ids=["broken-link", "broken-anchor", "page-not-in-nav"],
+)
+def test_strict_mode_fails_the_build(
+    tiny_site: Path, tmp_path: Path, page: str, text: str, complaint: str
+) -> None:
+    (tiny_site.parent / "docs" / page).write_text(text)
+    built = mkdocs_build(tiny_site, tmp_path / "out")
+    assert built.returncode != 0
+    output = built.stdout + built.stderr
+    assert "Aborted with" in output and complaint in output, output
+
+
+def test_the_enqueueing_guide_lists_every_option_with_options_accepts() -> None:
+    guide = (ROOT / "docs/guides/enqueueing.md").read_text(encoding="utf-8")
+    section = guide.split("\n## Options\n", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^\| `(\w+)` \|", section, flags=re.MULTILINE)
+    assert sorted(listed) == sorted(ENQUEUE_OPTIONS)
+    request = JobRequest("tests.w.Job")
+    for name in ENQUEUE_OPTIONS:  # each one is really accepted
+        request.with_options(**{name: getattr(request, name)})
+    with pytest.raises(UnknownOptionError):
+        request.with_options(shedule_in=5)
+
+
+def test_the_dashboard_guide_lists_every_page_url() -> None:
+    pytest.importorskip("starlette")
+    from starlette.routing import Mount, Route
+
+    from conveyor import Conveyor
+    from conveyor.web.dashboard import dashboard_app
+
+    app = dashboard_app(Conveyor("sqlite:///:memory:"))
+    paths = {route.path for route in app.routes if isinstance(route, Route | Mount)}
+    guide = (ROOT / "docs/guides/dashboard.md").read_text(encoding="utf-8")
+    section = guide.split("\n### Page URLs\n", 1)[1].split("\n## ", 1)[0]
+    listed = {path.removesuffix("/...") for path in re.findall(r"^\| `(/[^`]*)` \|", section, re.MULTILINE)}
+    assert listed == paths
