@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,8 @@ MARKDOWN_PAGES = {
 # (_outside_code below).
 _LINK = re.compile(r"\[(?P<text>[^\]]*)\]\((?P<target>[^)\s]+)(?P<title>\s+\"[^\"]*\")?\)")
 _FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
+# A link, or a code span (left as it is): whichever starts first, a link's text may hold code.
+_LINK_OR_CODE = re.compile(_LINK.pattern + r"|(?P<ticks>`+)(?!`).*?(?<!`)(?P=ticks)", re.DOTALL)
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 
@@ -58,7 +61,7 @@ def _rewrite(markdown: str, repo_path: str, page_uri: str) -> str:
 
     def replace(match: re.Match[str]) -> str:
         target = match["target"]
-        if target.startswith("#") or _SCHEME.match(target):
+        if target is None or target.startswith("#") or _SCHEME.match(target):  # code, or not a file
             return match[0]
         path, _, anchor = target.partition("#")
         resolved = posixpath.normpath(posixpath.join(posixpath.dirname(repo_path), path))
@@ -73,15 +76,14 @@ def _rewrite(markdown: str, repo_path: str, page_uri: str) -> str:
             return f"{match['text']} (`{resolved}` in the repository)"
         return match[0]  # a link to nothing: strict mode reports it
 
-    return _outside_code(markdown, lambda text: _LINK.sub(replace, text))
+    return _outside_code(markdown, lambda text: _LINK_OR_CODE.sub(replace, text))
 
 
-def _outside_code(markdown: str, change: Any) -> str:
+def _outside_code(markdown: str, change: Callable[[str], str]) -> str:
     """Apply ``change`` to the text between fenced code blocks only."""
     parts, last = [], 0
     for fence in _FENCE.finditer(markdown):
-        parts.append(change(markdown[last : fence.start()]))
-        parts.append(fence[0])
+        parts += [change(markdown[last : fence.start()]), fence[0]]
         last = fence.end()
     parts.append(change(markdown[last:]))
     return "".join(parts)

@@ -1,13 +1,16 @@
 """The documentation site (mkdocs.yml) builds in strict mode and covers the public API.
 
 A broken link or anchor, a page left out of the navigation, and a public name without a docstring or
-without its place in the API reference each fail here. The site is built once for the module (about
-7 s on an idle machine, most of it mkdocstrings reading the package); the other checks read the
-package's source with Griffe, as mkdocstrings does, without importing it.
+without its place in the API reference each fail here. The real site is built once, in a subprocess
+(about 7 s of CPU, most of it mkdocstrings rendering the reference; 20 s and more of wall time on a
+loaded machine); the strict-mode failures are shown on a two-page site built in process (a fraction of
+a second each), and the docstrings are read from the source with Griffe, as mkdocstrings reads them,
+without importing the package.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import re
@@ -120,6 +123,7 @@ def test_every_public_name_and_method_has_a_docstring(package: griffe.Module) ->
     assert not missing, "public names without a docstring:\n" + "\n".join(missing)
 
 
+@pytest.mark.slow  # the one real build: about 7 s of CPU, for the whole module
 def test_the_site_builds_strict_and_has_a_section_for_every_public_name(
     site: Path, package: griffe.Module
 ) -> None:
@@ -214,3 +218,36 @@ def test_the_dashboard_guide_lists_every_page_url() -> None:
     section = guide.split("\n### Page URLs\n", 1)[1].split("\n## ", 1)[0]
     listed = {path.removesuffix("/...") for path in re.findall(r"^\| `(/[^`]*)` \|", section, re.MULTILINE)}
     assert listed == paths
+
+
+def test_links_out_of_docs_point_at_the_sites_pages() -> None:
+    """The hook's rewriting (scripts/mkdocs_hooks.py): the README, the examples and the benchmarks are
+    pages; another repository file becomes its path as text; a link to nothing is left for strict mode
+    to report."""
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", ROOT / "scripts/mkdocs_hooks.py")
+    assert spec is not None and spec.loader is not None
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    rewrite = hooks._rewrite
+
+    def guide(text: str) -> str:
+        return str(rewrite(text, "docs/guides/testing.md", "guides/testing.md"))
+
+    assert guide("[run](../../examples/outcomes.py)") == "[run](../examples/outcomes.md)"
+    assert guide("[the README](../../README.md#benchmarks)") == "[the README](../index.md#benchmarks)"
+    assert guide("[numbers](../../benchmarks/README.md)") == "[numbers](../benchmarks.md)"
+    assert guide("[its tests](../../tests/test_docs_site.py)") == (
+        "its tests (`tests/test_docs_site.py` in the repository)"
+    )
+    assert guide("[gone](../../examples/gone.py)") == "[gone](../../examples/gone.py)"
+    assert guide("[`outcomes.py`](../../examples/outcomes.py)") == "[`outcomes.py`](../examples/outcomes.md)"
+    code = "[same](delivery.md#measured) and `[code](../../examples/outcomes.py)`"
+    assert guide(code) == code
+    assert (
+        guide("```\n[in code](../../examples/outcomes.py)\n```\n")
+        == "```\n[in code](../../examples/outcomes.py)\n```\n"
+    )
+    readme = rewrite(
+        "[Defining jobs](docs/guides/defining-jobs.md), [examples](examples/)", "README.md", "index.md"
+    )
+    assert readme == "[Defining jobs](guides/defining-jobs.md), [examples](examples/index.md)"
