@@ -1,5 +1,5 @@
 # Entry points: the test suite, the demo, the benchmarks.
-.PHONY: test demo bench bench-guards
+.PHONY: test demo bench bench-guards docs docs-serve
 
 PYTHON ?= .venv/bin/python
 # Extra arguments for the benchmarks, e.g. make bench BENCH_ARGS="--json --jobs 20000"
@@ -12,6 +12,15 @@ test:
 
 demo:
 	bash scripts/demo.sh
+
+# The documentation site (mkdocs.yml) into site/, in strict mode: a broken link or a page missing from
+# the navigation fails it. NO_MKDOCS_2_WARNING silences Material's banner about its successor.
+docs:
+	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs build --strict
+
+# The same site served at http://127.0.0.1:8000, rebuilt on each change.
+docs-serve:
+	NO_MKDOCS_2_WARNING=1 $(PYTHON) -m mkdocs serve --strict
 
 # Every registered scenario (benchmarks/run.py SCENARIOS), each on a fresh schema.
 bench:

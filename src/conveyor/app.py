@@ -111,6 +111,7 @@ class Conveyor(FleetApi, JobsApi):
         self.clock: Clock = clock or SYSTEM_CLOCK
         #: The testing mode: "disabled", "manual" or "inline" (see ``conveyor.testing.modes``).
         self.testing = check_mode(testing)
+        #: Every setting, validated (``Settings``): arguments, then environment, then config file.
         self.settings = load_settings(
             {"database_url": database_url, **settings},
             config_file=config_file,
@@ -120,9 +121,13 @@ class Conveyor(FleetApi, JobsApi):
             # Nothing configured: the default SQLite file, conveyor.db in the working directory.
             self.settings = dataclasses.replace(self.settings, database_url=default_database_url())
         self._binding = EngineBinding(self.settings, engine, on_leave=self._abandon_node)
+        #: Finds the job definition of a worker name (the ``jobs`` given, else by import).
         self.resolver = Resolver(jobs)
+        #: The app's events and their handlers (``app.on(...)``; docs/guides/telemetry.md).
         self.telemetry = Telemetry()
         self._enqueuer = Enqueuer(self, self._binding)
+        #: The node running this app's queues once started; None without queues, in the "manual" and
+        #: "inline" testing modes, and once stopped.
         self.node: Node | None = None
         self._entered: list[Token[Conveyor | None]] = []
 
@@ -231,6 +236,8 @@ class Conveyor(FleetApi, JobsApi):
         return ids[0]
 
     def enqueue_sync(self, request: JobRequest, *, conn: Any = None, now: datetime | None = None) -> JobId:
+        """Blocking twin of ``enqueue``. Without ``conn``, the app's ``sync_conn`` (if set) gives the
+        connection whose transaction the insert joins."""
         return self.enqueue_many_sync((request,), conn=conn, now=now)[0]
 
     async def enqueue_many(
@@ -252,6 +259,8 @@ class Conveyor(FleetApi, JobsApi):
         conn: Any = None,
         now: datetime | None = None,
     ) -> JobIds:
+        """Blocking twin of ``enqueue_many``. Without ``conn``, the app's ``sync_conn`` (if set) gives the
+        connection whose transaction the insert joins."""
         return self._enqueuer.enqueue_many_sync(requests, conn, now)
 
     def before_enqueue(self, hook: EnqueueHook) -> Callable[[], None]:

@@ -56,12 +56,15 @@ class Batch:
                 raise ValidationError(kind, callback, "must be a JobRequest (e.g. report.new(...)) or None")
 
     def add(self, request: JobRequest) -> Batch:
+        """Add one job to the batch; returns the batch, so calls chain. Anything but a ``JobRequest``
+        raises ``ValidationError``."""
         if not isinstance(request, JobRequest):
             raise ValidationError("job", request, "must be a JobRequest (e.g. my_job.new(...))")
         self._jobs.append(request)
         return self
 
     def add_many(self, requests: Iterable[JobRequest]) -> Batch:
+        """Add each request of ``requests`` in order (as ``add``); returns the batch."""
         for request in requests:
             self.add(request)
         return self

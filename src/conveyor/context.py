@@ -105,27 +105,35 @@ class JobContext:
 
     @property
     def inbox(self) -> Inbox:
+        """The signals sent to this job (``app.signal(id, ...)``), read with ``receive``, ``signals`` or
+        ``wait_for_signal``."""
         if self._inbox is None:
             self._inbox = Inbox(self.job.signals)
         return self._inbox
 
     @property
     def id(self) -> int:
+        """The job's id."""
         return self.job.id
 
     @property
     def attempt(self) -> int:
+        """The attempt running now, from 1."""
         return self.job.attempt
 
     @property
     def meta(self) -> dict[str, object]:
+        """The job's meta as stored when it was fetched."""
         return self.job.meta
 
     @property
     def tags(self) -> tuple[str, ...]:
+        """The job's tags."""
         return self.job.tags
 
     def is_cancelled(self) -> bool:
+        """True once the job was cancelled (from anywhere in the fleet) or ran out of time: blocking code
+        should check it and return early."""
         return self._cancelled
 
     def cancel(self, reason: str) -> None:
@@ -135,6 +143,7 @@ class JobContext:
 
     @property
     def cancel_requested(self) -> bool:
+        """True when the job was cancelled (not merely timed out): it will end ``cancelled``."""
         return self.cancel_reason is not None
 
     def expire(self) -> None:

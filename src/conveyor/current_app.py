@@ -24,6 +24,10 @@ _default: list[Conveyor | None] = [None]
 
 
 class NoCurrentAppError(ConveyorError, LookupError):
+    """No app is bound to the running context and none was made the process default: raised by
+    ``current_app()`` and so by ``send.enqueue(...)`` without ``app=``. Its message says the three
+    ways to name one."""
+
     def __init__(self) -> None:
         super().__init__(
             "no current Conveyor app: pass app= (send.options(app=app).enqueue(...)), run inside "
@@ -32,7 +36,13 @@ class NoCurrentAppError(ConveyorError, LookupError):
 
 
 def current_app() -> Conveyor:
-    """The app of the running context, else the process default; ``NoCurrentAppError`` otherwise."""
+    """The app that ``send.enqueue(...)`` and the testing helpers use when none is passed.
+
+    In order: the app bound to the running context (inside ``async with app:`` or
+    ``with app.as_current():``, in a job run by the app's node, in a test using the ``conveyor_app``
+    fixture), else the process default set with ``app.make_default()``. Raises ``NoCurrentAppError``
+    when there is neither; it never creates an app. Guide: docs/guides/enqueueing.md.
+    """
     found = _bound.get() or _default[0]
     if found is None:
         raise NoCurrentAppError

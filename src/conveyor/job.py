@@ -44,6 +44,7 @@ class JobState(enum.StrEnum):
 
     @property
     def is_final(self) -> bool:
+        """True for the states a job does not leave by itself: completed, cancelled, discarded."""
         return self in FINAL_STATES
 
 

@@ -118,6 +118,7 @@ class JobIds(Sequence[JobId]):
             raise ValueError(f"{value!r} is not in JobIds") from None
 
     def count(self, value: Any) -> int:
+        """How many times ``value`` occurs (as ``list.count``)."""
         return self._ids.count(value)
 
     def __eq__(self, other: object) -> bool:

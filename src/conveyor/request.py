@@ -168,7 +168,10 @@ class JobRequest:
         return copy
 
     def with_options(self, **options: Any) -> JobRequest:
-        """Return a copy with some options changed (queue, priority, scheduled_at, ...)."""
+        """A copy with some options changed: any of ``ENQUEUE_OPTIONS`` (``queue``, ``priority``,
+        ``max_attempts``, ``tags``, ``meta``, ``scheduled_at``, ``schedule_in``, ``unique``, ``lock``,
+        ``queueing_lock``), checked as the constructor checks them. Another name raises
+        ``UnknownOptionError``. ``tags`` and ``meta`` replace the request's, they are not merged."""
         check_option_names(options)
         return dataclasses.replace(self, **options)
 

@@ -119,6 +119,7 @@ class PruneRule:
         return 4 * (self.worker is not None) + 2 * (self.queue is not None) + narrowed
 
     def matches(self, queue: str, worker: str, state: JobState) -> bool:
+        """Whether this rule covers a job of ``queue`` and ``worker`` in ``state``."""
         return (
             (self.queue is None or self.queue == queue)
             and (self.worker is None or self.worker == worker)
@@ -219,9 +220,11 @@ class Pruned:
 
     @property
     def count(self) -> int:
+        """The jobs of every state."""
         return self.completed + self.cancelled + self.discarded
 
     def by_state(self) -> dict[str, int]:
+        """The counts by state name: ``{"completed": ..., "cancelled": ..., "discarded": ...}``."""
         return {state.value: getattr(self, state.value) for state in PRUNABLE_STATES}
 
     def __add__(self, other: Pruned) -> Pruned:

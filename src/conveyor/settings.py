@@ -47,6 +47,11 @@ def default_node_name() -> str:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
+    """Every setting of an app and its node, validated: built by ``Conveyor(...)`` from its arguments, the
+    ``CONVEYOR_*`` environment variables and the config file (see the module's docstring for the
+    precedence), and read back as ``app.settings``. Each field is described in
+    docs/guides/configuration.md, with its environment variable and its default."""
+
     database_url: str | None = None
     prefix: str = "public"
     #: The name other nodes and the dashboard know this node by.
@@ -186,6 +191,7 @@ class Settings:
 
     @property
     def thread_count(self) -> int:
+        """Threads of the node's thread pool: ``threads``, else the queues' limits summed, from 4 to 100."""
         return self.threads or max(4, min(100, sum(q.limit for q in self.queues)))
 
     def __repr__(self) -> str:

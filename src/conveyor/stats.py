@@ -105,6 +105,7 @@ class JobCount:
 
     @property
     def exact(self) -> bool:
+        """True unless the count is an estimate."""
         return not self.estimated
 
     def __str__(self) -> str:
@@ -159,10 +160,12 @@ class QueueCounts:
         return {state: self.count(state) for state in JobState}
 
     def is_exact(self, state: JobState | str) -> bool:
+        """True unless the count of ``state`` is an estimate."""
         return JobState(state) not in self.estimated
 
     @property
     def total(self) -> int:
+        """The jobs of the queue in every state."""
         return sum(self.counts().values())
 
     @property
@@ -204,6 +207,7 @@ class StatsQuery:
 
     @property
     def bucket_count(self) -> int:
+        """How many buckets the window holds (``window / bucket``)."""
         return round(self.window / self.bucket)
 
     def offsets(self) -> list[timedelta]:
@@ -290,18 +294,22 @@ class JobStats:
 
     @property
     def completed(self) -> int:
+        """Jobs completed over the window."""
         return sum(b.completed for b in self.buckets)
 
     @property
     def discarded(self) -> int:
+        """Jobs discarded over the window."""
         return sum(b.discarded for b in self.buckets)
 
     @property
     def cancelled(self) -> int:
+        """Jobs cancelled over the window."""
         return sum(b.cancelled for b in self.buckets)
 
     @property
     def retried(self) -> int:
+        """Failed attempts that will be retried, over the window."""
         return sum(b.retried for b in self.buckets)
 
     @property

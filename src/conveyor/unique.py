@@ -135,6 +135,7 @@ class Unique:
         raise ValidationError("unique", value, "must be True, False, None, a mapping of options or a Unique")
 
     def state_names(self) -> list[str]:
+        """The states as their names, in order."""
         return [state.value for state in self.states]
 
     def replace_spec(self) -> dict[str, list[str]]:

@@ -203,6 +203,7 @@ class Workflow:
     # -- reading -------------------------------------------------------------------------------
     @property
     def steps(self) -> tuple[Step, ...]:
+        """The steps added so far, in the order they were added."""
         return tuple(self._steps.values())
 
     def __len__(self) -> int:
@@ -293,13 +294,22 @@ class Workflow:
 
 @dataclass(frozen=True, slots=True)
 class WorkflowStatus:
-    """Where a workflow stands: its steps by name, and how many are in each state."""
+    """Where a workflow stands, as ``app.workflow_status(workflow_id)`` read it: each step's job by
+    name, and what follows from them (states, counts, finished, results).
 
+    A snapshot: read it again for news. A workflow id with no steps stored gives empty ``steps``.
+    """
+
+    #: The workflow's id (``Workflow.id``, a batch's ``Batch.id``).
     id: str
+    #: ``Mapping[str, Job]``: each step's ``Job`` (its state, attempt, errors, meta) by step name, a
+    #: sub-workflow's steps named ``"<sub-workflow>.<step>"``; in the order the steps were inserted
+    #: (by job id), steps added later by ``extend_workflow`` last.
     steps: Mapping[str, Job]
 
     @property
     def counts(self) -> dict[JobState, int]:
+        """How many steps are in each state (states with no step are left out)."""
         counts: dict[JobState, int] = {}
         for job in self.steps.values():
             counts[job.state] = counts.get(job.state, 0) + 1
@@ -307,10 +317,13 @@ class WorkflowStatus:
 
     @property
     def states(self) -> dict[str, JobState]:
+        """Each step's state by name."""
         return {name: job.state for name, job in self.steps.items()}
 
     @property
     def finished(self) -> bool:
+        """True when the workflow has steps and every one is in a final state (completed, cancelled
+        or discarded)."""
         return bool(self.steps) and all(job.state.is_final for job in self.steps.values())
 
     @property

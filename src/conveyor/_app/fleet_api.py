@@ -34,6 +34,8 @@ class FleetApi:
         await self._signal("pause", queue, node=node, persist=persist)
 
     async def resume_queue(self, queue: str, *, node: str | None = None, persist: bool = False) -> None:
+        """Resume ``queue`` ("*" for all) on every node, or on ``node``: fetching starts again.
+        ``persist`` keeps it across restarts (see ``pause_queue``)."""
         await self._signal("resume", queue, node=node, persist=persist)
 
     async def scale_queue(

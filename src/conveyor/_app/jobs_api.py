@@ -167,11 +167,14 @@ class JobsApi:
     cancel_job_sync = blocking_twin(cancel_job)
 
     async def retry_job(self, job_id: int) -> bool:
+        """Make one job available again now, by id; False when it does not exist or is executing or
+        available already (see ``retry_jobs``)."""
         return bool(await self.retry_jobs(ids=[job_id]))
 
     retry_job_sync = blocking_twin(retry_job)
 
     async def delete_job(self, job_id: int) -> bool:
+        """Delete one job by id; False when it does not exist or is executing (see ``delete_jobs``)."""
         return bool(await self.delete_jobs(ids=[job_id]))
 
     delete_job_sync = blocking_twin(delete_job)

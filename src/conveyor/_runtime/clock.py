@@ -128,21 +128,27 @@ class SystemClock(Clock):
     """Real time: the event loop's timers, and the database's clock for engine calls."""
 
     def now(self) -> datetime:
+        """The current wall time, timezone-aware UTC."""
         return datetime.now(UTC)
 
     def database_now(self) -> datetime | None:
+        """None: engine calls use the database's own clock."""
         return None
 
     def monotonic(self) -> float:
+        """The event loop's monotonic time, in seconds."""
         return asyncio.get_running_loop().time()
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
+        """Run ``callback`` on the event loop once ``delay`` seconds have passed."""
         return _LoopTimer(asyncio.get_running_loop().call_later(delay, callback))
 
     async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` (``asyncio.sleep``)."""
         await asyncio.sleep(seconds)
 
     def timeout(self, seconds: float) -> Deadline:
+        """``asyncio.timeout(seconds)``."""
         return asyncio.timeout(seconds)
 
 
@@ -175,15 +181,19 @@ class FakeClock(Clock):
         self._order = itertools.count()
 
     def now(self) -> datetime:
+        """The fake wall time: the start plus the seconds ``advance`` has moved."""
         return self._start + timedelta(seconds=self._elapsed)
 
     def database_now(self) -> datetime | None:
+        """The fake time too, so the database agrees with the node about what time it is."""
         return self.now()
 
     def monotonic(self) -> float:
+        """Seconds ``advance`` has moved since the clock was made."""
         return self._elapsed
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
+        """Run ``callback`` when ``advance`` reaches ``delay`` seconds from now."""
         timer = _FakeTimer(self._elapsed + max(0.0, delay), next(self._order), callback)
         heapq.heappush(self._timers, timer)
         return timer

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 
 from conveyor.errors import ValidationError
 
+#: The testing modes an app takes (``Conveyor(testing=...)``, ``mode(...)``): "disabled" (jobs run on
+#: nodes), "manual" (jobs are stored, run by ``drain_queue``), "inline" (jobs run at enqueue).
 MODES = ("disabled", "manual", "inline")
 
 _override: contextvars.ContextVar[str | None] = contextvars.ContextVar("conveyor_testing_mode", default=None)

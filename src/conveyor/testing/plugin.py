@@ -28,12 +28,17 @@ from conveyor.app import Conveyor
 from conveyor.current_app import default_app, set_default_app
 from conveyor.engine.urls import is_postgres_url
 
+#: The ini option naming the fixture's database: a PostgreSQL URL (a schema per test), or unset (a
+#: SQLite file per test).
 DATABASE_URL_OPTION = "conveyor_database_url"
+#: The ini option of the fixture's testing mode: "manual" (the default) or "inline".
 MODE_OPTION = "conveyor_testing"
+#: The environment variable that names the fixture's database, over the ini option.
 DATABASE_URL_VARIABLE = "CONVEYOR_TEST_DATABASE_URL"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register the ini options ``conveyor_database_url`` and ``conveyor_testing``."""
     parser.addini(
         DATABASE_URL_OPTION,
         "Database of the conveyor_app fixture: a PostgreSQL URL (a schema per test) or unset "
@@ -44,6 +49,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``conveyor`` marker: ``@pytest.mark.conveyor(testing=..., **settings)``."""
     config.addinivalue_line(
         "markers", "conveyor(testing=..., **settings): the mode and settings of this test's conveyor_app"
     )

@@ -24,6 +24,9 @@ Send = Callable[[Message], Awaitable[None]]
 
 
 class NudgeEndpoint:
+    """An ASGI app that nudges a queue: ``POST ?queue=mail`` (or no queue: all) answers 202 and makes the
+    producers of every node fetch now (``Conveyor.nudge``); another method gets 405, a bad queue name 400."""
+
     def __init__(self, conveyor: Conveyor) -> None:
         self.conveyor = conveyor
 

@@ -6,6 +6,7 @@ On fake time, on every engine."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from pathlib import Path
@@ -139,6 +140,44 @@ async def test_no_patience_discards_an_unfit_job_at_once(make: Callable[..., Con
     ended = await until(app, job_id, lambda j: j.state is JobState.DISCARDED)
     assert ended.attempt == 1 and len(ended.errors) == 1
     assert ended.errors[0]["error"].startswith("discarded: invalid stored args=")
+
+
+def job_lines(caplog: pytest.LogCaptureFixture, job_id: int) -> list[tuple[int, str]]:
+    return [
+        (r.levelno, r.getMessage())
+        for r in caplog.records
+        if r.name == "conveyor.job" and getattr(r, "job_id", None) == job_id
+    ]
+
+
+async def test_an_unfit_job_offered_again_is_a_warning(
+    make: Callable[..., Conveyor], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not final: a node with code that fits may still run it (docs/guides/telemetry.md, Job logs)."""
+    caplog.set_level(logging.INFO, logger="conveyor.job")
+    clock = FakeClock()
+    app = make(clock=clock)
+    await app.install()
+    await app.start()
+    job = await first_decline(app, clock, "args-async")
+    lines = await poll(lambda: job_lines(caplog, job.id), bool, what="the log line of the decline")
+    assert lines[0][0] == logging.WARNING and "snoozed" in lines[0][1] and "ArgsDoNotFit" in lines[0][1]
+
+
+async def test_a_job_discarded_for_its_args_is_an_error(
+    make: Callable[..., Conveyor], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Args that do not decode into the function's parameters end the job for good, and it is the
+    job's fault: ERROR, as a failure with no attempts left (docs/guides/telemetry.md, Job logs),
+    where a ``Discard`` the code chose is a WARNING."""
+    caplog.set_level(logging.INFO, logger="conveyor.job")
+    app = make(unfit_job_patience=0)
+    await app.install()
+    await app.start()
+    job_id = await app.enqueue(JobRequest(f"{WORKER}.render", args={"fail": 1}, max_attempts=5))
+    await until(app, job_id, lambda j: j.state is JobState.DISCARDED)
+    lines = await poll(lambda: job_lines(caplog, job_id), bool, what="the log line of the discard")
+    assert lines == [(logging.ERROR, lines[0][1])] and "discarded (it cannot run)" in lines[0][1]
 
 
 async def test_drain_queue_has_no_other_node_to_wait_for(any_engine: Engine) -> None:
