@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from conveyor import _options as opt
 from conveyor.errors import ValidationError
@@ -96,6 +97,18 @@ class PruneRule:
     states: tuple[JobState, ...] = PRUNABLE_STATES
     max_age: float | None = None
     max_rows: int | None = None
+
+    if TYPE_CHECKING:
+        # What the constructor takes, for type checkers: wider than the fields, which hold what
+        # __post_init__ makes of it (a state's name becomes a JobState, "30d" becomes seconds).
+        def __init__(
+            self,
+            queue: str | None = None,
+            worker: str | None = None,
+            states: JobState | str | Iterable[JobState | str] = PRUNABLE_STATES,
+            max_age: float | timedelta | str | None = None,
+            max_rows: int | None = None,
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         if self.queue is not None:
