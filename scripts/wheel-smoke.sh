@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build the release (wheel and sdist, the wheel made from the sdist), check it (twine check, every
-# data file of src/conveyor in the wheel), install the BUILT WHEEL into a fresh virtualenv per Python
-# and run scripts/wheel_smoke.py there: the README's quick start on SQLite, `conveyor --version`,
-# `conveyor install` plus a job on PostgreSQL in a schema of its own.
+# data file of src/conveyor in the wheel), install the BUILT WHEEL (with its web and prometheus extras)
+# into a fresh virtualenv per Python and run scripts/wheel_smoke.py there: the README's quick start on
+# SQLite, `conveyor --version`, the dashboard and /metrics, `conveyor install` plus a job on PostgreSQL
+# in a schema of its own.
 #
 #   bash scripts/wheel-smoke.sh [--dist DIR] [VERSION...]     (default versions: 3.11 3.12 3.13)
 #
@@ -51,9 +52,12 @@ if missing:
     sys.exit(f"the wheel lacks {len(missing)} data files: {', '.join(missing[:10])}")
 print(f"ok   the wheel holds all {len(wanted)} data files of src/conveyor")
 EOF
-HASH=$(sha256sum "$WHEEL" | cut -c1-16)
-# The wheel's dependency list (its METADATA's Requires-Dist lines), which keys the wheelhouses.
-REQUIRES=$(unzip -p "$WHEEL" '*.dist-info/METADATA' | grep '^Requires-Dist' | sha256sum | cut -c1-16)
+# The extras the smoke uses: the dashboard (web) and the metrics endpoint (prometheus).
+EXTRAS="[web,prometheus]"
+# The venvs' key: the wheel and the extras; the wheelhouses': the wheel's dependency list (its
+# METADATA's Requires-Dist lines) and the extras.
+HASH=$( (sha256sum <"$WHEEL" && echo "$EXTRAS") | sha256sum | cut -c1-16)
+REQUIRES=$( (unzip -p "$WHEEL" '*.dist-info/METADATA' | grep '^Requires-Dist' && echo "$EXTRAS") | sha256sum | cut -c1-16)
 
 find_python() {
     local version=$1 candidate
@@ -88,7 +92,7 @@ smoke_one() {
     if [ ! -f "$house/.complete" ]; then
         rm -rf "$CACHE"/wheels-"$version"-*
         "$interpreter" -m pip download -q --disable-pip-version-check --cache-dir "$CACHE/pip" \
-            --dest "$house" "$WHEEL" 2>&1 | grep -v '^WARNING: Location' || true
+            --dest "$house" "$WHEEL$EXTRAS" 2>&1 | grep -v '^WARNING: Location' || true
         rm -f "$house"/conveyor-*.whl # the wheel under test is named explicitly at install
         touch "$house/.complete"
     fi
@@ -97,7 +101,7 @@ smoke_one() {
         rm -rf "$CACHE"/venv-"$version"-*
         "$interpreter" -m venv --without-pip "$venv"
         "$PYTHON" -m pip --python "$venv/bin/python" install -q --disable-pip-version-check --no-index \
-            --no-compile --find-links "$house" "$WHEEL" 2>&1 | grep -v '^WARNING: Location' || true
+            --no-compile --find-links "$house" "$WHEEL$EXTRAS" 2>&1 | grep -v '^WARNING: Location' || true
         if ! "$venv/bin/python" -c 'import conveyor'; then
             echo "FAIL python $version: the wheel did not install"
             return 1

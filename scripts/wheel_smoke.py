@@ -1,14 +1,16 @@
 """The wheel's smoke test, run by scripts/wheel-smoke.sh with the Python of a fresh virtualenv that
-holds only the built wheel and its dependencies (never the checkout): the README's quick start on
-SQLite, ``conveyor --version``, and ``conveyor install`` plus the quick start's job on PostgreSQL in
-a schema of its own (dropped at the end). Prints one line per check; exits non-zero on the first
-failure, saying what differed.
+holds only the built wheel (with its ``web`` and ``prometheus`` extras) and its dependencies, never
+the checkout: the README's quick start on SQLite, ``conveyor --version``, the dashboard's pages and
+assets and a web process's ``/metrics`` served from the installed package, and ``conveyor install``
+plus the quick start's job on PostgreSQL in a schema of its own (dropped at the end). Prints one line
+per check; exits non-zero on the first failure, saying what differed.
 
 Usage: python wheel_smoke.py README.md POSTGRES_URL   (run in an empty working directory)
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import os
 import re
@@ -17,6 +19,7 @@ import sys
 import sysconfig
 import uuid
 from pathlib import Path
+from typing import Any
 
 #: The quick start's database URL, replaced by the one each check uses.
 README_URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -85,6 +88,70 @@ def sqlite_quick_start(code: str) -> None:
     print(f"ok   quick start on SQLite: {out.strip().splitlines()[-1]}", flush=True)
 
 
+async def get(site: Any, path: str) -> tuple[int, bytes]:
+    """One GET through an ASGI app, as a server would make it (no HTTP client needed)."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.4"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"host", b"localhost"), (b"authorization", b"Bearer smoke-token")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+    }
+    requested = False
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        # Spec 2.4: a response does not listen for the client going away; after the request's one
+        # body, say the client left (nothing asks).
+        nonlocal requested
+        if requested:
+            return {"type": "http.disconnect"}
+        requested = True
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await site(scope, receive, send)
+    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+    return status, b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+
+
+def dashboard_and_metrics() -> None:
+    """The SQLite quick start's database, seen by a web process: the dashboard's pages and static
+    assets come from the installed package, and /metrics reads the queue gauges from the database."""
+    from starlette.applications import Starlette
+
+    from conveyor import Conveyor
+    from conveyor.contrib.prometheus import metrics
+    from conveyor.web.dashboard import dashboard_app
+
+    app = Conveyor("sqlite:///quickstart.db")
+
+    async def pages() -> None:
+        dashboard = dashboard_app(app, token="smoke-token")
+        for path in ("/", "/jobs", "/static/dashboard.css"):
+            status, body = await get(dashboard, path)
+            if status != 200 or not body:
+                fail(f"the dashboard's {path} answered {status} ({len(body)} bytes)")
+        site = Starlette(routes=[metrics(app).route()])
+        status, body = await get(site, "/metrics")
+        wanted = b'conveyor_queue_jobs{queue="mail",state="completed"} 1.0'
+        if status != 200 or wanted not in body:
+            fail(f"/metrics answered {status} without {wanted.decode()}:\n{body.decode()[:2000]}")
+        await app.close()
+
+    asyncio.run(pages())
+    print("ok   the dashboard's pages and assets, and /metrics of a web process", flush=True)
+
+
 def postgres_install_and_job(code: str, dsn: str) -> None:
     import psycopg
 
@@ -112,6 +179,7 @@ def main() -> None:
     installed_from_the_wheel()
     version()
     sqlite_quick_start(code)
+    dashboard_and_metrics()
     postgres_install_and_job(code, dsn)
 
 
