@@ -49,7 +49,7 @@ async def send_welcome(to: str, retries: int = 0) -> str:
     return f"{to} on attempt {here.attempt}"
 
 
-@job(queue="builds")
+@job(queue="builds", unique=True, lock="builds")
 def build(version: str) -> Record:
     return Record({"version": version})
 
@@ -63,13 +63,17 @@ class Publish:
 async def enqueue() -> None:
     one: JobId = await send_welcome.enqueue("ada@example.com", retries=1)
     same: JobId = send_welcome.enqueue_sync("ada@example.com")
-    later: JobId = await send_welcome.options(queue="mail", priority=1).enqueue("bob@example.com")
+    later: JobId = await send_welcome.options(queue="mail", priority=1, schedule_in=60).enqueue(
+        "bob@example.com"
+    )
+    other: JobRequest = JobRequest("billing.Charge", args={"id": 1}, tags=["vip"], unique={"period": 60})
+    cancelled: int = len(await app.cancel_jobs(JobFilter(states="available", queues="mail")))
     request: JobRequest = build.new(version="1.2")
     many: JobIds = await app.enqueue_many([request, send_welcome.new("c@example.com")])
     found: Job | None = await app.get_job(one)
     state: JobState | None = found.state if found is not None else None
     listed: list[Job] = await app.list_jobs(JobFilter(queues=["mail"]))
-    del same, later, many, state, listed
+    del same, later, other, cancelled, many, state, listed
 
 
 async def pipeline() -> JobIds:
