@@ -198,6 +198,17 @@ class Retention:
     #: The rules in precedence order: most specific first, then as listed.
     ordered: tuple[PruneRule, ...] = field(init=False, repr=False, compare=False)
 
+    if TYPE_CHECKING:
+        # What the constructor takes, for type checkers (see PruneRule's): durations as seconds, a
+        # timedelta or text; the rules as PruneRule values or mappings of their fields, in any iterable.
+        def __init__(
+            self,
+            max_age: float | timedelta | str | None = 86_400.0,
+            keep_per_queue: int | None = None,
+            rules: Iterable[PruneRule | Mapping[str, Any]] = (),
+            max_rows: int | None = None,
+        ) -> None: ...
+
     def __post_init__(self) -> None:
         if self.max_age is not None:
             object.__setattr__(self, "max_age", parse_duration(self.max_age, "max_age"))

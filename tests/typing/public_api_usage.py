@@ -21,8 +21,10 @@ from conveyor import (
     JobIds,
     JobRequest,
     JobState,
+    Pruned,
     PruneRule,
     Record,
+    Retention,
     Snooze,
     Workflow,
     current_job,
@@ -89,6 +91,14 @@ async def pipeline() -> JobIds:
     await app.enqueue_many(batch)
     del steps
     return ids
+
+
+async def retention() -> int:
+    policy = Retention(max_age="7d", rules=[PruneRule(queue="mail", max_age=3600), {"states": "cancelled"}])
+    pruned: Pruned = await app.prune(policy)
+    state: JobState = await app.signal(1, {"stop": True})
+    del state
+    return pruned.count
 
 
 async def relay_and_wait(request: Request) -> None:
