@@ -1,6 +1,7 @@
 """``/metrics`` in a web process, where no node runs, on both engines: the queue gauges come from the
 database at scrape time (cached ``max_age`` seconds), and the endpoint added to a real Starlette or
-FastAPI app answers ``/metrics`` itself, not with a 307 to ``/metrics/``."""
+FastAPI app answers ``/metrics`` itself, not with a 307 to ``/metrics/``. The OpenTelemetry exporter's
+queue gauge reads the same cache, so it too has figures without a node."""
 
 from __future__ import annotations
 
@@ -99,3 +100,31 @@ async def test_the_route_answers_metrics_without_a_redirect() -> None:
         assert (await web.post("/metrics")).status_code == 405
     served.close()
     app.close_sync()
+
+
+def test_opentelemetry_reads_the_queue_gauge_from_the_database_without_a_node(web_app: Conveyor) -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from conveyor.contrib.opentelemetry import instrument
+
+    enqueue(web_app, "default")
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    instrumentation = instrument(web_app, meter_provider=provider)
+    try:
+        data = reader.get_metrics_data()
+        assert data is not None
+        points = {
+            (p.attributes or {}).get("conveyor.state"): p.value
+            for resource in data.resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name == "conveyor.queue.jobs"
+            for p in metric.data.data_points
+            if (p.attributes or {}).get("conveyor.queue") == "default"
+        }
+        assert points.get("available") == 1, points
+    finally:
+        instrumentation.uninstrument()
+        provider.shutdown()
