@@ -184,3 +184,41 @@ def test_mistakes_get_one_clear_line(target: Target) -> None:
     (target.cwd / "conveyor.toml").write_text('[[prune_rules]]\nstates = ["executing"]\n', "utf-8")
     assert_one_line_error(target.run("--dry-run"), "prune_rules[0].states", "not a final state", code=2)
     assert target.remaining() == set(ids)
+
+
+RULES_IN_PYTHON = """
+from datetime import timedelta
+
+from conveyor import Conveyor, PruneRule
+
+# The database comes from $CONVEYOR_DATABASE_URL (and $CONVEYOR_PREFIX); the retention from here.
+app = Conveyor(
+    prune_max_age=3600,
+    prune_rules=[PruneRule(states=("discarded",), max_age=timedelta(days=30))],
+)
+"""
+
+
+def test_app_option_prunes_by_the_rules_the_app_sets_in_python(target: Target) -> None:
+    (target.cwd / "user_rules.py").write_text(RULES_IN_PYTHON, "utf-8")
+    env = {"CONVEYOR_DATABASE_URL": target.options[1]}
+    if "--prefix" in target.options:
+        env["CONVEYOR_PREFIX"] = target.options[target.options.index("--prefix") + 1]
+    ids = target.ended(
+        [
+            (JobState.COMPLETED, 0.5, {}),  # past the app's hour (the default day would keep it): goes
+            (JobState.COMPLETED, 0.01, {}),
+            (JobState.DISCARDED, 2, {}),  # the app's rule keeps discarded jobs 30 days
+            (JobState.DISCARDED, 40, {}),  # goes
+        ]
+    )
+    app = ["--app", "user_rules:app"]
+    dry = conveyor("prune", *app, "--dry-run", cwd=target.cwd, env=env)
+    assert dry.code == 0 and dry.out.strip() == "would delete 2 finished jobs (completed 1, discarded 1)", dry
+    done = conveyor("prune", *app, "--yes", cwd=target.cwd, env=env)
+    assert done.code == 0 and done.out.strip() == "deleted 2 finished jobs (completed 1, discarded 1)", done
+    assert target.remaining() == {ids[1], ids[2]}
+    clash = conveyor("prune", *app, *target.options, "--yes", cwd=target.cwd, env=env)
+    assert_one_line_error(clash, "--dsn cannot be used with --app", code=2)
+    missing = conveyor("prune", "--app", "user_rules:nothing", "--yes", cwd=target.cwd, env=env)
+    assert_one_line_error(missing, "module 'user_rules' has no attribute 'nothing'")

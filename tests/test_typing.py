@@ -1,5 +1,7 @@
 """Static typing of the job API: mypy sees a job function's parameters in ``new``, ``enqueue``,
-``enqueue_sync`` and ``options(...).enqueue``, and reports calls that do not fit them."""
+``enqueue_sync`` and ``options(...).enqueue``, and reports calls that do not fit them; a user's
+module of the public API (tests/typing/public_api_usage.py) checks clean under pyright in strict
+mode and under mypy --strict."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import sys
 from pathlib import Path
 
 USAGE = Path(__file__).parent / "typing" / "job_api_usage.py"
+PUBLIC_API = Path(__file__).parent / "typing" / "public_api_usage.py"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_mypy_sees_the_parameters_of_job_functions(tmp_path: Path) -> None:
@@ -31,3 +35,35 @@ def test_mypy_sees_the_parameters_of_job_functions(tmp_path: Path) -> None:
     lines = USAGE.read_text().splitlines()
     expected = {n for n, line in enumerate(lines, 1) if re.search(r"\)  # E: ", line)}
     assert reported == expected, done.stdout
+
+
+def test_a_user_module_checks_clean_under_pyright_strict() -> None:
+    # [tool.pyright] in pyproject.toml: the sample, in strict mode; this interpreter's packages.
+    done = subprocess.run(
+        [sys.executable, "-m", "pyright", "--pythonpath", sys.executable],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 errors, 0 warnings" in done.stdout, done.stdout
+
+
+def test_a_user_module_checks_clean_under_mypy_strict(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-incremental",
+            "--cache-dir",
+            str(tmp_path),
+            str(PUBLIC_API),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout

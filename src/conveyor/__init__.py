@@ -193,4 +193,5 @@ __all__ = [
     "wait_for_signal_sync",
     "worker",
 ]
+#: The release (docs/versioning.md); the package metadata's version is read from here at build time.
 __version__ = "0.1.0"

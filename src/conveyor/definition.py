@@ -23,6 +23,7 @@ from conveyor.request import ENQUEUE_OPTIONS, JobRequest, check_option_names
 if TYPE_CHECKING:
     from conveyor.app import Conveyor
     from conveyor.job import Job, JobId
+    from conveyor.unique import Unique
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -277,6 +278,9 @@ def job(
     name: str | None = ...,
     cron: str | None = ...,
     timezone: str = ...,
+    unique: Unique | bool | Mapping[str, Any] | None = ...,
+    lock: str | None = ...,
+    queueing_lock: str | None = ...,
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
 def job(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Make a plain function (async or sync) a job; its keyword arguments are the job's args.

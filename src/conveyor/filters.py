@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -139,6 +139,29 @@ class JobFilter:
     completed_before: datetime | None = None
     after_id: int | None = None
     args_contains: dict[str, Any] | None = None
+
+    if TYPE_CHECKING:
+        # What the constructor takes, for type checkers: one value or any iterable of them where
+        # the fields hold tuples (__post_init__ makes the tuples; a state's name becomes a JobState).
+        def __init__(
+            self,
+            ids: int | Iterable[int] | None = (),
+            states: JobState | str | Iterable[JobState | str] | None = (),
+            queues: str | Iterable[str] | None = (),
+            workers: str | Iterable[str] | None = (),
+            tags: str | Iterable[str] | None = (),
+            limit: int | None = None,
+            before_id: int | None = None,
+            worker_suffix: str | None = None,
+            scheduled_after: datetime | None = None,
+            scheduled_before: datetime | None = None,
+            attempted_after: datetime | None = None,
+            attempted_before: datetime | None = None,
+            completed_after: datetime | None = None,
+            completed_before: datetime | None = None,
+            after_id: int | None = None,
+            args_contains: dict[str, Any] | None = None,
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         ids = tuple(opt.check_job_id(job_id, "ids") for job_id in _tuple_of("ids", self.ids, int))

@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from conveyor import _options as opt
 from conveyor.errors import ValidationError
@@ -96,6 +97,18 @@ class PruneRule:
     states: tuple[JobState, ...] = PRUNABLE_STATES
     max_age: float | None = None
     max_rows: int | None = None
+
+    if TYPE_CHECKING:
+        # What the constructor takes, for type checkers: wider than the fields, which hold what
+        # __post_init__ makes of it (a state's name becomes a JobState, "30d" becomes seconds).
+        def __init__(
+            self,
+            queue: str | None = None,
+            worker: str | None = None,
+            states: JobState | str | Iterable[JobState | str] = PRUNABLE_STATES,
+            max_age: float | timedelta | str | None = None,
+            max_rows: int | None = None,
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         if self.queue is not None:
@@ -185,6 +198,17 @@ class Retention:
     max_rows: int | None = None
     #: The rules in precedence order: most specific first, then as listed.
     ordered: tuple[PruneRule, ...] = field(init=False, repr=False, compare=False)
+
+    if TYPE_CHECKING:
+        # What the constructor takes, for type checkers (see PruneRule's): durations as seconds, a
+        # timedelta or text; the rules as PruneRule values or mappings of their fields, in any iterable.
+        def __init__(
+            self,
+            max_age: float | timedelta | str | None = 86_400.0,
+            keep_per_queue: int | None = None,
+            rules: Iterable[PruneRule | Mapping[str, Any]] = (),
+            max_rows: int | None = None,
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         if self.max_age is not None:

@@ -1,15 +1,33 @@
-"""``conveyor start --app module:attr``: find the user's own ``Conveyor``, with one clear line for
-each way that can go wrong (no traceback: ``conveyor --debug`` is for Conveyor's own failures)."""
+"""``conveyor start --app module:attr`` (and ``prune --app``): find the user's own ``Conveyor``, with
+one clear line for each way that can go wrong (no traceback: ``conveyor --debug`` is for Conveyor's
+own failures)."""
 
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from conveyor.app import Conveyor
 from conveyor.errors import one_line
+
+#: Options that choose the database and the configuration: with ``--app`` the app chose them.
+APP_CHOSEN = {"dsn": "--dsn", "prefix": "--prefix", "config_file": "--config"}
+
+
+def refuse_app_chosen(reference: str, given: dict[str, str | None]) -> None:
+    """Refuse ``--dsn``, ``--prefix`` or ``--config`` typed next to ``--app``: the app chose them.
+    ($CONVEYOR_DATABASE_URL fills --dsn too, but the app read it already: only a typed option clashes.)"""
+    context = click.get_current_context()
+    for name, option in APP_CHOSEN.items():
+        if given.get(name) is not None and context.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+            raise click.UsageError(
+                f"{option} cannot be used with --app: the app {reference} chose its database and "
+                "configuration where it is built"
+            )
 
 
 def load_app(reference: str) -> Conveyor:
@@ -18,6 +36,8 @@ def load_app(reference: str) -> Conveyor:
     module_name, _, attribute = reference.partition(":")
     if not module_name or not attribute:
         raise click.UsageError(f"--app takes MODULE:ATTRIBUTE, e.g. myapp.worker:app (got {reference!r})")
+    if "" not in sys.path:
+        sys.path.insert(0, "")  # find the module in the working directory, as `python -m` would
     module = _import(reference, module_name)
     found: Any = module
     for part in attribute.split("."):

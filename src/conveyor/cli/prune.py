@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import click
 
-from conveyor.cli.common import batch_progress, build_app, database_options, json_option, print_json
+from conveyor.app import Conveyor
+from conveyor.cli.app_ref import load_app, refuse_app_chosen
+from conveyor.cli.common import (
+    batch_progress,
+    build_app,
+    database_options,
+    json_option,
+    print_json,
+    require_schema,
+)
 from conveyor.errors import ValidationError
 from conveyor.job import JobState
 from conveyor.retention import MAX_ROWS, PRUNABLE_STATES, Pruned, PruneRule, Retention, parse_duration
@@ -42,6 +51,13 @@ def _counts(pruned: Pruned) -> str:
 
 
 @click.command()
+@click.option(
+    "--app",
+    "app_ref",
+    default=None,
+    metavar="MODULE:ATTR",
+    help="Prune by your own Conveyor's retention rules (or a function returning it), e.g. myapp.worker:app.",
+)
 @database_options
 @click.option(
     "--config",
@@ -74,6 +90,7 @@ def _counts(pruned: Pruned) -> str:
 @click.option("--dry-run", is_flag=True, help="Print how many jobs would go, deleting nothing.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def prune(
+    app_ref: str | None,
     dsn: str | None,
     prefix: str | None,
     config_file: str | None,
@@ -89,13 +106,17 @@ def prune(
     """Delete finished (completed, cancelled, discarded) jobs now.
 
     Without options, by the configured retention: prune_rules, prune_max_age, prune_keep_per_queue
-    and prune_max_rows. With --max-age and/or --max-rows, only the final jobs that --queue, --worker
-    and --state select (all by default) are pruned, and nothing else.
+    and prune_max_rows (with --app, your app's, set in Python or its config). With --max-age and/or
+    --max-rows, only the final jobs that --queue, --worker and --state select (all by default) are
+    pruned, and nothing else.
     """
     chosen = _selected(max_age, max_rows, states, queue, worker)
     if as_json and not (yes or dry_run):
         raise click.UsageError("--json never asks: add --yes (or --dry-run)")
-    app = build_app(dsn, prefix, config_file=config_file)
+    if app_ref is None:
+        app = build_app(dsn, prefix, config_file=config_file)
+    else:
+        app = _user_app(app_ref, {"dsn": dsn, "prefix": prefix, "config_file": config_file})
     try:
         retention = app.settings.retention if chosen is None else chosen
         total = None
@@ -116,6 +137,17 @@ def prune(
     finally:
         app.close_sync()
     _report(pruned, as_json, dry_run=False)
+
+
+def _user_app(reference: str, given: dict[str, str | None]) -> Conveyor:
+    """The app ``--app`` names: its database, its prefix and its retention rules, however it set
+    them (in Python, from its config file or the environment)."""
+    refuse_app_chosen(reference, given)
+    app = load_app(reference)
+    if app._binding.owns_engine:
+        # An app built on an engine object of its own is checked when it first connects.
+        require_schema(app.settings.database_url, app.settings.prefix)
+    return app
 
 
 def _report(pruned: Pruned, as_json: bool, *, dry_run: bool) -> None:

@@ -2,7 +2,8 @@
 
 The node is built from the options and the configuration (``Conveyor.from_config``), or is the
 user's own app (``--app module:attr``: its jobs, telemetry handlers, crontab and settings), to which
-only the options about running this process's node apply (see ``APP_CHOSEN`` for the refused ones).
+only the options about running this process's node apply (see ``app_ref.APP_CHOSEN`` for the
+refused ones).
 """
 
 from __future__ import annotations
@@ -20,10 +21,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
-from click.core import ParameterSource
 
 from conveyor.app import Conveyor
-from conveyor.cli.app_ref import load_app
+from conveyor.cli.app_ref import load_app, refuse_app_chosen
 from conveyor.cli.common import require_schema
 from conveyor.cli.logs import configure_logging
 from conveyor.errors import ConveyorError, one_line
@@ -88,10 +88,6 @@ def exit_if_threads_remain(abandoned: Sequence[int], wait: float = THREADS_WAIT)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(EXIT_THREADS_LEFT)
-
-
-#: Options that choose the database and the configuration: with ``--app`` the app chose them.
-APP_CHOSEN = {"dsn": "--dsn", "prefix": "--prefix", "config_file": "--config"}
 
 
 @click.command()
@@ -216,14 +212,7 @@ def _user_app(
     reference: str, settings: dict[str, Any], imports: tuple[str, ...], refused: dict[str, str | None]
 ) -> Conveyor:
     """The app ``--app`` names, with this command's node options applied to its settings."""
-    context = click.get_current_context()
-    for name, option in APP_CHOSEN.items():
-        # $CONVEYOR_DATABASE_URL fills --dsn too, but the app read it already: only a typed option clashes.
-        if refused[name] is not None and context.get_parameter_source(name) is ParameterSource.COMMANDLINE:
-            raise click.UsageError(
-                f"{option} cannot be used with --app: the app {reference} chose its database and "
-                "configuration where it is built"
-            )
+    refuse_app_chosen(reference, refused)
     app = load_app(reference)
     if effective_mode(app.testing) != "disabled":
         raise click.ClickException(

@@ -3,7 +3,11 @@
 ``metrics(app)`` attaches telemetry handlers to the app and returns its ``PrometheusMetrics``, whose
 ``registry`` is the app's own ``CollectorRegistry`` (never the process-wide default one, so two apps in
 one process keep their figures apart). Serve it with ``serve(port)`` (what ``conveyor start
---metrics-port`` does), mount ``asgi()`` in a Starlette or FastAPI app, or read ``exposition()``.
+--metrics-port`` does), add ``route()`` to a Starlette or FastAPI app (or ``asgi()`` as the endpoint of
+a route of your own), or read ``exposition()``.
+
+In a process where no node of the app runs (a web process), the job counters stay empty (no job runs
+there) but the queue gauges are read from the database at scrape time, cached ``max_age`` seconds.
 
 - ``conveyor_jobs_total{queue,worker,outcome}``: runs ended, by outcome (``completed``, ``snoozed``,
   ``retryable``, ``discarded``, ``cancelled``, ``released``, or ``failed`` when Conveyor itself failed)
@@ -11,12 +15,13 @@ one process keep their figures apart). Serve it with ``serve(port)`` (what ``con
 - ``conveyor_job_queue_time_seconds{queue,worker}``: histogram of the time jobs waited, from their
   scheduled time to the start of the attempt
 - ``conveyor_queue_jobs{queue,state}``: jobs per queue and state in the database (``queue_counts``,
-  cached: see ``conveyor.contrib._job_gauges``)
+  cached: see ``conveyor.contrib._job_gauges``; with or without a node in the process)
 - ``conveyor_queue_executing{queue}``: jobs of the queue running on this node
 """
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -86,9 +91,21 @@ class PrometheusMetrics:
         """The metrics in Prometheus' text format."""
         return generate_latest(self.registry)
 
-    def asgi(self) -> Any:
-        """An ASGI app serving the metrics (mount it at ``/metrics``)."""
-        return make_asgi_app(self.registry)
+    def asgi(self) -> MetricsEndpoint:
+        """An ASGI app serving the metrics: the endpoint of a route at ``/metrics`` (see ``route``),
+        e.g. ``api.add_route("/metrics", metrics(app).asgi())`` in FastAPI."""
+        return MetricsEndpoint(self)
+
+    def route(self, path: str = "/metrics") -> Any:
+        """A Starlette route (``starlette.routing.Route``) serving the metrics at exactly ``path``:
+        ``Starlette(routes=[metrics(app).route(), ...])`` or ``api.router.routes.append(...)``.
+
+        A route, not a mount: Starlette and FastAPI mounts match only the paths below them
+        (``/metrics/...``), so their router answers ``/metrics`` itself with a 307 redirect to
+        ``/metrics/`` before the mounted app sees the request."""
+        from starlette.routing import Route
+
+        return Route(path, self.asgi(), methods=["GET", "HEAD"], name="conveyor_metrics")
 
     def serve(self, port: int, host: str = "127.0.0.1") -> WSGIServer:
         """Serve ``/metrics`` over HTTP on a daemon thread; raises ``OSError`` if the port is taken."""
@@ -105,6 +122,23 @@ class PrometheusMetrics:
             server.shutdown()
             server.server_close()
         self._servers.clear()
+
+
+class MetricsEndpoint:
+    """The ASGI app of ``PrometheusMetrics.asgi()``: prometheus_client's, after reading stale queue
+    counts from the database in a worker thread (where no node runs: see ``_job_gauges``), so the
+    query never blocks the web server's event loop. A class, not a function: Starlette's ``Route``
+    takes it as an ASGI app rather than as a request handler."""
+
+    def __init__(self, metrics: PrometheusMetrics) -> None:
+        self.metrics = metrics
+        self._app = make_asgi_app(metrics.registry)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        depth = self.metrics.depth
+        if scope.get("type") == "http" and depth.stale():
+            await asyncio.to_thread(depth.read)
+        await self._app(scope, receive, send)
 
 
 class _JobCollector(Collector):
