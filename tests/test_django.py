@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,10 @@ class Project:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVEYOR_", "SHOP_", "DJANGO_"))}
         env["PYTHONPATH"] = os.pathsep.join([str(PROJECT), str(SRC)])
         env["SHOP_SQLITE" if self.engine == "sqlite" else "SHOP_PG_SCHEMA"] = self.where
-        return env | extra
+        return env | self.settings() | extra
+
+    def settings(self) -> dict[str, str]:
+        return {}
 
     def manage(self, *args: str, check: bool = True, **extra: str) -> subprocess.CompletedProcess[str]:
         done = subprocess.run(
@@ -73,6 +77,62 @@ def project(request: pytest.FixtureRequest, prefix: str, tmp_path: Path) -> Proj
     with psycopg.connect(DSN, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{prefix}"'.encode())  # dropped by the prefix fixture
     return Project("postgres", prefix)
+
+
+class ProjectUnderTest(Project):
+    """The project as its own tests see it: a development database that is never created (PostgreSQL)
+    or never written (SQLite), and the test database Django's runner (or pytest-django) makes."""
+
+    def __init__(self, engine: str, where: str, test_database: str) -> None:
+        super().__init__(engine, where)
+        self.test_database = test_database
+
+    def settings(self) -> dict[str, str]:
+        if self.engine == "sqlite":
+            return {"SHOP_SQLITE_TEST": self.test_database}
+        return {"SHOP_PG_DB": self.where, "SHOP_PG_SCHEMA": ""}
+
+    def pytest(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider", *args],
+            cwd=PROJECT,
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def tested_project(request: pytest.FixtureRequest, prefix: str, tmp_path: Path) -> Iterator[ProjectUnderTest]:
+    if request.param == "sqlite":
+        yield ProjectUnderTest("sqlite", str(tmp_path / "dev.db"), str(tmp_path / "test.db"))
+        return
+    name = f"shop_{prefix}"
+    yield ProjectUnderTest("postgres", name, f"test_{name}")
+    with psycopg.connect(DSN, autocommit=True) as conn:  # the runners drop it; a failed run may not
+        conn.execute(f'DROP DATABASE IF EXISTS "test_{name}" WITH (FORCE)'.encode())
+
+
+def test_the_projects_own_tests_pass_under_djangos_runner_and_pytest_django(
+    tested_project: ProjectUnderTest,
+) -> None:
+    """tests/django_project/shop/tests.py: the test database, assertions, drains and inline jobs."""
+    django = tested_project.manage("test", "shop", "--noinput")
+    assert "\nOK" in django.stderr, django.stderr
+    assert "Traceback" not in django.stderr, django.stderr
+    assert "destroyed but it is pending" not in django.stderr, django.stderr
+    pytest_django = tested_project.pytest("shop/tests.py")
+    assert pytest_django.returncode == 0, pytest_django.stdout + pytest_django.stderr
+    assert " passed" in pytest_django.stdout and "destroyed but it is pending" not in pytest_django.stderr
+    # Both runners dropped their test database (nothing of Conveyor's held it open), and neither
+    # touched the development one.
+    if tested_project.engine == "postgres":
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            names = {row[0] for row in conn.execute(b"SELECT datname FROM pg_database").fetchall()}
+        assert tested_project.where not in names and tested_project.test_database not in names
+    else:
+        assert not Path(tested_project.where).exists()  # never created: nothing opened it
 
 
 def test_migrate_installs_the_schema_and_enqueues_join_djangos_transactions(project: Project) -> None:
@@ -162,3 +222,27 @@ def test_an_in_memory_sqlite_database_is_refused(tmp_path: Path) -> None:
     memory = Project("sqlite", ":memory:").manage("check", check=False)
     assert memory.returncode != 0
     assert "Conveyor needs a SQLite file that every process opens" in memory.stderr
+
+
+REFUSAL = """
+from django.db import connection
+from conveyor.contrib.django import get_app
+from conveyor.filters import JobFilter
+get_app().list_jobs_sync(JobFilter())  # the app's own connections, on the development database
+connection.creation.create_test_db(verbosity=0)
+try:
+    get_app().list_jobs_sync(JobFilter())
+except Exception as exc:
+    print(type(exc).__name__, exc)
+finally:
+    get_app().close_sync()
+    connection.creation.destroy_test_db("dev.db", verbosity=0)
+"""
+
+
+def test_an_app_already_on_the_development_database_refuses_the_test_database(tmp_path: Path) -> None:
+    project = ProjectUnderTest("sqlite", str(tmp_path / "dev.db"), str(tmp_path / "test.db"))
+    project.manage("migrate", "--verbosity", "0")
+    out = project.manage("shell", "-c", REFUSAL).stdout
+    assert "ConveyorError Django's database 'default' is now " in out
+    assert "refusing to use either" in out and "before Django sets up the test database" in out

@@ -28,6 +28,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections, connections
 
 from conveyor.app import Conveyor
+from conveyor.contrib.django.follow import DatabaseFollower
+from conveyor.contrib.django.inline import on_commit_of
 from conveyor.errors import ConveyorError
 
 #: Keys of ``settings.CONVEYOR`` the integration reads itself; the rest are Conveyor's settings.
@@ -76,8 +78,13 @@ def database_alias(options: Mapping[str, Any]) -> str:
 
 
 def database_url(alias: str) -> str:
-    """The Conveyor URL of Django's database ``alias`` (PostgreSQL or SQLite)."""
-    entry = settings.DATABASES[alias]
+    """The Conveyor URL of Django's database ``alias`` (PostgreSQL or SQLite), as Django uses it
+    now (the test database once Django's test runner has set it up)."""
+    return entry_url(alias, connections[alias].settings_dict)
+
+
+def entry_url(alias: str, entry: Mapping[str, Any]) -> str:
+    """The Conveyor URL of the ``DATABASES`` entry ``entry`` of ``alias``."""
     engine = entry.get("ENGINE", "")
     if engine in POSTGRES_ENGINES:
         return _postgres_url(entry)
@@ -108,9 +115,15 @@ def _postgres_url(entry: Mapping[str, Any]) -> str:
 def _sqlite_url(alias: str, entry: Mapping[str, Any]) -> str:
     name = str(entry.get("NAME") or "")
     if not name or name == ":memory:" or name.startswith("file:"):
+        hint = ""
+        if "memorydb" in name:  # Django's test database on SQLite is in memory unless named
+            hint = (
+                f"; Django's test database is in memory unless it has a file: set "
+                f"DATABASES[{alias!r}]['TEST'] = {{'NAME': 'test-db.sqlite3'}}"
+            )
         raise ImproperlyConfigured(
             f"DATABASES[{alias!r}]['NAME'] = {name!r}: Conveyor needs a SQLite file that every "
-            f"process opens (an in-memory database is private to one connection)"
+            f"process opens (an in-memory database is private to one connection){hint}"
         )
     return "sqlite:///" + os.path.abspath(Path(name))
 
@@ -156,13 +169,14 @@ def build_app(origin: str = "settings.CONVEYOR", **overrides: Any) -> Conveyor:
     value is an ``ImproperlyConfigured`` whose message starts with ``origin``."""
     options = django_options()
     alias = database_alias(options)
-    url = options.get("database_url") or database_url(alias)
+    own_url = options.get("database_url")
+    url = own_url or database_url(alias)
     transactional = bool(options.get("transactional", True)) and "database_url" not in options
     conveyor_settings = {k: v for k, v in options.items() if k not in OWN_KEYS}
     if "imports" in overrides and "imports" in conveyor_settings:
         overrides["imports"] = [*_as_list(conveyor_settings.pop("imports")), *overrides["imports"]]
     try:
-        return Conveyor(
+        app = Conveyor(
             url,
             sync_conn=connection_provider(alias) if transactional else None,
             blocking_job_scope=django_job_scope,
@@ -170,6 +184,11 @@ def build_app(origin: str = "settings.CONVEYOR", **overrides: Any) -> Conveyor:
         )
     except (ConveyorError, TypeError) as exc:
         raise ImproperlyConfigured(f"{origin}: {exc}") from None
+    if transactional:  # inline jobs run when the enqueue they stand for would commit
+        app.defer_inline = on_commit_of(alias)
+    if not own_url:  # the jobs are in Django's database: go where Django goes (its test database)
+        app.before_connect = DatabaseFollower(app, alias, url)
+    return app
 
 
 def _as_list(value: Any) -> list[str]:
