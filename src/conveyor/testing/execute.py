@@ -92,7 +92,9 @@ def process_job_sync(target: JobRequest | Job | Any, *, app: Conveyor | None = N
         return asyncio.run(process_job(context.job, app=owner))
     try:
         with _as_current(owner):
-            return call_blocking(definition, context, _scope(owner))
+            # No blocking_job_scope: the thread is the caller's, and so are its resources (Django's
+            # scope would close the connection of the TestCase's transaction).
+            return call_blocking(definition, context)
     except Outcome as outcome:
         return outcome
     except BaseExceptionRaised as exc:

@@ -1,12 +1,17 @@
 """The shop's tests, as a Django project writes them: run by ``manage.py test`` and by pytest-django
 (tests/test_django.py runs both, on PostgreSQL and SQLite). Settings: ``CONVEYOR["testing"] =
-"manual"``, so jobs are stored and run by ``drain_queue_sync``."""
+"manual"``, so jobs are stored and run by ``drain_queue_sync``; ``mode("inline")`` runs them at
+enqueue instead."""
 
-from django.test import TransactionTestCase
+from django.db import transaction
+from django.test import TestCase, TransactionTestCase
 
 from conveyor.testing import (
+    all_enqueued_sync,
     assert_enqueued_sync,
     drain_queue_sync,
+    mode,
+    process_job_sync,
     refute_enqueued_sync,
 )
 from shop.jobs import fulfil
@@ -18,6 +23,8 @@ class Boom(Exception):
 
 
 class DrainTests(TransactionTestCase):
+    """Drained jobs run in other threads, on other connections: they see committed rows only."""
+
     def test_jobs_run_in_the_test_database(self) -> None:
         order = Order.objects.create(email="ada@example.com")
         fulfil.enqueue_sync(order_id=order.pk)
@@ -27,3 +34,52 @@ class DrainTests(TransactionTestCase):
         order.refresh_from_db()
         assert order.status == "fulfilled"
         refute_enqueued_sync(worker=fulfil)
+
+
+class InTestCaseTests(TestCase):
+    """Inside the transaction a TestCase wraps each test in: nothing here is ever committed."""
+
+    def test_assertions_see_the_jobs_of_the_tests_transaction(self) -> None:
+        order = Order.objects.create(email="ada@example.com")
+        with transaction.atomic():
+            fulfil.enqueue_sync(order_id=order.pk)
+        try:
+            with transaction.atomic():
+                fulfil.enqueue_sync(order_id=-1)
+                raise Boom
+        except Boom:
+            pass
+        assert_enqueued_sync(worker=fulfil, args={"order_id": order.pk})
+        refute_enqueued_sync(worker=fulfil, args={"order_id": -1})  # rolled back with its block
+        assert [job.args for job in all_enqueued_sync(queue="shop")] == [{"order_id": order.pk}]
+
+    def test_process_job_sees_the_rows_of_the_test(self) -> None:
+        order = Order.objects.create(email="ada@example.com")
+        assert process_job_sync(fulfil.new(order_id=order.pk)) == "ada@example.com"
+        order.refresh_from_db()
+        assert order.status == "fulfilled"
+
+    def test_inline_jobs_run_at_once_outside_the_applications_transactions(self) -> None:
+        order = Order.objects.create(email="ada@example.com")
+        with mode("inline"):
+            fulfil.enqueue_sync(order_id=order.pk)  # in this thread: the order is there
+        order.refresh_from_db()
+        assert order.status == "fulfilled"
+
+    def test_inline_jobs_run_on_commit_and_never_after_a_rollback(self) -> None:
+        with mode("inline"), self.captureOnCommitCallbacks(execute=True), transaction.atomic():
+            order = Order.objects.create(email="ada@example.com")
+            fulfil.enqueue_sync(order_id=order.pk)
+            order.refresh_from_db()
+            assert order.status == "new"  # not before the commit
+        order.refresh_from_db()
+        assert order.status == "fulfilled"
+        with mode("inline"), self.captureOnCommitCallbacks(execute=True) as callbacks:
+            try:
+                with transaction.atomic():
+                    doomed = Order.objects.create(email="bob@example.com")
+                    fulfil.enqueue_sync(order_id=doomed.pk)
+                    raise Boom
+            except Boom:
+                pass
+        assert callbacks == []  # the job went with the rollback
