@@ -3,7 +3,7 @@
 "manual"``, so jobs are stored and run by ``drain_queue_sync``; ``mode("inline")`` runs them at
 enqueue instead."""
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.test import TestCase, TransactionTestCase
 
 from conveyor.testing import (
@@ -83,3 +83,21 @@ class InTestCaseTests(TestCase):
             except Boom:
                 pass
         assert callbacks == []  # the job went with the rollback
+
+
+def stored_jobs() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM oban_jobs")
+        return int(cursor.fetchone()[0])
+
+
+class NoLeaksTests(TransactionTestCase):
+    """Each test starts without jobs, whichever runs first: Django's flush empties the job table."""
+
+    def test_one(self) -> None:
+        assert stored_jobs() == 0
+        fulfil.enqueue_sync(order_id=1)  # committed at once: no TestCase transaction here
+
+    def test_two(self) -> None:
+        assert stored_jobs() == 0
+        fulfil.enqueue_sync(order_id=2)
