@@ -246,3 +246,40 @@ def test_an_app_already_on_the_development_database_refuses_the_test_database(tm
     out = project.manage("shell", "-c", REFUSAL).stdout
     assert "ConveyorError Django's database 'default' is now " in out
     assert "refusing to use either" in out and "before Django sets up the test database" in out
+
+
+ASGI = """
+import asyncio
+from djproject.asgi import application
+
+async def call(scope, messages):
+    sent, inbox = [], list(messages)
+    async def receive():
+        if inbox:
+            return inbox.pop(0)
+        await asyncio.Event().wait()  # a client that stays connected
+    async def send(message):
+        sent.append(message)
+    await application(scope, receive, send)
+    return sent
+
+async def main():
+    http = {"type": "http", "method": "GET", "path": "/ops/", "root_path": "", "query_string": b"",
+            "headers": [], "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8000),
+            "scheme": "http", "http_version": "1.1", "asgi": {"version": "3.0"}}
+    page = await call(http, [{"type": "http.request", "body": b"", "more_body": False}])
+    print("dashboard", page[0]["status"])
+    django = await call(dict(http, path="/elsewhere"), [{"type": "http.request", "body": b""}])
+    print("django", django[0]["status"])
+    life = await call({"type": "lifespan"}, [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+    print(*[m["type"] for m in life])
+
+asyncio.run(main())
+"""
+
+
+def test_the_documented_asgi_router_answers_lifespan_and_routes_the_dashboard(tmp_path: Path) -> None:
+    project = ProjectUnderTest("sqlite", str(tmp_path / "dev.db"), str(tmp_path / "test.db"))
+    project.manage("migrate", "--verbosity", "0")
+    out = project.manage("shell", "-c", ASGI).stdout.splitlines()[-3:]
+    assert out == ["dashboard 200", "django 404", "lifespan.startup.complete lifespan.shutdown.complete"]

@@ -12,7 +12,19 @@ import os
 SECRET_KEY = "test-only"
 DEBUG = False
 USE_TZ = True
-INSTALLED_APPS = ["django.contrib.contenttypes", "conveyor.contrib.django", "shop"]
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "conveyor.contrib.django",
+    "shop",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+]
+ROOT_URLCONF = "djproject.urls"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 if os.environ.get("SHOP_SQLITE"):

@@ -3,7 +3,13 @@
 "manual"``, so jobs are stored and run by ``drain_queue_sync``; ``mode("inline")`` runs them at
 enqueue instead."""
 
+import re
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import connection, transaction
+from django.http import HttpRequest
 from django.test import TestCase, TransactionTestCase
 
 from conveyor.testing import (
@@ -101,3 +107,38 @@ class NoLeaksTests(TransactionTestCase):
     def test_two(self) -> None:
         assert stored_jobs() == 0
         fulfil.enqueue_sync(order_id=2)
+
+
+def signed_in(request: HttpRequest) -> bool:
+    return bool(request.user.is_authenticated)
+
+
+class DashboardTests(TransactionTestCase):
+    """The dashboard mounted in urls.py (``path("jobs/", include("conveyor.contrib.django.urls"))``),
+    through Django's test client: staff only by default."""
+
+    def test_staff_only(self) -> None:
+        assert self.client.get("/jobs/").headers["Location"] == "/accounts/login/?next=/jobs/"
+        self.client.force_login(User.objects.create_user("bob"))
+        assert self.client.get("/jobs/").status_code == 403
+        anyone = {**settings.CONVEYOR, "dashboard": {"allow": "shop.tests.signed_in"}}
+        with self.settings(CONVEYOR=anyone):  # who may in is a setting
+            assert self.client.get("/jobs/").status_code == 200
+        self.client.force_login(User.objects.create_user("ada", is_staff=True))
+        page = self.client.get("/jobs/")
+        assert page.status_code == 200 and b"Conveyor" in page.content
+        assert self.client.get("/jobs/static/dashboard.css").status_code == 200
+
+    def test_jobs_are_listed_and_cancelled(self) -> None:
+        self.client.force_login(User.objects.create_user("ada", is_staff=True))
+        job_id = fulfil.enqueue_sync(order_id=7)
+        listed = self.client.get("/jobs/jobs", {"queue": "shop"})
+        assert listed.status_code == 200 and f"/jobs/jobs/{job_id}".encode() in listed.content
+        token = re.search(rb'name="csrf_token" value="([^"]+)"', listed.content)
+        assert token is not None
+        form = {"csrf_token": token[1].decode(), "action": "cancel", "ids": job_id, "confirmed": "yes"}
+        done = self.client.post(
+            "/jobs/actions/jobs", urlencode(form), content_type="application/x-www-form-urlencoded"
+        )
+        assert done.status_code == 303 and done.headers["Location"].startswith("/jobs/jobs"), done.content
+        refute_enqueued_sync(worker=fulfil)

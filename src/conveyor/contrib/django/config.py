@@ -8,6 +8,7 @@ few of the integration's:
 * ``database_url``: a URL of its own instead (the jobs then cannot join Django's transactions).
 * ``make_default``: make the app the process's default (``send.enqueue(...)`` finds it), True.
 * ``transactional``: blocking inserts go through Django's connection (default True).
+* ``dashboard``: the dashboard view's settings (``allow``, ``read_only``, ``title``, ``refresh``).
 
 Anything wrong is an ``ImproperlyConfigured`` naming the setting.
 """
@@ -33,7 +34,9 @@ from conveyor.contrib.django.inline import on_commit_of
 from conveyor.errors import ConveyorError
 
 #: Keys of ``settings.CONVEYOR`` the integration reads itself; the rest are Conveyor's settings.
-OWN_KEYS = frozenset({"database", "database_url", "make_default", "transactional"})
+OWN_KEYS = frozenset({"dashboard", "database", "database_url", "make_default", "transactional"})
+#: The keys of ``settings.CONVEYOR["dashboard"]``: who may in, and dashboard_app's display options.
+DASHBOARD_KEYS = frozenset({"allow", "read_only", "title", "refresh"})
 POSTGRES_ENGINES = ("django.db.backends.postgresql", "django.contrib.gis.db.backends.postgis")
 SQLITE_ENGINES = ("django.db.backends.sqlite3", "django.contrib.gis.db.backends.spatialite")
 #: libpq connection options of ``DATABASES[...]["OPTIONS"]`` that the app's URL carries too.
@@ -63,6 +66,19 @@ def django_options() -> dict[str, Any]:
         return {}
     if not isinstance(options, Mapping):
         raise ImproperlyConfigured(f"settings.CONVEYOR must be a dict of settings, not {options!r}")
+    return dict(options)
+
+
+def dashboard_options() -> dict[str, Any]:
+    """``settings.CONVEYOR["dashboard"]``, checked (the dashboard view's settings)."""
+    options = django_options().get("dashboard", {})
+    if not isinstance(options, Mapping):
+        raise ImproperlyConfigured(f"settings.CONVEYOR['dashboard'] must be a dict, not {options!r}")
+    unknown = sorted(set(options) - DASHBOARD_KEYS)
+    if unknown:
+        raise ImproperlyConfigured(
+            f"settings.CONVEYOR['dashboard'] has unknown keys {unknown}; it takes {sorted(DASHBOARD_KEYS)}"
+        )
     return dict(options)
 
 
@@ -169,6 +185,7 @@ def build_app(origin: str = "settings.CONVEYOR", **overrides: Any) -> Conveyor:
     value is an ``ImproperlyConfigured`` whose message starts with ``origin``."""
     options = django_options()
     alias = database_alias(options)
+    dashboard_options()  # a typo there fails at startup, not on the first visit
     own_url = options.get("database_url")
     url = own_url or database_url(alias)
     transactional = bool(options.get("transactional", True)) and "database_url" not in options
