@@ -202,6 +202,9 @@ def test_bad_settings_are_refused_naming_the_setting(project: Project) -> None:
     assert "ImproperlyConfigured: settings.CONVEYOR:" in bad_queue.stderr and "shop" in bad_queue.stderr
     unknown = project.manage("check", check=False, SHOP_CONVEYOR='{"queue": {"shop": 1}}')
     assert "settings.CONVEYOR" in unknown.stderr and "unknown setting" in unknown.stderr
+    assert "also takes the Django integration's dashboard, database, database_url, make_default" in (
+        unknown.stderr
+    )
     alias = project.manage("check", check=False, SHOP_CONVEYOR='{"database": "jobs"}')
     assert "settings.CONVEYOR['database'] = 'jobs' is not a database of settings.DATABASES" in alias.stderr
     no_queues = project.manage("conveyor_start", check=False, SHOP_CONVEYOR='{"queues": {}}')
@@ -283,3 +286,58 @@ def test_the_documented_asgi_router_answers_lifespan_and_routes_the_dashboard(tm
     project.manage("migrate", "--verbosity", "0")
     out = project.manage("shell", "-c", ASGI).stdout.splitlines()[-3:]
     assert out == ["dashboard 200", "django 404", "lifespan.startup.complete lifespan.shutdown.complete"]
+
+
+MISUSES = """
+from django.db import connection
+from conveyor.contrib.django import get_app
+from shop.jobs import fulfil
+for attempt in (
+    lambda: fulfil.enqueue_sync(order_id=1, conn=connection),
+    lambda: get_app().enqueue_sync(fulfil.new(order_id=1), conn=connection),
+):
+    try:
+        attempt()
+    except Exception as exc:
+        print(type(exc).__name__, exc)
+"""
+
+NO_APP = """
+import django
+from django.conf import settings
+settings.configure(INSTALLED_APPS=["django.contrib.contenttypes"])
+django.setup()
+from conveyor import job
+
+@job
+def hello() -> None: ...
+
+try:
+    hello.enqueue_sync()
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def test_misuses_get_errors_that_say_what_to_do_in_django(tmp_path: Path) -> None:
+    project = ProjectUnderTest("sqlite", str(tmp_path / "dev.db"), str(tmp_path / "test.db"))
+    project.manage("migrate", "--verbosity", "0")
+    conn_argument, django_conn = project.manage("shell", "-c", MISUSES).stdout.splitlines()[-2:]
+    assert conn_argument.startswith("ValidationError invalid conn=")
+    assert "is not an argument of shop.jobs.fulfil" in conn_argument
+    assert ".options(conn=conn).enqueue_sync(...)" in conn_argument and "leave it out" in conn_argument
+    assert django_conn.startswith("UnsupportedConnectionError cannot enqueue through a django.")
+    assert "this is Django's connection: leave conn out" in django_conn
+    assert project.query("SELECT count(*) FROM oban_jobs") == [(0,)]
+    no_app = subprocess.run(
+        [sys.executable, "-c", NO_APP], env=project.env(), capture_output=True, text=True, timeout=60
+    )
+    assert no_app.stdout.startswith("NoCurrentAppError no current Conveyor app"), no_app
+    assert 'add "conveyor.contrib.django" to INSTALLED_APPS' in no_app.stdout
+    # A URL of its own: the enqueues no longer join Django's transactions, and the check says so.
+    url = f'{{"database_url": "sqlite:///{tmp_path / "dev.db"}"}}'
+    warned = project.manage("check", SHOP_CONVEYOR=url)
+    assert "(conveyor.W001) settings.CONVEYOR['database_url'] is set" in warned.stderr + warned.stdout
+    meant = url[:-1] + ', "transactional": false}'
+    quiet = project.manage("check", SHOP_CONVEYOR=meant)
+    assert "conveyor.W001" not in quiet.stderr + quiet.stdout

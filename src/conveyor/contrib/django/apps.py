@@ -23,6 +23,7 @@ class ConveyorConfig(AppConfig):
     conveyor: Conveyor
 
     def ready(self) -> None:
+        from conveyor.contrib.django import checks  # noqa: F401  (registers them)
         from conveyor.contrib.django.config import build_app, jobs_modules
 
         # Each installed app's `jobs` module defines jobs (and @job(cron=...) entries): import them

@@ -200,7 +200,10 @@ def build_app(origin: str = "settings.CONVEYOR", **overrides: Any) -> Conveyor:
             **(conveyor_settings | {k: v for k, v in overrides.items() if v is not None}),
         )
     except (ConveyorError, TypeError) as exc:
-        raise ImproperlyConfigured(f"{origin}: {exc}") from None
+        also = ""
+        if "unknown setting" in str(exc):  # the integration's keys are no Conveyor settings
+            also = f"; settings.CONVEYOR also takes the Django integration's {', '.join(sorted(OWN_KEYS))}"
+        raise ImproperlyConfigured(f"{origin}: {exc}{also}") from None
     if transactional:  # inline jobs run when the enqueue they stand for would commit
         app.defer_inline = on_commit_of(alias)
     if not own_url:  # the jobs are in Django's database: go where Django goes (its test database)
