@@ -88,9 +88,10 @@ class ProjectUnderTest(Project):
         self.test_database = test_database
 
     def settings(self) -> dict[str, str]:
+        manual = {"SHOP_CONVEYOR": '{"testing": "manual"}'}  # as docs/guides/django.md's test settings
         if self.engine == "sqlite":
-            return {"SHOP_SQLITE_TEST": self.test_database}
-        return {"SHOP_PG_DB": self.where, "SHOP_PG_SCHEMA": ""}
+            return manual | {"SHOP_SQLITE_TEST": self.test_database}
+        return manual | {"SHOP_PG_DB": self.where, "SHOP_PG_SCHEMA": ""}
 
     def pytest(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -122,7 +123,7 @@ def test_the_projects_own_tests_pass_under_djangos_runner_and_pytest_django(
     assert "\nOK" in django.stderr, django.stderr
     assert "Traceback" not in django.stderr, django.stderr
     assert "destroyed but it is pending" not in django.stderr, django.stderr
-    pytest_django = tested_project.pytest("shop/tests.py")
+    pytest_django = tested_project.pytest("shop")
     assert pytest_django.returncode == 0, pytest_django.stdout + pytest_django.stderr
     assert " passed" in pytest_django.stdout and "destroyed but it is pending" not in pytest_django.stderr
     # Both runners dropped their test database (nothing of Conveyor's held it open), and neither
