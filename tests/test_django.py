@@ -250,6 +250,12 @@ def test_an_app_already_on_the_development_database_refuses_the_test_database(tm
     out = project.manage("shell", "-c", REFUSAL).stdout
     assert "ConveyorError Django's database 'default' is now " in out
     assert "refusing to use either" in out and "before Django sets up the test database" in out
+    # Django's SQLite test database is in memory unless named: drains need a file, and say so.
+    memory = project.manage("test", "shop.tests.DrainTests", check=False, SHOP_SQLITE_TEST="")
+    assert memory.returncode != 0
+    assert "Django's test database is in memory unless it has a file: set DATABASES['default']['TEST']" in (
+        memory.stderr
+    )
 
 
 ASGI = """
