@@ -7,8 +7,12 @@ test (Django's test runner drops the test database at the end, which open connec
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from queue import SimpleQueue
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from conveyor.current_app import current_app
@@ -78,15 +82,24 @@ def drain_queue_sync(
     with_safety: bool = False,
     with_scheduled: bool = True,
 ) -> dict[str, int]:
-    """``drain_queue`` from plain code."""
-    return _blocking(
-        drain_queue,
-        app,
-        queue,
-        with_recursion=with_recursion,
-        with_safety=with_safety,
-        with_scheduled=with_scheduled,
-    )
+    """``drain_queue`` from plain code. Thread jobs run here, in the caller's thread, as
+    ``process_job_sync`` runs them: they use the caller's own per-thread resources (Django's
+    connection, which the test framework manages and closes), and nothing is left open in other
+    threads."""
+    app = app or current_app()
+    here = CallerThread()
+    options = {"with_recursion": with_recursion, "with_safety": with_safety, "with_scheduled": with_scheduled}
+
+    def drain() -> dict[str, int]:
+        try:
+            return _blocking(drain_queue, app, queue, threads=here, **options)
+        finally:
+            here.stop()
+
+    with ThreadPoolExecutor(1, thread_name_prefix="conveyor-drain-wait") as waiting:
+        done = waiting.submit(contextvars.copy_context().run, drain)
+        here.serve()
+        return done.result()
 
 
 def _blocking(helper: Callable[..., Awaitable[T]], app: Conveyor | None, *args: Any, **kwargs: Any) -> T:
@@ -97,3 +110,32 @@ def _blocking(helper: Callable[..., Awaitable[T]], app: Conveyor | None, *args: 
     finally:
         if not opened:
             app.close_sync()
+
+
+class CallerThread(Executor):
+    """An executor whose work runs in the thread that calls ``serve`` (the test's own)."""
+
+    def __init__(self) -> None:
+        self._work: SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = (
+            SimpleQueue()
+        )
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        future: Future[T] = Future()
+        self._work.put((future, functools.partial(fn, **kwargs), args))
+        return future
+
+    def stop(self) -> None:
+        """Let ``serve`` return once the work submitted so far is done."""
+        self._work.put(None)
+
+    def serve(self) -> None:
+        """Run the work submitted, here, until ``stop``."""
+        while (item := self._work.get()) is not None:
+            future, fn, args = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # the drain decides what a job's exception means
+                future.set_exception(exc)
