@@ -244,9 +244,19 @@ finally:
 """
 
 
-def test_an_app_already_on_the_development_database_refuses_the_test_database(tmp_path: Path) -> None:
-    project = ProjectUnderTest("sqlite", str(tmp_path / "dev.db"), str(tmp_path / "test.db"))
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory: pytest.TempPathFactory) -> ProjectUnderTest:
+    """The project on a migrated SQLite database, shared by the tests below (one migrate for all)."""
+    where = tmp_path_factory.mktemp("shop")
+    project = ProjectUnderTest("sqlite", str(where / "dev.db"), str(where / "test.db"))
     project.manage("migrate", "--verbosity", "0")
+    return project
+
+
+def test_an_app_already_on_the_development_database_refuses_the_test_database(
+    migrated: ProjectUnderTest,
+) -> None:
+    project = migrated
     out = project.manage("shell", "-c", REFUSAL).stdout
     assert "ConveyorError Django's database 'default' is now " in out
     assert "refusing to use either" in out and "before Django sets up the test database" in out
@@ -288,10 +298,10 @@ asyncio.run(main())
 """
 
 
-def test_the_documented_asgi_router_answers_lifespan_and_routes_the_dashboard(tmp_path: Path) -> None:
-    project = ProjectUnderTest("sqlite", str(tmp_path / "dev.db"), str(tmp_path / "test.db"))
-    project.manage("migrate", "--verbosity", "0")
-    out = project.manage("shell", "-c", ASGI).stdout.splitlines()[-3:]
+def test_the_documented_asgi_router_answers_lifespan_and_routes_the_dashboard(
+    migrated: ProjectUnderTest,
+) -> None:
+    out = migrated.manage("shell", "-c", ASGI).stdout.splitlines()[-3:]
     assert out == ["dashboard 200", "django 404", "lifespan.startup.complete lifespan.shutdown.complete"]
 
 
@@ -326,9 +336,8 @@ except Exception as exc:
 """
 
 
-def test_misuses_get_errors_that_say_what_to_do_in_django(tmp_path: Path) -> None:
-    project = ProjectUnderTest("sqlite", str(tmp_path / "dev.db"), str(tmp_path / "test.db"))
-    project.manage("migrate", "--verbosity", "0")
+def test_misuses_get_errors_that_say_what_to_do_in_django(migrated: ProjectUnderTest) -> None:
+    project = migrated
     conn_argument, django_conn = project.manage("shell", "-c", MISUSES).stdout.splitlines()[-2:]
     assert conn_argument.startswith("ValidationError invalid conn=")
     assert "is not an argument of shop.jobs.fulfil" in conn_argument
@@ -342,7 +351,7 @@ def test_misuses_get_errors_that_say_what_to_do_in_django(tmp_path: Path) -> Non
     assert no_app.stdout.startswith("NoCurrentAppError no current Conveyor app"), no_app
     assert 'add "conveyor.contrib.django" to INSTALLED_APPS' in no_app.stdout
     # A URL of its own: the enqueues no longer join Django's transactions, and the check says so.
-    url = f'{{"database_url": "sqlite:///{tmp_path / "dev.db"}"}}'
+    url = f'{{"database_url": "sqlite:///{project.where}"}}'
     warned = project.manage("check", SHOP_CONVEYOR=url)
     assert "(conveyor.W001) settings.CONVEYOR['database_url'] is set" in warned.stderr + warned.stdout
     meant = url[:-1] + ', "transactional": false}'
