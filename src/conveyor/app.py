@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
 from contextvars import Token
 from datetime import datetime
@@ -47,6 +47,7 @@ from conveyor.testing.modes import check_mode, effective_mode
 from conveyor.workflow import Workflow, WorkflowStatus
 
 H = TypeVar("H", bound=Handler)
+T = TypeVar("T")
 
 
 class Conveyor(FleetApi, JobsApi):
@@ -107,6 +108,9 @@ class Conveyor(FleetApi, JobsApi):
         #: Entered in the job's thread around each blocking (thread) job: per-thread resources the
         #: job code uses (conveyor.contrib.django closes Django's stale connections with it).
         self.blocking_job_scope = blocking_job_scope
+        #: Inline mode's blocking enqueues hand it each job's run, to call now or later (None: now).
+        #: conveyor.contrib.django defers it to the commit of the caller's ``transaction.atomic()``.
+        self.defer_inline: Callable[[Callable[[], None]], None] | None = None
         #: The node's clock (``conveyor.testing``-style fake time in tests); the real one by default.
         self.clock: Clock = clock or SYSTEM_CLOCK
         #: The testing mode: "disabled", "manual" or "inline" (see ``conveyor.testing.modes``).
@@ -203,6 +207,33 @@ class Conveyor(FleetApi, JobsApi):
     async def engine(self) -> Engine:
         """The engine for the running event loop, opened on first use."""
         return await self._binding.engine()
+
+    def use_database(self, database_url: str) -> None:
+        """Point the app at another database, before it has opened any connection of its own
+        (conveyor.contrib.django follows Django's test database so); a ``ConveyorError`` after."""
+        settings = dataclasses.replace(self.settings, database_url=database_url)
+        self._binding.retarget(settings)
+        self.settings = settings
+
+    def run_sync(self, fn: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
+        """Run the coroutine function ``fn`` from blocking code, as the ``_sync`` twins do (on the
+        app's portal), and return its result; ``conveyor.testing``'s ``_sync`` helpers use it."""
+        return self._binding.call_blocking(fn, *args, **kwargs)
+
+    @property
+    def connected(self) -> bool:
+        """Has the app opened connections of its own (closed again by ``close``/``close_sync``)?"""
+        return self._binding.is_open()
+
+    @property
+    def before_connect(self) -> Callable[[], None] | None:
+        """Called before each use of the app's own connections; may raise to refuse, or call
+        ``use_database`` (conveyor.contrib.django follows Django's test database with it)."""
+        return self._binding.before_connect
+
+    @before_connect.setter
+    def before_connect(self, hook: Callable[[], None] | None) -> None:
+        self._binding.before_connect = hook
 
     def _abandon_node(self) -> None:
         """The app's loop has stopped (see ``EngineBinding.leave_stopped_loop``): so has its node."""

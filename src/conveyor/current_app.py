@@ -9,6 +9,7 @@ registry of every app created: with neither, the call fails and says how to name
 from __future__ import annotations
 
 import contextvars
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -32,7 +33,22 @@ class NoCurrentAppError(ConveyorError, LookupError):
         super().__init__(
             "no current Conveyor app: pass app= (send.options(app=app).enqueue(...)), run inside "
             "`async with app:` or `with app.as_current():`, or call app.make_default() once at startup"
+            + _django_hint()
         )
+
+
+def _django_hint() -> str:
+    """In a Django project without the integration installed, what makes the app."""
+    conf = sys.modules.get("django.conf")
+    if conf is None or not conf.settings.configured:
+        return ""
+    installed = getattr(conf.settings, "INSTALLED_APPS", ())
+    if "conveyor.contrib.django" in installed or "conveyor.contrib.django.apps.ConveyorConfig" in installed:
+        return ""  # installed, with make_default off: the generic advice applies
+    return (
+        '; in a Django project, add "conveyor.contrib.django" to INSTALLED_APPS: it builds the app '
+        "from settings.CONVEYOR and makes it the default"
+    )
 
 
 def current_app() -> Conveyor:

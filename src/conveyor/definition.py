@@ -232,12 +232,31 @@ class JobCall(Generic[P, R]):
         return current_app()
 
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId:
+        self._no_conn_argument(kwargs)
         request = self.new(*args, **kwargs)
         return await self._target().enqueue(request, conn=self._conn)
 
     def enqueue_sync(self, *args: P.args, **kwargs: P.kwargs) -> JobId:
+        self._no_conn_argument(kwargs)
         request = self.new(*args, **kwargs)
         return self._target().enqueue_sync(request, conn=self._conn)
+
+    def _no_conn_argument(self, kwargs: dict[str, Any]) -> None:
+        """``send.enqueue_sync(..., conn=connection)``: the keyword arguments are the job's, and a
+        connection is none a job can take (it would be stored as JSON): say where ``conn`` goes."""
+        if "conn" not in kwargs or isinstance(kwargs["conn"], str | int | float | bool | list | dict | None):
+            return
+        arguments = self._function.definition.arguments
+        if arguments is not None and "conn" in arguments.names:
+            return  # the job's own parameter, which binding and encoding check
+        raise ValidationError(
+            "conn",
+            kwargs["conn"],
+            f"is not an argument of {self._function.definition.name} (enqueue's keyword arguments are "
+            f"the job's): insert through your connection with "
+            f".options(conn=conn).enqueue_sync(...); with conveyor.contrib.django leave it out, "
+            f"enqueue_sync already uses Django's connection",
+        )
 
     async def relay(self, *args: P.args, **kwargs: P.kwargs) -> Any:
         request = self._relayed(args, kwargs)

@@ -81,9 +81,15 @@ class UnsupportedConnectionError(ConveyorError, TypeError):
 
     def __init__(self, connection: Any, expected: str) -> None:
         self.connection = connection
+        kind = type(connection)
+        hint = ""
+        if kind.__module__.startswith("django."):  # django.db.connection, or a DatabaseWrapper
+            hint = (
+                "; this is Django's connection: leave conn out (with conveyor.contrib.django, "
+                "enqueue_sync already inserts through Django's connection, in its transaction)"
+            )
         super().__init__(
-            f"cannot enqueue through a {type(connection).__module__}.{type(connection).__qualname__}; "
-            f"expected {expected}"
+            f"cannot enqueue through a {kind.__module__}.{kind.__qualname__}; expected {expected}{hint}"
         )
 
 

@@ -52,10 +52,31 @@ class EngineBinding:
         #: Called when the app lets go of a stopped loop, before its engine (the app's node lives there).
         self._on_leave = on_leave
         self._exit_hook = False
+        #: Called before the app opens a connection of its own (conveyor.contrib.django points the
+        #: app at Django's test database with it, or refuses): may raise to refuse.
+        self.before_connect: Callable[[], None] | None = None
+
+    def is_open(self) -> bool:
+        """Has the app opened connections of its own (on some loop, or on the portal)?"""
+        return self.loop is not None or self._portal_engine is not None
+
+    def retarget(self, settings: Settings) -> None:
+        """Use ``settings`` (another database) from now on; only before any connection is open."""
+        if self.is_open():
+            raise ConveyorError("an app cannot change databases once it has opened connections")
+        engine_from_settings(settings)  # a bad URL fails here, as in __init__
+        self._factory = lambda: engine_from_settings(settings)
+        if self.owns_engine:
+            self._engine = None  # a statement builder of the old settings, never opened
 
     async def engine(self) -> Engine:
-        """The app's own engine, for the running event loop, opened on first use."""
+        """The app's own engine, for the running event loop, opened on first use; on the portal
+        (a ``_sync`` twin, or ``conveyor.testing``'s blocking helpers), the portal's engine."""
         loop = asyncio.get_running_loop()
+        if self.before_connect is not None:
+            self.before_connect()
+        if self.portal.is_current():
+            return await self._portal_open()
         if self.loop is not None and self.loop is not loop:
             if self.loop.is_running():
                 raise ConveyorError(
@@ -114,17 +135,18 @@ class EngineBinding:
         a caller's ``conn`` the engine is only a statement builder: it is not opened."""
         if conn is not None:
             return await operation(self.statement_engine())
-        if self.portal.is_current():
-            if self._portal_engine is None:
-                if not self._exit_hook:
-                    # A plain script never calls close_sync(): close the portal's connections at
-                    # exit, while its thread still runs, instead of leaving tasks pending there.
-                    atexit.register(_close_at_exit, weakref.ref(self))
-                    self._exit_hook = True
-                self._portal_engine = self._factory()
-                await self._portal_engine.open()
-            return await operation(self._portal_engine)
         return await operation(await self.engine())
+
+    async def _portal_open(self) -> Engine:
+        if self._portal_engine is None:
+            if not self._exit_hook:
+                # A plain script never calls close_sync(): close the portal's connections at
+                # exit, while its thread still runs, instead of leaving tasks pending there.
+                atexit.register(_close_at_exit, weakref.ref(self))
+                self._exit_hook = True
+            self._portal_engine = self._factory()
+            await self._portal_engine.open()
+        return self._portal_engine
 
     def call_blocking(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """Run a coroutine of the app from blocking code, and wait for its result.

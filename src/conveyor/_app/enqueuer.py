@@ -18,7 +18,7 @@ from conveyor.batch import Batch
 from conveyor.errors import ConveyorError, ValidationError
 from conveyor.job_ids import JobIds, job_ids
 from conveyor.request import JobRequest, check_requests
-from conveyor.testing.execute import run_inline
+from conveyor.testing.execute import run_inline, run_inline_sync
 from conveyor.testing.modes import effective_mode
 from conveyor.workflow import Workflow
 
@@ -103,6 +103,11 @@ class Enqueuer:
         # Steps grafted onto a stored workflow need the async path (it reads the stored steps), so
         # they keep the app's own connection rather than the default one.
         grafting = isinstance(requests, Workflow) and bool(requests.existing)
+        if inline and not isinstance(requests, Workflow | Batch):
+            # Run here, in the caller's thread (what it sees, the job sees), or on its commit.
+            requests = list(requests)
+            check_requests(requests)
+            return run_inline_sync(self._app, list(transformed(requests, transform)))
         sync_conn = self._app.sync_conn
         if conn is None and sync_conn is not None and not inline and not grafting:
             conn = sync_conn()

@@ -40,7 +40,17 @@ class JobsApi:
         found = _criteria(criteria, filters)
         return await self._binding.run(lambda e: e.list_jobs(found))
 
-    list_jobs_sync = blocking_twin(list_jobs)
+    _list_jobs_sync = blocking_twin(list_jobs)
+
+    def list_jobs_sync(
+        self, /, criteria: JobFilter | None = None, *, conn: Any = None, **filters: Any
+    ) -> list[Job]:
+        """``list_jobs`` from plain code. With ``conn`` (a synchronous connection of yours, as
+        ``enqueue_sync`` takes), read in your transaction: the jobs you enqueued there and have not
+        committed are listed too."""
+        if conn is None:
+            return self._list_jobs_sync(criteria, **filters)
+        return self._binding.statement_engine().list_jobs_sync(_criteria(criteria, filters), conn=conn)
 
     async def cancel_jobs(
         self, /, criteria: JobFilter | None = None, *, conn: Any = None, **filters: Any

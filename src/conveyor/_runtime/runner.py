@@ -9,7 +9,7 @@ import functools
 import logging
 import math
 from collections.abc import Awaitable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import replace
 from typing import Any
 
@@ -56,7 +56,7 @@ class JobRunner:
         resolver: Resolver,
         telemetry: Telemetry,
         *,
-        threads: ThreadPoolExecutor,
+        threads: Executor,
         processes: ProcessPool | None,
         clock: Clock = SYSTEM_CLOCK,
         app: Any = None,
@@ -196,9 +196,14 @@ class JobRunner:
         if kind is ExecutorKind.THREAD:
             loop = asyncio.get_running_loop()
             ctx = contextvars.copy_context()
-            scope = getattr(self.app, "blocking_job_scope", None)
-            return loop.run_in_executor(self.threads, ctx.run, call_blocking, definition, context, scope)
+            return loop.run_in_executor(
+                self.threads, ctx.run, call_blocking, definition, context, self.blocking_scope()
+            )
         return call_async(definition, context)
+
+    def blocking_scope(self) -> Any:
+        """What each thread job runs inside: the app's ``blocking_job_scope`` (per-thread upkeep)."""
+        return getattr(self.app, "blocking_job_scope", None)
 
     # -- turning results into acks --------------------------------------------------------------
     def _completed(self, job: Job, definition: JobDefinition, value: Any) -> Ack:

@@ -29,6 +29,19 @@ FILTERS = ("worker", "queue", "args", "meta", "tags", "priority", "max_attempts"
 async def all_enqueued(*, app: Conveyor | None = None, delta: float = 1.0, **filters: Any) -> list[Job]:
     """The enqueued jobs matching every filter, newest first."""
     app = app or current_app()
+    criteria, wanted = query(filters)
+    found: list[Job] = []
+    before: int | None = None
+    while True:
+        page = await app.list_jobs(JobFilter(**criteria, limit=MAX_PAGE, before_id=before))
+        found.extend(job for job in page if matches(job, wanted, delta))
+        if len(page) < MAX_PAGE:
+            return found
+        before = page[-1].id
+
+
+def query(filters: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ``JobFilter`` criteria of ``filters``, and what is left to match job by job."""
     wanted = _check(filters)
     states = (wanted.pop("state"),) if "state" in wanted else ENQUEUED
     criteria: dict[str, Any] = {"states": states}
@@ -38,14 +51,7 @@ async def all_enqueued(*, app: Conveyor | None = None, delta: float = 1.0, **fil
         criteria["workers"] = (wanted.pop("worker"),)
     if "tags" in wanted:
         criteria["tags"] = tuple(wanted.pop("tags"))
-    found: list[Job] = []
-    before: int | None = None
-    while True:
-        page = await app.list_jobs(JobFilter(**criteria, limit=MAX_PAGE, before_id=before))
-        found.extend(job for job in page if _matches(job, wanted, delta))
-        if len(page) < MAX_PAGE:
-            return found
-        before = page[-1].id
+    return criteria, wanted
 
 
 async def assert_enqueued(
@@ -55,10 +61,7 @@ async def assert_enqueued(
     the newest match."""
     found = await _poll(lambda jobs: bool(jobs), app, timeout, delta, filters)
     if not found:
-        everything = await all_enqueued(app=app)
-        listed = "\n".join(f"  {_describe(job)}" for job in everything[:20]) or "  (nothing)"
-        within = f" within {timeout:g}s" if timeout else ""
-        raise AssertionError(f"no job matching {filters} was enqueued{within}; enqueued:\n{listed}")
+        raise AssertionError(missing(filters, timeout, await all_enqueued(app=app)))
     return found[0]
 
 
@@ -68,8 +71,20 @@ async def refute_enqueued(
     """Fail if a matching job is enqueued (watching for ``timeout`` seconds)."""
     found = await _poll(lambda jobs: bool(jobs), app, timeout, delta, filters)
     if found:
-        listed = "\n".join(f"  {_describe(job)}" for job in found[:20])
-        raise AssertionError(f"expected no job matching {filters}; enqueued:\n{listed}")
+        raise AssertionError(unexpected(filters, found))
+
+
+def missing(filters: dict[str, Any], timeout: float, everything: list[Job]) -> str:
+    """``assert_enqueued``'s failure: what was asked, and what is enqueued instead."""
+    listed = "\n".join(f"  {describe(job)}" for job in everything[:20]) or "  (nothing)"
+    within = f" within {timeout:g}s" if timeout else ""
+    return f"no job matching {filters} was enqueued{within}; enqueued:\n{listed}"
+
+
+def unexpected(filters: dict[str, Any], found: list[Job]) -> str:
+    """``refute_enqueued``'s failure: the jobs that should not be there."""
+    listed = "\n".join(f"  {describe(job)}" for job in found[:20])
+    return f"expected no job matching {filters}; enqueued:\n{listed}"
 
 
 async def _poll(
@@ -113,7 +128,7 @@ def _check(filters: dict[str, Any]) -> dict[str, Any]:
     return wanted
 
 
-def _matches(job: Job, wanted: dict[str, Any], delta: float) -> bool:
+def matches(job: Job, wanted: dict[str, Any], delta: float) -> bool:
     for name, value in wanted.items():
         if name in ("args", "meta"):
             held = getattr(job, name)
@@ -127,7 +142,7 @@ def _matches(job: Job, wanted: dict[str, Any], delta: float) -> bool:
     return True
 
 
-def _describe(job: Job) -> str:
+def describe(job: Job) -> str:
     return (
         f"#{job.id} {job.worker} queue={job.queue} state={job.state.value} args={job.args} "
         f"scheduled_at={job.scheduled_at.isoformat()}"

@@ -4,8 +4,8 @@ claim and ack of the app's engine, so the stored states are what a node would le
 from __future__ import annotations
 
 import uuid
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 from conveyor._options import check_queue
 from conveyor._runtime.invoke import BaseExceptionRaised
@@ -30,6 +30,12 @@ OUTCOMES = ("cancelled", "completed", "discarded", "retryable", "scheduled")
 class _DrainRunner(JobRunner):
     """The node's runner, with process jobs run in a thread (a test has no process pool)."""
 
+    #: Thread jobs run in the caller's thread (``drain_queue_sync``): its resources are the caller's.
+    in_caller_thread = False
+
+    def blocking_scope(self) -> Any:
+        return None if self.in_caller_thread else super().blocking_scope()
+
     def executor_for(self, definition: JobDefinition, queue_default: ExecutorKind) -> ExecutorKind:
         kind = super().executor_for(definition, queue_default)
         if kind is ExecutorKind.PROCESS:
@@ -44,6 +50,7 @@ async def drain_queue(
     with_recursion: bool = True,
     with_safety: bool = False,
     with_scheduled: bool = True,
+    threads: Executor | None = None,
 ) -> dict[str, int]:
     """Run the jobs of ``queue`` one after another, here, and return how many attempts ended each
     way (``completed``, ``discarded``, ``cancelled``, ``retryable``, ``scheduled`` for a snooze).
@@ -55,6 +62,10 @@ async def drain_queue(
       that snoozes over and over, drained with recursion, never lets the drain end).
     - ``with_safety``: a job's exception is recorded as its failed attempt; without it (default)
       the attempt is recorded and the exception propagates, stopping the drain.
+
+    ``threads``: an executor of the caller's that runs the thread jobs, without the app's
+    ``blocking_job_scope`` (``drain_queue_sync`` passes the caller's own thread); by default a pool
+    of this drain's own, each job inside the scope as on a node.
     """
     app = app or current_app()
     check_queue(queue)
@@ -72,9 +83,23 @@ async def drain_queue(
     )
     await link.start()
     try:
-        return await _drain(
-            app, engine, link, queue, producer, counts, with_recursion, with_safety, with_scheduled
-        )
+        if threads is not None:
+            return await _drain(
+                app,
+                engine,
+                link,
+                threads,
+                queue,
+                producer,
+                counts,
+                with_recursion,
+                with_safety,
+                with_scheduled,
+            )
+        with ThreadPoolExecutor(2, thread_name_prefix="conveyor-drain") as pool:
+            return await _drain(
+                app, engine, link, pool, queue, producer, counts, with_recursion, with_safety, with_scheduled
+            )
     finally:
         await link.stop()
 
@@ -83,6 +108,7 @@ async def _drain(
     app: Conveyor,
     engine: Engine,
     link: JobLink,
+    threads: Executor,
     queue: str,
     producer: str,
     counts: dict[str, int],
@@ -90,38 +116,40 @@ async def _drain(
     with_safety: bool,
     with_scheduled: bool,
 ) -> dict[str, int]:
-    with ThreadPoolExecutor(2, thread_name_prefix="conveyor-drain") as threads:
-        runner = _DrainRunner(
-            app.resolver,
-            app.telemetry,
-            threads=threads,
-            processes=None,
-            clock=app.clock,
-            app=app,
-            reraise=not with_safety,
-        )
-        while True:
-            if with_scheduled:
-                waiting = JobFilter(queues=(queue,), states=(JobState.SCHEDULED, JobState.RETRYABLE))
-                await engine.retry_jobs(waiting)
-            demand = 1 if with_recursion else 10_000
-            jobs = await engine.fetch_jobs(queue, demand, node=TEST_NODE, producer=producer)
-            if not jobs:
-                break
-            for job in jobs:
-                context = JobContext(job)
-                link.attach(context)
-                try:
-                    ack = await runner.run(context)
-                except Exception as exc:  # the job's own (with_safety=False): record it, then raise
-                    await engine.ack_jobs([_with_progress(runner.failure(job, exc), link, context)])
-                    if isinstance(exc, BaseExceptionRaised):
-                        raise exc.original from None  # the SystemExit the job raised, as raised
-                    raise
-                await engine.ack_jobs([_with_progress(ack, link, context)])
-                counts[_outcome(ack.state)] += 1
-            if not with_recursion:
-                break
+    runner = _DrainRunner(
+        app.resolver,
+        app.telemetry,
+        threads=threads,
+        processes=None,
+        clock=app.clock,
+        app=app,
+        reraise=not with_safety,
+    )
+    # Threads of the caller's run its jobs without the app's per-thread upkeep (Django's would
+    # close the caller's own connection, in the middle of its test).
+    runner.in_caller_thread = not isinstance(threads, ThreadPoolExecutor)
+    while True:
+        if with_scheduled:
+            waiting = JobFilter(queues=(queue,), states=(JobState.SCHEDULED, JobState.RETRYABLE))
+            await engine.retry_jobs(waiting)
+        demand = 1 if with_recursion else 10_000
+        jobs = await engine.fetch_jobs(queue, demand, node=TEST_NODE, producer=producer)
+        if not jobs:
+            break
+        for job in jobs:
+            context = JobContext(job)
+            link.attach(context)
+            try:
+                ack = await runner.run(context)
+            except Exception as exc:  # the job's own (with_safety=False): record it, then raise
+                await engine.ack_jobs([_with_progress(runner.failure(job, exc), link, context)])
+                if isinstance(exc, BaseExceptionRaised):
+                    raise exc.original from None  # the SystemExit the job raised, as raised
+                raise
+            await engine.ack_jobs([_with_progress(ack, link, context)])
+            counts[_outcome(ack.state)] += 1
+        if not with_recursion:
+            break
     return counts
 
 

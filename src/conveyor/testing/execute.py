@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,38 @@ async def process_job(target: JobRequest | Job | Any, *, app: Conveyor | None = 
     a value, or an outcome it returned or raised (``Snooze``, ``Cancel``, ``Record`` ...). Its
     exception propagates. Thread and process jobs run in a thread. ``app`` (else the current app,
     if any) is the current app inside the job and resolves its worker name."""
+    owner, definition, context = _prepare(target, app)
+    try:
+        with _as_current(owner):
+            if definition.is_async:
+                return await call_async(definition, context)
+            run = contextvars.copy_context().run
+            return await asyncio.to_thread(run, call_blocking, definition, context, _scope(owner))
+    except Outcome as outcome:
+        return outcome
+    except BaseExceptionRaised as exc:
+        raise exc.original from None
+
+
+def process_job_sync(target: JobRequest | Job | Any, *, app: Conveyor | None = None) -> Any:
+    """``process_job`` from plain (non-async) code. A blocking job runs right here, in the caller's
+    thread: it sees what the caller's thread sees (the rows of a Django ``TestCase``'s transaction,
+    on the thread's Django connection)."""
+    owner, definition, context = _prepare(target, app)
+    if definition.is_async:
+        return asyncio.run(process_job(context.job, app=owner))
+    try:
+        with _as_current(owner):
+            # No blocking_job_scope: the thread is the caller's, and so are its resources (Django's
+            # scope would close the connection of the TestCase's transaction).
+            return call_blocking(definition, context)
+    except Outcome as outcome:
+        return outcome
+    except BaseExceptionRaised as exc:
+        raise exc.original from None
+
+
+def _prepare(target: JobRequest | Job | Any, app: Conveyor | None) -> tuple[Conveyor | None, Any, JobContext]:
     job = job_of(target)
     owner = app
     if owner is None:
@@ -77,29 +110,16 @@ async def process_job(target: JobRequest | Job | Any, *, app: Conveyor | None = 
         except LookupError:
             owner = None
     definition = owner.resolver.resolve(job.worker) if owner is not None else _resolve(job.worker)
-    context = JobContext(job, executor="async" if definition.is_async else "thread")
-    try:
-        if owner is not None:
-            with using_app(owner):
-                return await _run(definition, context, getattr(owner, "blocking_job_scope", None))
-        return await _run(definition, context, None)
-    except Outcome as outcome:
-        return outcome
-    except BaseExceptionRaised as exc:
-        raise exc.original from None
+    return owner, definition, JobContext(job, executor="async" if definition.is_async else "thread")
 
 
-def process_job_sync(target: JobRequest | Job | Any, *, app: Conveyor | None = None) -> Any:
-    """``process_job`` from plain (non-async) code."""
-    return asyncio.run(process_job(target, app=app))
+def _as_current(owner: Conveyor | None) -> AbstractContextManager[Any]:
+    return nullcontext() if owner is None else using_app(owner)
 
 
-async def _run(definition: Any, context: JobContext, scope: Any) -> Any:
-    """The job on the loop, or in a thread inside the app's ``blocking_job_scope`` as a node runs it."""
-    if definition.is_async:
-        return await call_async(definition, context)
-    run = contextvars.copy_context().run
-    return await asyncio.to_thread(run, call_blocking, definition, context, scope)
+def _scope(owner: Conveyor | None) -> Any:
+    """The app's ``blocking_job_scope``: around a blocking job, as a node runs it."""
+    return getattr(owner, "blocking_job_scope", None)
 
 
 def _resolve(worker: str) -> Any:
@@ -116,4 +136,26 @@ async def run_inline(app: Conveyor, requests: list[JobRequest]) -> JobIds:
         job = job_of(request)
         await process_job(job, app=app)
         ids.append(job.id)
+    return ids.build()
+
+
+def run_inline_sync(app: Conveyor, requests: list[JobRequest]) -> JobIds:
+    """Inline mode's blocking enqueue: each job runs in the caller's thread (``process_job_sync``),
+    at once or when the app's ``defer_inline`` calls it (on commit, in Django)."""
+    ids = JobIdsBuilder()
+    jobs = [job_of(request) for request in requests]
+    for job in jobs:
+        ids.append(job.id)
+
+    def run() -> None:
+        for job in jobs:
+            if app.resolver.resolve(job.worker).is_async:  # on the app's portal: the caller may be on a loop
+                app.run_sync(process_job, job, app=app)
+            else:
+                process_job_sync(job, app=app)
+
+    if app.defer_inline is None:
+        run()
+    else:
+        app.defer_inline(run)
     return ids.build()

@@ -3,6 +3,7 @@ handed back typed, ``send.enqueue``/``relay`` on the current app, ``options(...)
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime
@@ -18,6 +19,7 @@ from conveyor.errors import ConveyorError
 from conveyor.testing import drain_queue
 from tests.conformance import api_jobs
 from tests.conformance.api_jobs import Address, Color, Customer
+from tests.conformance.conftest import BLOCKING_CALLER_CONNECTIONS
 from tests.helpers import poll
 
 
@@ -247,3 +249,24 @@ async def test_abstract_collections_of_typed_values_convert_too(app: Conveyor) -
     job_id = await app.enqueue(request)
     await drain_queue(app=app)
     assert await app.get_result(job_id) == ["UUID", "date"]
+
+
+async def test_list_jobs_sync_with_a_connection_reads_in_its_transaction(
+    engine_name: str, any_engine: Engine
+) -> None:
+    """``list_jobs_sync(conn=)``: the caller's uncommitted jobs are listed (what a Django TestCase's
+    assertions need), through its connection, while the app's own connections see none of them."""
+    app = Conveyor(engine=any_engine)
+
+    def plain() -> None:
+        with BLOCKING_CALLER_CONNECTIONS[engine_name](any_engine) as conn:
+            ids = app.enqueue_many_sync([api_jobs.greet.new("a"), api_jobs.greet.new("b")], conn=conn)
+            listed = app.list_jobs_sync(conn=conn)
+            assert [job.id for job in listed] == sorted(ids, reverse=True)
+            assert listed[0].args == {"name": "b"} and listed[0].state is JobState.AVAILABLE
+            assert [job.id for job in app.list_jobs_sync(limit=1, conn=conn)] == [max(ids)]
+            assert app.list_jobs_sync(states=["completed"], conn=conn) == []
+            assert app.list_jobs_sync() == []  # not committed: nobody else sees them
+            conn.rollback()
+
+    await asyncio.to_thread(plain)

@@ -16,14 +16,19 @@ from conveyor.engine.base import Engine
 from conveyor.errors import ConveyorError, UnsupportedConnectionError, ValidationError
 from conveyor.testing import (
     all_enqueued,
+    all_enqueued_sync,
     assert_enqueued,
+    assert_enqueued_sync,
     drain_queue,
+    drain_queue_sync,
     mode,
     process_job,
     process_job_sync,
     refute_enqueued,
+    refute_enqueued_sync,
 )
 from tests.conformance import api_jobs
+from tests.conformance.conftest import ADDRESSES
 
 NOTHING = {"cancelled": 0, "completed": 0, "discarded": 0, "retryable": 0, "scheduled": 0}
 
@@ -165,6 +170,39 @@ def test_a_bad_mode_is_refused() -> None:
 
 
 # -- drain_queue ------------------------------------------------------------------------------
+async def test_the_helpers_blocking_twins_work_from_plain_code_and_close_what_they_open(
+    engine_name: str, any_engine: Engine
+) -> None:
+    """``assert_enqueued_sync`` and the others, as a plain (Django, say) test calls them, on an app of
+    its own URL: the connections they open are closed when they return (a test database with
+    connections left open cannot be dropped)."""
+    url, prefix = ADDRESSES[engine_name](any_engine)
+    api_jobs.SEEN.clear()
+    app = Conveyor(url, prefix=prefix, testing="manual")
+
+    def plain() -> None:
+        with app.as_current():
+            job_id = api_jobs.greet.enqueue_sync("ada")
+            api_jobs.parent_in_thread.enqueue_sync(children=2)
+            app.close_sync()  # the enqueues' connections: what follows opens its own
+            job = assert_enqueued_sync(worker=api_jobs.greet, args={"name": "ada"})
+            assert job.id == job_id and not app.connected
+            refute_enqueued_sync(worker=api_jobs.child)
+            with pytest.raises(AssertionError, match=r"no job matching \{'worker': 'nobody'\}"):
+                assert_enqueued_sync(worker="nobody")
+            with pytest.raises(AssertionError, match="expected no job matching"):
+                refute_enqueued_sync(worker=api_jobs.greet)
+            assert len(all_enqueued_sync()) == 2
+            assert drain_queue_sync() == {**NOTHING, "completed": 4}  # with the 2 children
+            assert sorted(api_jobs.SEEN["children"]) == [0, 1] and not app.connected
+            assert all_enqueued_sync() == []
+
+    try:
+        await asyncio.to_thread(plain)
+    finally:
+        app.close_sync()
+
+
 async def test_drain_counts_how_each_attempt_ended(app: Conveyor) -> None:
     await api_jobs.greet.enqueue("a")
     await api_jobs.snoozes.enqueue()

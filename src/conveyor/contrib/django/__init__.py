@@ -9,6 +9,10 @@
   inside ``transaction.atomic()`` the jobs commit or roll back with the block.
 * ``manage.py conveyor_start`` runs a node; each installed app's ``jobs`` module is imported, so its
   jobs and their cron entries are known.
+* Tests: the app follows Django's test database (``follow``), inline jobs run on commit
+  (``inline``), and ``flush`` empties the job table (``apps``).
+* ``path("jobs/", include("conveyor.contrib.django.urls"))`` serves the dashboard to staff
+  (``dashboard``); ``asgi.route_dashboard`` routes it beside Django under ASGI.
 
 See docs/guides/django.md.
 """

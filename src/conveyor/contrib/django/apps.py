@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.apps import AppConfig
+from django.db import DatabaseError, connections, transaction
+from django.db.models.signals import post_migrate
 from django.utils.module_loading import autodiscover_modules
 
 if TYPE_CHECKING:
@@ -21,6 +23,7 @@ class ConveyorConfig(AppConfig):
     conveyor: Conveyor
 
     def ready(self) -> None:
+        from conveyor.contrib.django import checks  # noqa: F401  (registers them)
         from conveyor.contrib.django.config import build_app, jobs_modules
 
         # Each installed app's `jobs` module defines jobs (and @job(cron=...) entries): import them
@@ -29,6 +32,23 @@ class ConveyorConfig(AppConfig):
         self.conveyor = build_app(imports=jobs_modules())
         if self.conveyor_options.get("make_default", True):
             self.conveyor.make_default()
+        post_migrate.connect(self._after_flush, sender=self)
+
+    def _after_flush(self, using: str, **kwargs: Any) -> None:
+        """``flush`` (TransactionTestCase runs one after each test) empties Django's tables, then
+        sends ``post_migrate`` without a migration plan: empty the job table too, so no job outlives
+        its test, and close the app's own connections (the test database is dropped at the end)."""
+        from conveyor.contrib.django.config import database_alias
+        from conveyor.contrib.django.schema import clear_jobs
+
+        if "plan" in kwargs or using != database_alias(self.conveyor_options):
+            return  # a migrate, or another database
+        try:
+            with transaction.atomic(using=using):  # a savepoint, should flush run in a transaction
+                clear_jobs(connections[using])
+        except DatabaseError:
+            pass  # no job table in this database (never migrated, or `migrate conveyor zero`)
+        self.conveyor.close_sync()
 
     @property
     def conveyor_options(self) -> dict[str, object]:

@@ -8,6 +8,7 @@ few of the integration's:
 * ``database_url``: a URL of its own instead (the jobs then cannot join Django's transactions).
 * ``make_default``: make the app the process's default (``send.enqueue(...)`` finds it), True.
 * ``transactional``: blocking inserts go through Django's connection (default True).
+* ``dashboard``: the dashboard view's settings (``allow``, ``read_only``, ``title``, ``refresh``).
 
 Anything wrong is an ``ImproperlyConfigured`` naming the setting.
 """
@@ -28,10 +29,14 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections, connections
 
 from conveyor.app import Conveyor
+from conveyor.contrib.django.follow import DatabaseFollower
+from conveyor.contrib.django.inline import on_commit_of
 from conveyor.errors import ConveyorError
 
 #: Keys of ``settings.CONVEYOR`` the integration reads itself; the rest are Conveyor's settings.
-OWN_KEYS = frozenset({"database", "database_url", "make_default", "transactional"})
+OWN_KEYS = frozenset({"dashboard", "database", "database_url", "make_default", "transactional"})
+#: The keys of ``settings.CONVEYOR["dashboard"]``: who may in, and dashboard_app's display options.
+DASHBOARD_KEYS = frozenset({"allow", "read_only", "title", "refresh"})
 POSTGRES_ENGINES = ("django.db.backends.postgresql", "django.contrib.gis.db.backends.postgis")
 SQLITE_ENGINES = ("django.db.backends.sqlite3", "django.contrib.gis.db.backends.spatialite")
 #: libpq connection options of ``DATABASES[...]["OPTIONS"]`` that the app's URL carries too.
@@ -64,6 +69,19 @@ def django_options() -> dict[str, Any]:
     return dict(options)
 
 
+def dashboard_options() -> dict[str, Any]:
+    """``settings.CONVEYOR["dashboard"]``, checked (the dashboard view's settings)."""
+    options = django_options().get("dashboard", {})
+    if not isinstance(options, Mapping):
+        raise ImproperlyConfigured(f"settings.CONVEYOR['dashboard'] must be a dict, not {options!r}")
+    unknown = sorted(set(options) - DASHBOARD_KEYS)
+    if unknown:
+        raise ImproperlyConfigured(
+            f"settings.CONVEYOR['dashboard'] has unknown keys {unknown}; it takes {sorted(DASHBOARD_KEYS)}"
+        )
+    return dict(options)
+
+
 def database_alias(options: Mapping[str, Any]) -> str:
     alias = options.get("database", "default")
     if not isinstance(alias, str) or alias not in settings.DATABASES:
@@ -76,8 +94,13 @@ def database_alias(options: Mapping[str, Any]) -> str:
 
 
 def database_url(alias: str) -> str:
-    """The Conveyor URL of Django's database ``alias`` (PostgreSQL or SQLite)."""
-    entry = settings.DATABASES[alias]
+    """The Conveyor URL of Django's database ``alias`` (PostgreSQL or SQLite), as Django uses it
+    now (the test database once Django's test runner has set it up)."""
+    return entry_url(alias, connections[alias].settings_dict)
+
+
+def entry_url(alias: str, entry: Mapping[str, Any]) -> str:
+    """The Conveyor URL of the ``DATABASES`` entry ``entry`` of ``alias``."""
     engine = entry.get("ENGINE", "")
     if engine in POSTGRES_ENGINES:
         return _postgres_url(entry)
@@ -108,9 +131,15 @@ def _postgres_url(entry: Mapping[str, Any]) -> str:
 def _sqlite_url(alias: str, entry: Mapping[str, Any]) -> str:
     name = str(entry.get("NAME") or "")
     if not name or name == ":memory:" or name.startswith("file:"):
+        hint = ""
+        if "memorydb" in name:  # Django's test database on SQLite is in memory unless named
+            hint = (
+                f"; Django's test database is in memory unless it has a file: set "
+                f"DATABASES[{alias!r}]['TEST'] = {{'NAME': 'test-db.sqlite3'}}"
+            )
         raise ImproperlyConfigured(
             f"DATABASES[{alias!r}]['NAME'] = {name!r}: Conveyor needs a SQLite file that every "
-            f"process opens (an in-memory database is private to one connection)"
+            f"process opens (an in-memory database is private to one connection){hint}"
         )
     return "sqlite:///" + os.path.abspath(Path(name))
 
@@ -156,20 +185,30 @@ def build_app(origin: str = "settings.CONVEYOR", **overrides: Any) -> Conveyor:
     value is an ``ImproperlyConfigured`` whose message starts with ``origin``."""
     options = django_options()
     alias = database_alias(options)
-    url = options.get("database_url") or database_url(alias)
+    dashboard_options()  # a typo there fails at startup, not on the first visit
+    own_url = options.get("database_url")
+    url = own_url or database_url(alias)
     transactional = bool(options.get("transactional", True)) and "database_url" not in options
     conveyor_settings = {k: v for k, v in options.items() if k not in OWN_KEYS}
     if "imports" in overrides and "imports" in conveyor_settings:
         overrides["imports"] = [*_as_list(conveyor_settings.pop("imports")), *overrides["imports"]]
     try:
-        return Conveyor(
+        app = Conveyor(
             url,
             sync_conn=connection_provider(alias) if transactional else None,
             blocking_job_scope=django_job_scope,
             **(conveyor_settings | {k: v for k, v in overrides.items() if v is not None}),
         )
     except (ConveyorError, TypeError) as exc:
-        raise ImproperlyConfigured(f"{origin}: {exc}") from None
+        also = ""
+        if "unknown setting" in str(exc):  # the integration's keys are no Conveyor settings
+            also = f"; settings.CONVEYOR also takes the Django integration's {', '.join(sorted(OWN_KEYS))}"
+        raise ImproperlyConfigured(f"{origin}: {exc}{also}") from None
+    if transactional:  # inline jobs run when the enqueue they stand for would commit
+        app.defer_inline = on_commit_of(alias)
+    if not own_url:  # the jobs are in Django's database: go where Django goes (its test database)
+        app.before_connect = DatabaseFollower(app, alias, url)
+    return app
 
 
 def _as_list(value: Any) -> list[str]:

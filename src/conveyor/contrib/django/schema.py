@@ -31,6 +31,20 @@ def schema_sql(vendor: str, *, uninstall: bool = False) -> list[str]:
     raise ValueError(f"Conveyor keeps jobs in PostgreSQL or SQLite, not {vendor}")
 
 
+def clear_jobs(connection: Any) -> None:
+    """Delete every job, on Django's ``connection`` (Conveyor's tables are no models of Django's,
+    so its ``flush`` leaves them alone)."""
+    if connection.vendor == "postgresql":
+        script = [postgres_schema.clear_jobs_sql(_prefix())]
+    elif connection.vendor == "sqlite":
+        script = list(sqlite_schema.statements(sqlite_schema.clear_jobs_sql(_prefix())))
+    else:
+        raise ValueError(f"Conveyor keeps jobs in PostgreSQL or SQLite, not {connection.vendor}")
+    with connection.cursor() as cursor:
+        for statement in script:
+            cursor.execute(statement)
+
+
 def _run(schema_editor: Any, *, uninstall: bool) -> None:
     connection = schema_editor.connection
     if connection.alias != database_alias(django_options()):

@@ -6,9 +6,11 @@ from datetime import datetime
 from typing import Any
 
 import orjson
+import psycopg
 
 from conveyor.engine.postgres import foreign
-from conveyor.engine.postgres.rows import naive_utc
+from conveyor.engine.postgres.rows import naive_utc, read_jobs
+from conveyor.engine.postgres.sessions import json_loaders
 from conveyor.engine.postgres.workflows import PostgresWorkflows
 from conveyor.filters import JobFilter
 from conveyor.job import Job, JobState
@@ -67,6 +69,18 @@ class PostgresJobs(PostgresWorkflows):
         if params["limit"] is None:
             params["limit"] = 100
         return await self._fetch_jobs(statement, params)
+
+    def list_jobs_sync(self, criteria: JobFilter, *, conn: Any) -> list[Job]:
+        statement = self.sql.compose("list_jobs", columns="job_columns", filter="job_filter")
+        params = filter_params(criteria)
+        if params["limit"] is None:
+            params["limit"] = 100
+        # A cursor of our own (a caller's may be client-side, as Django's are), reading JSON as ours
+        # do whatever loaders the caller's connection registered (Django reads jsonb as text).
+        with psycopg.Cursor(foreign.sync_driver_connection(conn)) as cur:
+            json_loaders(cur)
+            cur.execute(statement.encode(), params)
+            return read_jobs(cur.fetchall())
 
     async def cancel_jobs(
         self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None

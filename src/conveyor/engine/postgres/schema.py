@@ -51,6 +51,11 @@ def uninstall_sql(prefix: str = "public") -> str:
     return SqlFiles(SQL_PACKAGE, prefix)["uninstall"]
 
 
+def clear_jobs_sql(prefix: str = "public") -> str:
+    """The SQL that deletes every job (and nothing else), for test integrations."""
+    return SqlFiles(SQL_PACKAGE, prefix)["clear_jobs"]
+
+
 async def installed_version(conn: psycopg.AsyncConnection[Any], prefix: str) -> int | None:
     """The latest migration recorded in ``prefix``, or None when Conveyor never installed there."""
     table = f"{quote_identifier(prefix)}.conveyor_migrations"

@@ -23,7 +23,7 @@ class _JsonTextLoader(Loader):
     load = staticmethod(orjson.loads)  # type: ignore[assignment]
 
 
-def json_loaders(conn: psycopg.AsyncConnection[Any]) -> None:
+def json_loaders(conn: psycopg.AsyncConnection[Any] | psycopg.Cursor[Any]) -> None:
     set_json_loads(orjson.loads, conn)  # binary format, should a statement ask for it
     conn.adapters.register_loader("json", _JsonTextLoader)
     conn.adapters.register_loader("jsonb", _JsonTextLoader)

@@ -23,6 +23,10 @@ class Jobs(Protocol):
         matches jobs carrying all of them; ``before_id`` keeps ids below it (the next page),
         ``after_id`` ids above it."""
 
+    def list_jobs_sync(self, criteria: JobFilter, *, conn: Any) -> list[Job]:
+        """``list_jobs`` through a caller's synchronous connection (as ``insert_sync`` takes), in its
+        transaction: the jobs it inserted and has not committed are listed too."""
+
     async def cancel_jobs(
         self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
     ) -> list[int]:

@@ -110,6 +110,12 @@ class SqliteJobs(SqliteWorkflows):
 
         return read_jobs(await self.database.read(run))
 
+    def list_jobs_sync(self, criteria: JobFilter, *, conn: Any) -> list[Job]:
+        condition, params = filter_condition(criteria)
+        params["limit"] = criteria.limit if criteria.limit is not None else DEFAULT_LIST_LIMIT
+        statement = compose("list_jobs", condition)
+        return read_jobs(foreign.sync_driver_connection(conn).execute(statement, params).fetchall())
+
     async def cancel_jobs(
         self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
     ) -> list[int]:

@@ -54,6 +54,12 @@ def uninstall_sql(prefix: str = DEFAULT_PREFIX) -> str:
     return FILES["uninstall"]
 
 
+def clear_jobs_sql(prefix: str = DEFAULT_PREFIX) -> str:
+    """The SQL that deletes every job (and nothing else), for test integrations."""
+    check_prefix(prefix)
+    return FILES["clear_jobs"]
+
+
 def statements(script: str) -> Iterator[str]:
     """The statements of ``script`` one by one (``executescript`` would commit our transaction)."""
     buffer: list[str] = []
