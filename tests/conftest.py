@@ -12,6 +12,10 @@ import pytest
 from conveyor import Conveyor
 from conveyor.engine.postgres import PostgresEngine
 
+# The Django project's own tests run under its runners (manage.py test, pytest-django with its
+# pytest.ini), started by tests/test_django.py; collected here they would import Django unconfigured.
+collect_ignore = ["django_project"]
+
 DSN = os.environ.get("CONVEYOR_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
 
