@@ -308,18 +308,17 @@ async def test_migrations_through_a_transaction_pooler_run_on_listen_url(
 
 async def build_sessions(prefix: str) -> list[str]:
     """The application names of the sessions running an index build of ``prefix``, once one waits."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+
+    def waiting() -> list[str]:
         with psycopg.connect(DSN, autocommit=True) as conn:
             rows = conn.execute(
                 "SELECT application_name FROM pg_stat_activity WHERE query ILIKE %s AND query ILIKE %s "
                 "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
                 ("%CREATE%INDEX%", f"%{prefix}%"),
             ).fetchall()
-        if rows:
-            return [str(name) for (name,) in rows]
-        await asyncio.sleep(0.05)
-    raise AssertionError("no index build waited")
+        return [str(name) for (name,) in rows]
+
+    return await helpers.poll(waiting, timeout=20, what="an index build to wait", every=0.05)
 
 
 def test_cli_migrate_through_a_transaction_pooler(bouncers: dict[str, Bouncer], schema: str) -> None:

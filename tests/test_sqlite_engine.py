@@ -325,16 +325,20 @@ def checkpointed_size(db_path: str, at_least: int, timeout: float = 5.0) -> int:
     or whatever it is after ``timeout``; then the log must hold nothing left to copy. Only the
     size is watched until then: a checkpoint of our own would do the engine's work for it."""
     deadline = time.monotonic() + timeout
-    while (size := os.path.getsize(db_path)) < at_least and time.monotonic() < deadline:
-        time.sleep(0.02)
+    size = helpers.poll_sync(
+        lambda: os.path.getsize(db_path),
+        lambda size: size >= at_least,
+        timeout=timeout,
+        what=f"the database file to reach {at_least} bytes",
+    )
     with sqlite3.connect(db_path) as conn:
         # A checkpoint of the engine's may still be running: "busy", ask again.
-        while True:
-            busy, log_frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            if (busy == 0 and copied == log_frames) or time.monotonic() > deadline:
-                break
-            time.sleep(0.02)
-    assert (busy, copied) == (0, log_frames)
+        helpers.poll_sync(
+            lambda: conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone(),
+            lambda found: found[0] == 0 and found[2] == found[1],  # not busy, every frame copied
+            timeout=max(0.0, deadline - time.monotonic()),
+            what="(busy, log frames, copied) with nothing left to copy",
+        )
     return size
 
 
@@ -765,15 +769,21 @@ async def test_insert_to_start_latency_through_a_node(tmp_path: Path) -> None:
     key = uuid.uuid4().hex
     app = Conveyor(database_url=f"sqlite:///{tmp_path}/jobs.db", queues={"default": 10}, poll_interval=5.0)
     await app.install()
+    fetches = helpers.Events()
+    app.on("producer.fetch", fetches)
     async with app:
-        await asyncio.sleep(0.1)
+        await fetches.wait("producer.fetch")  # the first poll, at start, is over: the next is 5 s away
         latencies = []
         for _ in range(20):
             started = time.monotonic()
             await app.enqueue(runtime_jobs.mark_started.new(key=key))
-            deadline = time.monotonic() + 5
-            while runtime_jobs.EVENTS.get(key, 0.0) < started and time.monotonic() < deadline:  # noqa: ASYNC110
-                await asyncio.sleep(0.0005)
+            await helpers.poll(
+                lambda: runtime_jobs.EVENTS.get(key, 0.0),
+                lambda seen, started=started: seen >= started,
+                timeout=5,
+                what="the job to start",
+                every=0.0005,
+            )
             latencies.append(runtime_jobs.EVENTS[key] - started)
         # Woken by the in-process notification, not by the 5 s poll.
         assert sorted(latencies)[10] < 0.05, latencies
