@@ -585,13 +585,21 @@ async def test_notifications_in_process_are_immediate(sqlite_engine: SqliteEngin
             assert heard.on("signal")[-1:] == [{"n": n}]
         assert [p["n"] for p in heard.on("signal")] == list(range(20))
         await sqlite_engine.notify("leader", {"ignored": True})  # not a channel we listen on
-        await asyncio.sleep(0.05)
+        # Delivered in order: once a later notification is heard, the ignored one would have been.
+        await sqlite_engine.notify("signal", {"n": "marker"})
+        await helpers.poll(lambda: heard.on("signal")[-1:] == [{"n": "marker"}], what="the marker")
         assert {name for name, *_ in heard.items} == {"listener", "signal"}
     finally:
         await listener.stop()
         await other.close()
-    await sqlite_engine.notify("signal", {"after": "stop"})
-    await asyncio.sleep(0.05)
+    # A listener still subscribed hears the next notification; the stopped one never does.
+    still = Heard()
+    witness = await sqlite_engine.listen(["signal"], still)
+    try:
+        await sqlite_engine.notify("signal", {"after": "stop"})
+        await helpers.poll(lambda: {"after": "stop"} in still.on("signal"), what="the witness to hear it")
+    finally:
+        await witness.stop()
     assert {"after": "stop"} not in heard.on("signal")
 
 
