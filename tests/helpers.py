@@ -165,6 +165,17 @@ async def holds(
         await asyncio.sleep(min(every, max(0.0, deadline - time.monotonic())))
 
 
+async def blocked_by(dsn: str, blocker: int) -> int:
+    """How many sessions wait for a lock that session ``blocker`` holds."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", [blocker]
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        return int(row[0])
+
+
 def poll_sync(
     probe: Callable[[], T],
     done: Callable[[T], object] = bool,

@@ -13,7 +13,7 @@ from conveyor import JobState, Workflow
 from conveyor.acks import Ack
 from conveyor.engine.postgres import PostgresEngine
 from tests.conformance.contract import T0, req, uid
-from tests.helpers import poll
+from tests.helpers import blocked_by, poll
 from tests.test_hot_path import generic_plan, positional
 
 SETTLE_PARAMS = ["ids", "skip", "take", "now", "channel"]
@@ -62,14 +62,3 @@ async def test_a_step_whose_row_another_transaction_changes_is_waited_for_then_l
         await asyncio.wait_for(ack, 10)
     settled = await engine.get_job(ids["b"])
     assert settled is not None and settled.state is JobState.AVAILABLE and settled.meta["touched"] is True
-
-
-async def blocked_by(dsn: str, blocker: int) -> int:
-    """How many sessions wait for a lock that session ``blocker`` holds."""
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-        cur = await conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", [blocker]
-        )
-        row = await cur.fetchone()
-        assert row is not None
-        return int(row[0])
