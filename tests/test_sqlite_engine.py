@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -366,16 +366,28 @@ def notes(path: str) -> list[str]:
         return [r[0] for r in conn.execute("SELECT note FROM notes ORDER BY note")]
 
 
+async def heard_marker(db_path: str, heard: Heard) -> None:
+    """Write a "signal" notification row as another process would (committed at once, no source)
+    and wait until ``heard`` has it: the rows are delivered in order, so a notification committed
+    before it has been delivered by then, and one not delivered by then was never committed."""
+    with sqlite3.connect(db_path) as conn:  # commits on leaving the block
+        conn.execute(
+            "INSERT INTO conveyor_notifications (channel, payload, source, created_at) VALUES (?, ?, NULL, ?)",
+            ("signal", orjson.dumps({"marker": db_path}).decode(), datetime.now(UTC).isoformat(" ")),
+        )
+    await helpers.poll(lambda: {"marker": db_path} in heard.on("signal"), what="the marker notification")
+
+
 async def test_sqlite3_connection_commit_and_rollback(sqlite_engine: SqliteEngine, db_path: str) -> None:
     notes_table(db_path)
     heard = Heard()
-    listener = await sqlite_engine.listen(["insert"], heard)
+    listener = await sqlite_engine.listen(["insert", "signal"], heard)
     try:
         conn = sqlite3.connect(db_path)  # the default: transactions open implicitly
         conn.execute("INSERT INTO notes VALUES ('rolled back')")
         sqlite_engine.insert_sync([request(1, queue="txn")], conn=conn)
         conn.rollback()
-        await asyncio.sleep(0.2)
+        await heard_marker(db_path, heard)
         assert heard.on("insert") == [] and count(db_path) == 0 and notes(db_path) == []
 
         conn.execute("INSERT INTO notes VALUES ('committed')")
@@ -434,13 +446,13 @@ async def test_sqlalchemy_sync_commit_and_rollback(
     notes_table(db_path)
     alchemy = create_engine(f"sqlite:///{db_path}")
     heard = Heard()
-    listener = await sqlite_engine.listen(["insert"], heard)
+    listener = await sqlite_engine.listen(["insert", "signal"], heard)
     try:
         with Session(alchemy) if kind == "session" else alchemy.connect() as conn:
             conn.execute(text("INSERT INTO notes VALUES ('rolled back')"))
             sqlite_engine.insert_sync([request(1, queue="txn")], conn=conn)
             conn.rollback()
-        await asyncio.sleep(0.2)
+        await heard_marker(db_path, heard)
         assert count(db_path) == 0 and heard.on("insert") == []
 
         with Session(alchemy) if kind == "session" else alchemy.connect() as conn:
