@@ -372,7 +372,8 @@ async def heard_marker(db_path: str, heard: Heard) -> None:
     before it has been delivered by then, and one not delivered by then was never committed."""
     with sqlite3.connect(db_path) as conn:  # commits on leaving the block
         conn.execute(
-            "INSERT INTO conveyor_notifications (channel, payload, source, created_at) VALUES (?, ?, NULL, ?)",
+            "INSERT INTO conveyor_notifications (channel, payload, source, created_at)"
+            " VALUES (?, ?, NULL, ?)",
             ("signal", orjson.dumps({"marker": db_path}).decode(), datetime.now(UTC).isoformat(" ")),
         )
     await helpers.poll(lambda: {"marker": db_path} in heard.on("signal"), what="the marker notification")
