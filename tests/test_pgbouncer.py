@@ -186,9 +186,16 @@ async def test_a_pooler_found_at_run_time_is_survived_and_no_job_runs_twice(
 async def pickup(app: Conveyor, key: str, count: int = 5) -> list[float]:
     """Seconds from enqueue to the start of the run, for ``count`` jobs enqueued one at a time
     into an idle queue."""
+
+    def idle() -> bool:
+        """Nothing running, fetching or waiting to be acked: the last job is over."""
+        assert app.node is not None
+        producers = app.node.producers.values()
+        return not app.node.acker.held() and not any(p.running or p.fetching for p in producers)
+
     latencies = []
     for _ in range(count):
-        await asyncio.sleep(0.15)  # the node idle again
+        await helpers.poll(idle, what="the node idle again")
         before = len(jobs.RUNS[key])
         began = time.time()
         await app.enqueue(jobs.record.new(key=key))
