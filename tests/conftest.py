@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
-import psycopg
-import pytest
+# Compiled modules are written and reused, whatever the environment says (PYTHONDONTWRITEBYTECODE):
+# the suite starts a few hundred Python subprocesses (`conveyor` commands, nodes, pool workers,
+# oban-py), and each one compiling Conveyor's hundred modules from source again costs it about
+# 0.3 s of CPU; pytest's workers likewise re-rewrite every test module. The files land in
+# __pycache__ directories, which git ignores. Set before Conveyor is first imported below.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
-from conveyor import Conveyor
-from conveyor.engine.postgres import PostgresEngine
+import psycopg  # noqa: E402
+import pytest  # noqa: E402
+
+from conveyor import Conveyor  # noqa: E402
+from conveyor.engine.postgres import PostgresEngine  # noqa: E402
 
 # The Django project's own tests run under its runners (manage.py test, pytest-django with its
 # pytest.ini), started by tests/test_django.py; collected here they would import Django unconfigured.

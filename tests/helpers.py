@@ -142,6 +142,40 @@ async def poll(
         await asyncio.sleep(every)
 
 
+async def holds(
+    probe: Callable[[], Awaitable[T] | T],
+    ok: Callable[[T], object] = bool,
+    *,
+    during: float,
+    what: str,
+    every: float = 0.05,
+) -> T:
+    """The one way a test checks that something does not happen for a while (a bounded negative
+    check, where no event could say "never"): ``ok(probe())`` must hold at every probe for
+    ``during`` seconds, and at the end; return the last value. Prefer a positive check where one
+    exists (wait for a later event that is ordered after the one that must not come)."""
+    deadline = time.monotonic() + during
+    while True:
+        value = probe()
+        if inspect.isawaitable(value):
+            value = await value
+        assert ok(value), f"{what}: {value!r}"
+        if time.monotonic() >= deadline:
+            return value
+        await asyncio.sleep(min(every, max(0.0, deadline - time.monotonic())))
+
+
+async def blocked_by(dsn: str, blocker: int) -> int:
+    """How many sessions wait for a lock that session ``blocker`` holds."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", [blocker]
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        return int(row[0])
+
+
 def poll_sync(
     probe: Callable[[], T],
     done: Callable[[T], object] = bool,

@@ -13,7 +13,6 @@ import os
 import pwd
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import psycopg
 import pytest
 
 from tests.faults.cluster import free_port
+from tests.helpers import poll_sync
 
 SERVER = ("127.0.0.1", 5432)
 
@@ -75,20 +75,28 @@ def start_pgbouncer(directory: Path, mode: str, *, pool_size: int = 8) -> Iterat
     log = (directory / f"pgbouncer-{mode}.log").open("wb")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 10
-        while True:
+
+        def answers() -> bool:
             try:
                 with psycopg.connect(
                     f"postgresql://postgres@127.0.0.1:{port}/test", connect_timeout=1, autocommit=True
                 ) as conn:
                     conn.execute("SELECT 1")
-                break
             except psycopg.OperationalError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    log.flush()
-                    output = (directory / f"pgbouncer-{mode}.log").read_text(errors="replace")
-                    pytest.skip(f"pgbouncer did not start: {output[-500:]}")
-                time.sleep(0.05)
+                return False
+            return True
+
+        try:
+            poll_sync(
+                lambda: answers() or process.poll() is not None, timeout=10, what="pgbouncer", every=0.05
+            )
+            started = process.poll() is None
+        except AssertionError:
+            started = False
+        if not started:
+            log.flush()
+            output = (directory / f"pgbouncer-{mode}.log").read_text(errors="replace")
+            pytest.skip(f"pgbouncer did not start: {output[-500:]}")
         yield Bouncer(port, mode, process)
     finally:
         process.terminate()

@@ -238,19 +238,27 @@ def test_statement_times_sum_each_kind_over_the_window_and_tell_when_absent(dsn:
     assert done.stdout.strip() in ("loaded", "absent")
 
 
-def test_insert_copy_and_the_memory_guards_run_and_report(dsn: str) -> None:
-    """``insert-copy`` measures both sides; the guards measure, check their limits (exit 0: none
-    exceeded at these sizes) and report each check."""
-    results = run_benchmarks(
-        dsn, "insert-copy", "memory", "soak", "--jobs", "1000", "--minutes", "0.1", "--rounds", "1"
-    )
-    copy, node, enqueue, soak = results
+# insert-copy, the memory guards and soak run in three processes (three tests), which the suite's
+# workers run side by side: together they took over 20 s, the soak's fixed 6 s included.
+def test_insert_copy_runs_and_reports(dsn: str) -> None:
+    """``insert-copy`` measures both sides."""
+    (copy,) = run_benchmarks(dsn, "insert-copy", "--jobs", "1000", "--rounds", "1")
     assert copy["scenario"] == "insert-copy" and copy["jobs"] == 1000 and copy["rounds"] == 1
     assert copy["jobs_per_s"] > 0 and copy["copy_jobs_per_s"] > 0 and copy["ratio"] > 0
+
+
+def test_the_memory_guards_run_and_report(dsn: str) -> None:
+    """The guards measure, check their limits (exit 0: none exceeded at these sizes) and report
+    each check."""
+    node, enqueue = run_benchmarks(dsn, "memory", "--jobs", "1000", "--rounds", "1")
     assert node["check"] == "node-c1000" and node["most_executing_rows"] >= 900
     assert 0 < node["peak_rss_mb"] <= node["limit_mb"]
     assert enqueue["check"] == "enqueue-1m" and enqueue["jobs"] == 1000
     assert enqueue["growth_mb"] <= enqueue["limit_mb"] and 0 < enqueue["ids_mb"] < 0.1
+
+
+def test_the_soak_guard_runs_and_reports(dsn: str) -> None:
+    (soak,) = run_benchmarks(dsn, "soak", "--jobs", "1000", "--minutes", "0.1", "--rounds", "1")
     assert soak["scenario"] == "soak" and soak["jobs_enqueued"] > 0 and "exceeded" not in soak
 
 

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
+from conveyor import Conveyor
 from tests.conftest import DSN
 
 CONVEYOR = str(Path(sys.executable).with_name("conveyor"))
@@ -294,3 +295,40 @@ def test_start_reports_an_import_that_fails_in_one_line(
         "start", "-q", "default", "--import", module, "--dsn", DSN, "--prefix", prefix, cwd=tmp_path
     )
     assert_one_line_error(run, fragment)
+
+
+# -- start-up cost ----------------------------------------------------------------------------------
+#: What each command may not import: a command loads only the modules it uses (``LAZY_COMMANDS`` in
+#: cli/main.py), so the hundreds of ``conveyor`` processes of this suite (and a user's scripts) start
+#: sooner. rich draws tables and progress bars; the app, the engines and the runtime act on a database.
+NOT_IMPORTED = {
+    ("--version",): ["rich", "conveyor.app", "conveyor.engine.base", "conveyor.cli.start", "psycopg"],
+    ("start", "--help"): ["rich", "conveyor.cli.jobs", "conveyor.cli.bulk", "conveyor.cli.dashboard"],
+    ("jobs", "--help"): ["conveyor._runtime.node", "conveyor.cli.start", "rich.syntax", "pygments"],
+    # A SQLite database never loads PostgreSQL's driver and pool (a fifth of a command's start).
+    ("jobs", "--dsn", "sqlite:///jobs.db"): ["psycopg", "psycopg_pool", "conveyor.engine.postgres"],
+}
+
+
+@pytest.mark.parametrize("args", sorted(NOT_IMPORTED))
+def test_a_command_imports_only_what_it_uses(args: tuple[str, ...], tmp_path: Path) -> None:
+    app = Conveyor(f"sqlite:///{tmp_path / 'jobs.db'}")  # installed for the command that reads it
+    app.install_sync()
+    app.close_sync()
+    # The entry point as the `conveyor` script calls it, then the modules it left loaded.
+    code = (
+        "import sys\n"
+        "from conveyor.cli import main\n"
+        "try:\n"
+        f"    main({list(args)!r})\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0, exc.code\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stderr.split())
+    assert "click" in loaded  # the modules were listed
+    assert {name for name in NOT_IMPORTED[args] if name in loaded} == set()

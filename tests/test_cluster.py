@@ -14,7 +14,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,7 +32,7 @@ from conveyor.fleet import OWN_PRODUCER, CronTick, ProducerBeat
 from conveyor.retention import Pruned, Retention
 from conveyor.telemetry import Telemetry
 from tests import cluster_jobs as jobs
-from tests.helpers import Events, make_app, poll
+from tests.helpers import Events, holds, make_app, poll
 from tests.node_processes import NodeProcess, describe, node_env, node_processes
 
 T = TypeVar("T")
@@ -59,17 +59,6 @@ async def query(engine: PostgresEngine, text: str, params: Any = None) -> list[t
     async with engine.pool.connection() as conn:
         cur = await conn.execute(sql.SQL(text).format(**tables), params)
         return await cur.fetchall() if cur.description else []
-
-
-async def holds(
-    probe: Callable[[], Awaitable[T]], ok: Callable[[T], bool], *, during: float, what: str
-) -> None:
-    """Check that ``ok(probe())`` stays true for ``during`` seconds (a bounded negative check)."""
-    deadline = time.monotonic() + during
-    while time.monotonic() < deadline:
-        value = await probe()
-        assert ok(value), f"{what}: {value!r}"
-        await asyncio.sleep(0.05)
 
 
 async def leader_node(engine: PostgresEngine) -> str | None:
@@ -614,8 +603,14 @@ async def test_a_killed_leaders_jobs_and_fleet_slots_come_back_long_before_its_l
             assert claimed is not None and doomed.owns(claimed.attempted_by[0])
             doomed_node = claimed.attempted_by[0]
             await survivor.start()
-            await asyncio.sleep(producer_timeout + heartbeat)  # its contact outlasts producer_timeout
-            assert await runs_of(engine, waiting) == []  # the global limit holds it back
+            # The global limit holds the waiting job back while the doomed node's contact outlasts
+            # producer_timeout.
+            await holds(
+                lambda: runs_of(engine, waiting),
+                lambda runs: runs == [],
+                during=producer_timeout + heartbeat,
+                what="the waiting job ran past the global limit",
+            )
             assert survivor.node is not None and not survivor.node.leadership.is_leader
 
             doomed.process.send_signal(signal.SIGKILL)

@@ -12,7 +12,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import pytest
 
 from conveyor.engine._migrations import LATEST_VERSION
 from tests.conftest import DSN
+from tests.helpers import poll_sync
 
 PROJECT = Path(__file__).resolve().parent / "django_project"
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -165,12 +165,14 @@ def test_conveyor_start_runs_the_jobs_with_the_orm(project: Project) -> None:
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if project.query("SELECT count(*) FROM shop_order WHERE status = 'fulfilled'") == [(302,)]:
-                break
+
+        def fulfilled() -> list[tuple[Any, ...]]:
             assert node.poll() is None, node.communicate()
-            time.sleep(0.2)
+            return project.query("SELECT count(*) FROM shop_order WHERE status = 'fulfilled'")
+
+        poll_sync(
+            fulfilled, lambda rows: rows == [(302,)], timeout=60, what="302 fulfilled orders", every=0.2
+        )
         node.send_signal(signal.SIGTERM)
         _out, err = node.communicate(timeout=30)
     finally:

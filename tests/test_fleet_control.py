@@ -31,7 +31,7 @@ from conveyor.cli import main as cli
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.fleet import QueueInfo
 from tests import fleet_jobs
-from tests.helpers import listening, poll, signal_channel, table
+from tests.helpers import holds, listening, poll, signal_channel, table
 
 ROOT = Path(__file__).resolve().parent.parent
 CONVEYOR = Path(sys.executable).with_name("conveyor")
@@ -216,16 +216,9 @@ async def wait_queues(
     return last
 
 
-async def stays(
-    check: Callable[[], Awaitable[bool]], seconds: float, what: str, interval: float = 0.1
-) -> None:
-    """Assert ``check`` holds every time it is polled for ``seconds``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while loop.time() < deadline:
-        assert await check(), what
-        await asyncio.sleep(interval)
-    assert await check(), what
+async def stays(check: Callable[[], Awaitable[bool]], seconds: float, what: str) -> None:
+    """Assert ``check`` holds every time it is polled for ``seconds`` (``helpers.holds``)."""
+    await holds(check, during=seconds, what=what, every=0.1)
 
 
 async def all_available(engine: PostgresEngine, ids: Sequence[int]) -> bool:

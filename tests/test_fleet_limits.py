@@ -19,7 +19,7 @@ from psycopg import sql
 from conveyor import JobState
 from conveyor.engine.postgres import PostgresEngine
 from tests import cluster_jobs as jobs
-from tests.helpers import make_app, table
+from tests.helpers import make_app, poll, table
 from tests.node_processes import describe, node_env, node_processes
 
 GLOBAL_LIMIT = 4
@@ -100,26 +100,33 @@ async def test_three_node_processes_share_a_global_limit_through_a_kill(
         ):
             # Kill a process while it runs jobs, once the fleet is well under way.
             deadline = time.monotonic() + 60
-            victim = None
-            while victim is None:
-                assert time.monotonic() < deadline, describe(nodes)
+
+            async def running_node() -> Any:
                 found = await spans(conn, prefix)
                 running = {pid for _, pid, _, _, ended in found if ended is None}
-                if len(found) >= 8:
-                    victim = next((n.process for n in nodes if n.pid in running), None)
-                await asyncio.sleep(0.01)
+                return next((n.process for n in nodes if n.pid in running), None) if len(found) >= 8 else None
+
+            victim = await poll(
+                running_node, timeout=60, what=f"a node running jobs\n{describe(nodes)}", every=0.01
+            )
             victim.send_signal(signal.SIGKILL)
             killed_at = (await (await conn.execute("SELECT clock_timestamp()")).fetchone())[0]  # type: ignore[index]
             await victim.wait()
-            while True:
-                assert time.monotonic() < deadline, describe(nodes)
+
+            async def completed() -> int:
                 cur = await conn.execute(
                     sql.SQL("SELECT count(*) FROM {} WHERE state = 'completed'").format(table(prefix))
                 )
                 row = await cur.fetchone()
-                if row and row[0] == JOBS:
-                    break
-                await asyncio.sleep(0.05)
+                return int(row[0]) if row else 0
+
+            await poll(
+                completed,
+                lambda n: n == JOBS,
+                timeout=max(0.0, deadline - time.monotonic()),
+                what=f"every job to complete\n{describe(nodes)}",
+                every=0.05,
+            )
             found = await spans(conn, prefix)
     finally:
         sampling = False

@@ -13,6 +13,7 @@ Conveyor.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -116,12 +117,17 @@ class ConveyorNode:
         return self._stderr.read().decode(errors="replace")[-4000:]
 
     async def _ready(self, timeout: float = 20.0) -> None:
-        deadline = asyncio.get_running_loop().time() + timeout
-        while f"conveyor node {self.name} running queues" not in self.errors():
-            if self.proc.returncode is not None or asyncio.get_running_loop().time() > deadline:
-                await self.kill()
-                pytest.fail(f"the Conveyor node did not start; stderr:\n{self.errors()}")
-            await asyncio.sleep(0.05)
+        started = f"conveyor node {self.name} running queues"
+        with contextlib.suppress(AssertionError):  # timed out: failed below, with the node's output
+            await helpers.poll(
+                lambda: started in self.errors() or self.proc.returncode is not None,
+                timeout=timeout,
+                what="the node to start or exit",
+                every=0.05,
+            )
+        if started not in self.errors():
+            await self.kill()
+            pytest.fail(f"the Conveyor node did not start; stderr:\n{self.errors()}")
 
     @property
     def pid(self) -> int:

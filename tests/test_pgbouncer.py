@@ -186,9 +186,16 @@ async def test_a_pooler_found_at_run_time_is_survived_and_no_job_runs_twice(
 async def pickup(app: Conveyor, key: str, count: int = 5) -> list[float]:
     """Seconds from enqueue to the start of the run, for ``count`` jobs enqueued one at a time
     into an idle queue."""
+
+    def idle() -> bool:
+        """Nothing running, fetching or waiting to be acked: the last job is over."""
+        assert app.node is not None
+        producers = app.node.producers.values()
+        return not app.node.acker.held() and not any(p.running or p.fetching for p in producers)
+
     latencies = []
     for _ in range(count):
-        await asyncio.sleep(0.15)  # the node idle again
+        await helpers.poll(idle, what="the node idle again")
         before = len(jobs.RUNS[key])
         began = time.time()
         await app.enqueue(jobs.record.new(key=key))
@@ -308,18 +315,17 @@ async def test_migrations_through_a_transaction_pooler_run_on_listen_url(
 
 async def build_sessions(prefix: str) -> list[str]:
     """The application names of the sessions running an index build of ``prefix``, once one waits."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+
+    def waiting() -> list[str]:
         with psycopg.connect(DSN, autocommit=True) as conn:
             rows = conn.execute(
                 "SELECT application_name FROM pg_stat_activity WHERE query ILIKE %s AND query ILIKE %s "
                 "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
                 ("%CREATE%INDEX%", f"%{prefix}%"),
             ).fetchall()
-        if rows:
-            return [str(name) for (name,) in rows]
-        await asyncio.sleep(0.05)
-    raise AssertionError("no index build waited")
+        return [str(name) for (name,) in rows]
+
+    return await helpers.poll(waiting, timeout=20, what="an index build to wait", every=0.05)
 
 
 def test_cli_migrate_through_a_transaction_pooler(bouncers: dict[str, Bouncer], schema: str) -> None:

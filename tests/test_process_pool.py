@@ -132,8 +132,10 @@ async def test_a_cancel_while_a_dead_worker_is_replaced_leaves_the_pool_whole(po
     next job runs. Done in the job's own task, the cancel would cut the replacement short and the
     next job would wait forever."""
     new_worker = pool._new_worker
+    replacing = threading.Event()
 
     def slow_new_worker() -> object:
+        replacing.set()
         time.sleep(0.3)  # a replacement that takes a while, as on a loaded machine
         return new_worker()
 
@@ -142,7 +144,7 @@ async def test_a_cancel_while_a_dead_worker_is_replaced_leaves_the_pool_whole(po
     task = asyncio.create_task(pool.run(name_of(jobs.process_sleep), sleeper))
     await sent(pool)
     assert pool.kill(sleeper.id)
-    await asyncio.sleep(0.15)  # the dead worker is being replaced
+    await helpers.poll(replacing.is_set, what="the dead worker's replacement to begin")
     task.cancel()
     with pytest.raises((WorkerProcessDied, asyncio.CancelledError)):
         await task

@@ -46,6 +46,19 @@ async def running(dsn: str, prefix: str, **settings: Any) -> AsyncIterator[Conve
         yield app
 
 
+@asynccontextmanager
+async def running_idle(dsn: str, prefix: str, **settings: Any) -> AsyncIterator[Conveyor]:
+    """``running``, once every queue's producer has made its first fetch (at start) and found
+    nothing: the node is idle, its next poll ``poll_interval`` away."""
+    app = make_app(dsn, prefix, **settings)
+    fetches = helpers.Events()
+    app.on("producer.fetch", fetches)
+    async with app:
+        queues = {queue.name for queue in app.settings.queues}
+        await fetches.wait("producer.fetch", lambda seen: {data["queue"] for data in seen} >= queues)
+        yield app
+
+
 def new_key() -> str:
     return uuid.uuid4().hex
 
@@ -581,8 +594,12 @@ async def test_a_job_whose_row_is_no_longer_its_attempt_is_stopped_without_an_ac
             return jobs.EVENTS.get(key)
 
         await helpers.poll(stopped, lambda seen: seen == "stopped", timeout=10, what="the run to stop")
-        await asyncio.sleep(0.3)  # longer than any ack window
-        assert app.node is not None and app.node.acker.written == 0
+        assert app.node is not None
+        producer, acker = app.node.producers["default"], app.node.acker
+        # The run's task is over once the producer forgets it; it pushes its ack (if any) in the same
+        # step, so nothing waiting or being written now means no ack ever: no ack window to wait out.
+        await helpers.poll(lambda: not producer.running, what="the run's task to end")
+        assert acker.written == 0 and not acker.held()
     await assert_claimed_by_another_node(engine, job_id)
 
 
@@ -608,8 +625,9 @@ async def test_a_job_claimed_elsewhere_with_the_same_attempt_is_left_to_the_othe
             return len(producer.running), acker.written
 
         await helpers.poll(here, lambda seen: seen == (0, sent), timeout=10, what="the run to end here")
-        await asyncio.sleep(0.3)  # longer than any ack window
-        assert acker.written == sent
+        # The run's task pushed its ack (if any) in the step that forgot it: none waits now, so no
+        # other ack will come (no ack window to wait out).
+        assert acker.written == sent and not acker.held()
         assert jobs.EVENTS[key] == ("started" if first == "heartbeat" else "finished")
     await assert_claimed_by_another_node(engine, job_id)
 
@@ -688,8 +706,7 @@ async def test_notification_starts_a_job_on_an_idle_node_at_once(
     dsn: str, prefix: str, engine: PostgresEngine
 ) -> None:
     key = new_key()
-    async with running(dsn, prefix, poll_interval=30, stage_interval=30) as app:
-        await asyncio.sleep(0.3)  # the producers' first fetch is done; the next poll is 30 s away
+    async with running_idle(dsn, prefix, poll_interval=30, stage_interval=30) as app:  # next poll: 30 s
         started = time.monotonic()
         job_id = await app.enqueue(jobs.mark_started.new(key=key))
         await wait_until(lambda: key in jobs.EVENTS, timeout=5, what="the job to start")
@@ -701,8 +718,7 @@ async def test_notification_starts_a_job_on_an_idle_node_at_once(
 async def test_nudge_wakes_producers(dsn: str, prefix: str, engine: PostgresEngine) -> None:
     local_key, remote_key = new_key(), new_key()
     # Local nudge: no notifications at all, a 30 s poll.
-    async with running(dsn, prefix, notifications=False, poll_interval=30, stage_interval=30) as app:
-        await asyncio.sleep(0.3)
+    async with running_idle(dsn, prefix, notifications=False, poll_interval=30, stage_interval=30) as app:
         await app.enqueue(jobs.mark_started.new(key=local_key))
         await asyncio.sleep(0.5)
         assert local_key not in jobs.EVENTS, "polling or a notification ran it: the test proves nothing"
@@ -712,8 +728,7 @@ async def test_nudge_wakes_producers(dsn: str, prefix: str, engine: PostgresEngi
         assert jobs.EVENTS.pop(local_key) - started < 0.5
 
     # Remote nudge: another app (no queues) wakes this node through a notification.
-    async with running(dsn, prefix, poll_interval=30, stage_interval=30):
-        await asyncio.sleep(0.3)
+    async with running_idle(dsn, prefix, poll_interval=30, stage_interval=30):
         await query(  # a raw INSERT sends no notification
             engine,
             "INSERT INTO {jobs} (state, queue, worker, args) VALUES ('available', 'default', %s, %s)",
@@ -733,8 +748,7 @@ async def test_nudge_wakes_producers(dsn: str, prefix: str, engine: PostgresEngi
 
 async def test_scheduled_job_runs_when_due(dsn: str, prefix: str, engine: PostgresEngine) -> None:
     key = new_key()
-    async with running(dsn, prefix, poll_interval=30, stage_interval=0.1) as app:
-        await asyncio.sleep(0.2)
+    async with running_idle(dsn, prefix, poll_interval=30, stage_interval=0.1) as app:
         started = time.monotonic()
         job_id = await app.enqueue(jobs.mark_started.new(key=key).with_options(schedule_in=1))
         scheduled = await engine.get_job(job_id)

@@ -19,7 +19,7 @@ from conveyor.cli.main import main
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.postgres import PostgresEngine, migration_runner, schema
 from conveyor.engine.postgres.migration_steps import MigrationPlan, Step, StepKind, classify, phased_steps
-from tests.helpers import execute, poll
+from tests.helpers import blocked_by, execute, poll
 
 LATEST = schema.LATEST_VERSION
 #: Locks on oban_jobs that conflict with the ROW EXCLUSIVE lock of an insert, claim or ack: held or
@@ -189,7 +189,9 @@ async def test_ddl_that_must_lock_waits_briefly_and_retries(dsn: str, prefix: st
             altering = asyncio.create_task(
                 migration_runner.run_transaction(conn, statement, lock_timeout_ms=50, retry_for=10)
             )
-            await asyncio.sleep(0.1)
+            await poll(
+                lambda: blocked_by(dsn, reader.info.backend_pid), what="the ALTER to wait for the reader"
+            )
             # The ALTER gives up its place in the lock queue within 50 ms, so writes keep going.
             started = time.monotonic()
             await asyncio.wait_for(engine.insert([JobRequest("tests.Meanwhile")]), 2)

@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -325,16 +325,20 @@ def checkpointed_size(db_path: str, at_least: int, timeout: float = 5.0) -> int:
     or whatever it is after ``timeout``; then the log must hold nothing left to copy. Only the
     size is watched until then: a checkpoint of our own would do the engine's work for it."""
     deadline = time.monotonic() + timeout
-    while (size := os.path.getsize(db_path)) < at_least and time.monotonic() < deadline:
-        time.sleep(0.02)
+    size = helpers.poll_sync(
+        lambda: os.path.getsize(db_path),
+        lambda size: size >= at_least,
+        timeout=timeout,
+        what=f"the database file to reach {at_least} bytes",
+    )
     with sqlite3.connect(db_path) as conn:
         # A checkpoint of the engine's may still be running: "busy", ask again.
-        while True:
-            busy, log_frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            if (busy == 0 and copied == log_frames) or time.monotonic() > deadline:
-                break
-            time.sleep(0.02)
-    assert (busy, copied) == (0, log_frames)
+        helpers.poll_sync(
+            lambda: conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone(),
+            lambda found: found[0] == 0 and found[2] == found[1],  # not busy, every frame copied
+            timeout=max(0.0, deadline - time.monotonic()),
+            what="(busy, log frames, copied) with nothing left to copy",
+        )
     return size
 
 
@@ -362,16 +366,29 @@ def notes(path: str) -> list[str]:
         return [r[0] for r in conn.execute("SELECT note FROM notes ORDER BY note")]
 
 
+async def heard_marker(db_path: str, heard: Heard) -> None:
+    """Write a "signal" notification row as another process would (committed at once, no source)
+    and wait until ``heard`` has it: the rows are delivered in order, so a notification committed
+    before it has been delivered by then, and one not delivered by then was never committed."""
+    with sqlite3.connect(db_path) as conn:  # commits on leaving the block
+        conn.execute(
+            "INSERT INTO conveyor_notifications (channel, payload, source, created_at)"
+            " VALUES (?, ?, NULL, ?)",
+            ("signal", orjson.dumps({"marker": db_path}).decode(), datetime.now(UTC).isoformat(" ")),
+        )
+    await helpers.poll(lambda: {"marker": db_path} in heard.on("signal"), what="the marker notification")
+
+
 async def test_sqlite3_connection_commit_and_rollback(sqlite_engine: SqliteEngine, db_path: str) -> None:
     notes_table(db_path)
     heard = Heard()
-    listener = await sqlite_engine.listen(["insert"], heard)
+    listener = await sqlite_engine.listen(["insert", "signal"], heard)
     try:
         conn = sqlite3.connect(db_path)  # the default: transactions open implicitly
         conn.execute("INSERT INTO notes VALUES ('rolled back')")
         sqlite_engine.insert_sync([request(1, queue="txn")], conn=conn)
         conn.rollback()
-        await asyncio.sleep(0.2)
+        await heard_marker(db_path, heard)
         assert heard.on("insert") == [] and count(db_path) == 0 and notes(db_path) == []
 
         conn.execute("INSERT INTO notes VALUES ('committed')")
@@ -430,13 +447,13 @@ async def test_sqlalchemy_sync_commit_and_rollback(
     notes_table(db_path)
     alchemy = create_engine(f"sqlite:///{db_path}")
     heard = Heard()
-    listener = await sqlite_engine.listen(["insert"], heard)
+    listener = await sqlite_engine.listen(["insert", "signal"], heard)
     try:
         with Session(alchemy) if kind == "session" else alchemy.connect() as conn:
             conn.execute(text("INSERT INTO notes VALUES ('rolled back')"))
             sqlite_engine.insert_sync([request(1, queue="txn")], conn=conn)
             conn.rollback()
-        await asyncio.sleep(0.2)
+        await heard_marker(db_path, heard)
         assert count(db_path) == 0 and heard.on("insert") == []
 
         with Session(alchemy) if kind == "session" else alchemy.connect() as conn:
@@ -581,13 +598,21 @@ async def test_notifications_in_process_are_immediate(sqlite_engine: SqliteEngin
             assert heard.on("signal")[-1:] == [{"n": n}]
         assert [p["n"] for p in heard.on("signal")] == list(range(20))
         await sqlite_engine.notify("leader", {"ignored": True})  # not a channel we listen on
-        await asyncio.sleep(0.05)
+        # Delivered in order: once a later notification is heard, the ignored one would have been.
+        await sqlite_engine.notify("signal", {"n": "marker"})
+        await helpers.poll(lambda: heard.on("signal")[-1:] == [{"n": "marker"}], what="the marker")
         assert {name for name, *_ in heard.items} == {"listener", "signal"}
     finally:
         await listener.stop()
         await other.close()
-    await sqlite_engine.notify("signal", {"after": "stop"})
-    await asyncio.sleep(0.05)
+    # A listener still subscribed hears the next notification; the stopped one never does.
+    still = Heard()
+    witness = await sqlite_engine.listen(["signal"], still)
+    try:
+        await sqlite_engine.notify("signal", {"after": "stop"})
+        await helpers.poll(lambda: {"after": "stop"} in still.on("signal"), what="the witness to hear it")
+    finally:
+        await witness.stop()
     assert {"after": "stop"} not in heard.on("signal")
 
 
@@ -765,15 +790,21 @@ async def test_insert_to_start_latency_through_a_node(tmp_path: Path) -> None:
     key = uuid.uuid4().hex
     app = Conveyor(database_url=f"sqlite:///{tmp_path}/jobs.db", queues={"default": 10}, poll_interval=5.0)
     await app.install()
+    fetches = helpers.Events()
+    app.on("producer.fetch", fetches)
     async with app:
-        await asyncio.sleep(0.1)
+        await fetches.wait("producer.fetch")  # the first poll, at start, is over: the next is 5 s away
         latencies = []
         for _ in range(20):
             started = time.monotonic()
             await app.enqueue(runtime_jobs.mark_started.new(key=key))
-            deadline = time.monotonic() + 5
-            while runtime_jobs.EVENTS.get(key, 0.0) < started and time.monotonic() < deadline:  # noqa: ASYNC110
-                await asyncio.sleep(0.0005)
+            await helpers.poll(
+                lambda: runtime_jobs.EVENTS.get(key, 0.0),
+                lambda seen, started=started: seen >= started,
+                timeout=5,
+                what="the job to start",
+                every=0.0005,
+            )
             latencies.append(runtime_jobs.EVENTS[key] - started)
         # Woken by the in-process notification, not by the 5 s poll.
         assert sorted(latencies)[10] < 0.05, latencies

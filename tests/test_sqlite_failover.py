@@ -4,7 +4,6 @@ back, all long before its 30 s lease ends; thawed, the old leader gives up the j
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import time
 import uuid
@@ -14,7 +13,7 @@ import pytest
 
 from conveyor import Conveyor, JobState
 from tests import cluster_jobs as jobs
-from tests.helpers import poll
+from tests.helpers import holds, poll
 from tests.node_processes import describe, node_processes
 
 #: Seconds of slack on timing assertions: two CPU cores shared with other work.
@@ -65,8 +64,13 @@ async def test_a_frozen_sqlite_leaders_job_and_slot_come_back_long_before_its_le
             )
             assert running is not None and frozen.owns(running.attempted_by[0])
             await survivor.start()
-            await asyncio.sleep(producer_timeout + heartbeat)  # its contact outlasts producer_timeout
-            assert (await survivor.get_job(waiting)).state is JobState.AVAILABLE  # type: ignore[union-attr]
+            # The waiting job stays available while the survivor's contact outlasts producer_timeout.
+            await holds(
+                lambda: survivor.get_job(waiting),
+                lambda j: j is not None and j.state is JobState.AVAILABLE,
+                during=producer_timeout + heartbeat,
+                what="the waiting job",
+            )
 
             frozen.process.send_signal(signal.SIGSTOP)
             stopped = time.monotonic()
@@ -98,8 +102,12 @@ async def test_a_frozen_sqlite_leaders_job_and_slot_come_back_long_before_its_le
 
             # Thawed, the old leader learns the job is not its any more and the lease is gone.
             frozen.process.send_signal(signal.SIGCONT)
-            await asyncio.sleep(producer_timeout)
-            assert await leader() == survivor.settings.node
+            await holds(
+                leader,
+                lambda name: name == survivor.settings.node,
+                during=producer_timeout,
+                what="the leader",
+            )
             after = await survivor.get_job(first)
             assert after is not None and after.state is JobState.COMPLETED and after.attempt == 2
             assert frozen.process.returncode is None, describe(nodes)

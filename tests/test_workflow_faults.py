@@ -5,7 +5,6 @@ log their starts and ends to a table; on SQLite the rows alone are the record.""
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -76,9 +75,13 @@ async def finish_through_a_kill(
             )
             victim.process.send_signal(signal.SIGKILL)
             await victim.process.wait()
-            while not (status := await lifeline.workflow_status(workflow.id)).finished:
-                assert time.monotonic() < deadline, describe(nodes)
-                await asyncio.sleep(0.1)
+            status = await poll(
+                lambda: lifeline.workflow_status(workflow.id),
+                lambda status: status.finished,
+                timeout=max(0.0, deadline - time.monotonic()),
+                what=f"the workflow to finish\n{describe(nodes)}",
+                every=0.1,
+            )
     finally:
         await lifeline.stop()
     return ids, status, victim.pid

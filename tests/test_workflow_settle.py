@@ -13,6 +13,7 @@ from conveyor import JobState, Workflow
 from conveyor.acks import Ack
 from conveyor.engine.postgres import PostgresEngine
 from tests.conformance.contract import T0, req, uid
+from tests.helpers import blocked_by, poll
 from tests.test_hot_path import generic_plan, positional
 
 SETTLE_PARAMS = ["ids", "skip", "take", "now", "channel"]
@@ -53,7 +54,10 @@ async def test_a_step_whose_row_another_transaction_changes_is_waited_for_then_l
             touch = f"UPDATE {table} SET meta = meta || '{{\"touched\": true}}' WHERE id = %s"
             await other.execute(touch.encode(), [ids["b"]])
             ack = asyncio.create_task(engine.ack_jobs([Ack(claimed.id, 1, JobState.COMPLETED)], now=T0))
-            await asyncio.sleep(0.5)
+            await poll(
+                lambda: blocked_by(dsn, other.info.backend_pid),
+                what="a statement of the ack waiting for the row the other transaction holds",
+            )
             assert not ack.done()  # the settle after the ack waits for the row
         await asyncio.wait_for(ack, 10)
     settled = await engine.get_job(ids["b"])

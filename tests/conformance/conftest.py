@@ -188,9 +188,13 @@ async def any_engine(unopened_engine: Engine) -> Engine:
 
 
 @asynccontextmanager
-async def started_node(engine_name: str, tmp_path: Path, **options: Any) -> AsyncIterator[Conveyor]:
+async def started_node(
+    engine_name: str, tmp_path: Path, *, telemetry: dict[str, Any] | None = None, **options: Any
+) -> AsyncIterator[Conveyor]:
     """A started node on a fresh installation of the engine (fast polling, no leadership, queue
-    "default" of limit 5, unless ``options`` say otherwise); stopped and cleaned up afterwards."""
+    "default" of limit 5, unless ``options`` say otherwise); stopped and cleaned up afterwards.
+    ``telemetry``: handlers by event prefix, attached before the node starts (to see its first
+    events)."""
     settings: dict[str, Any] = {
         "queues": {"default": 5},
         "poll_interval": 0.1,
@@ -201,6 +205,8 @@ async def started_node(engine_name: str, tmp_path: Path, **options: Any) -> Asyn
     engine = ENGINES[engine_name](tmp_path, schemas)
     await engine.open()
     app = Conveyor(engine=engine, **(settings | options))
+    for prefix, handler in (telemetry or {}).items():
+        app.on(prefix, handler)
     try:
         await app.install()
         await app.start()

@@ -10,28 +10,22 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import orjson
-from rich.console import Console
-from rich.measure import Measurement
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
 
-from conveyor.app import Conveyor
-from conveyor.engine import Engine
-from conveyor.engine.base import SchemaReport
-from conveyor.engine.urls import engine_from_url
 from conveyor.errors import ConveyorError, one_line
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from conveyor.app import Conveyor
+    from conveyor.engine import Engine
+    from conveyor.engine.base import SchemaReport
+
+# rich (tables, progress bars), the app and the engines are imported where they are used: this
+# module is loaded by every command, and ``conveyor start`` or a failing command need none of it.
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -56,9 +50,6 @@ def json_option(fn: F) -> F:
 MAX_JOB_ID = 2**63 - 1
 
 
-#: What a command found in the database before acting (``Engine.inspect_schema``).
-SchemaState = SchemaReport
-
 #: Where ``schema_engine`` leaves the engine a command inspected, for ``describe`` (click's
 #: ``Context.meta`` is shared by a command's context and its group's).
 ENGINE_KEY = "conveyor.engine"
@@ -67,6 +58,8 @@ ENGINE_KEY = "conveyor.engine"
 def schema_engine(url: str | None, prefix: str) -> Engine:
     """The engine ``url`` names, built but not opened (nothing is connected yet), and noted for
     ``describe``: its driver's errors are the ones a failed command may show."""
+    from conveyor.engine.urls import engine_from_url
+
     engine = engine_from_url(url, prefix=prefix, pool_size=1)
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
@@ -76,7 +69,7 @@ def schema_engine(url: str | None, prefix: str) -> Engine:
 
 def inspect_database(
     url: str | None, prefix: str, *, create: bool = False, patient: bool = False
-) -> SchemaState:
+) -> SchemaReport:
     """Connect once, quickly, and read the schema's state, so a command fails at once with the
     database's own reason (``database "x" does not exist``) rather than after a pool's timeout.
 
@@ -108,6 +101,8 @@ def require_schema(url: str | None, prefix: str, *, patient: bool = False) -> No
 
 def build_app(dsn: str | None, prefix: str | None, *, config_file: str | None = None) -> Conveyor:
     """The app a command acts through, once the database and its schema were found usable."""
+    from conveyor.app import Conveyor
+
     try:
         app = Conveyor(dsn, prefix=prefix, config_file=config_file)
     except ConveyorError as exc:
@@ -162,6 +157,10 @@ def _cell(value: Any) -> str:
 
 
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    from rich.console import Console
+    from rich.measure import Measurement
+    from rich.table import Table
+
     table = Table(title=title)
     for column in columns:
         table.add_column(column)
@@ -178,6 +177,16 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]
 def batch_progress(label: str, total: int | None, batch: int) -> Iterator[tuple[Progress, TaskID]]:
     """A progress bar on standard error for work of more than one batch, and its task (in a terminal
     only: piped or captured output stays clean). ``total`` None: not known in advance."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     console = Console(stderr=True)
     large = total is None or total > batch
     progress = Progress(

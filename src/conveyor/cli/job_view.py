@@ -8,9 +8,6 @@ from typing import Any
 
 import click
 import orjson
-from rich.console import Console
-from rich.panel import Panel
-from rich.syntax import Syntax
 
 from conveyor.cli.common import print_table
 from conveyor.errors import ConveyorError
@@ -106,6 +103,11 @@ def show_job(job: Job, shown: dict[str, Any]) -> None:
     if workflow is not None:
         rows.append(("workflow", f"{workflow['id']} step {workflow['step'] or '?'}"))
     print_table(f"Job {job.id}", ("field", "value"), rows)
+    # Imported here: ``conveyor jobs`` loads this module too, and needs none of rich's syntax colouring.
+    from rich.console import Console
+    from rich.panel import Panel
+    from rich.syntax import Syntax
+
     console = Console()
     console.print(Panel(Syntax(pretty(job.args), "json"), title="args", title_align="left"))
     meta = dict(job.meta) if isinstance(job.meta, dict) else {}

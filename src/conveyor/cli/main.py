@@ -6,22 +6,39 @@ traceback is shown only with ``conveyor --debug COMMAND``.
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from conveyor.cli.bulk import cancel, delete, retry
-from conveyor.cli.common import SchemaState, describe, inspect_database, run_blocking, schema_engine
-from conveyor.cli.cron import cron
-from conveyor.cli.dashboard import dashboard
-from conveyor.cli.fleet import pause, queues, resume, scale, stop
-from conveyor.cli.jobs import job_detail, jobs, signal_job, wait_job
-from conveyor.cli.prune import prune
-from conveyor.cli.start import start
-from conveyor.cli.stats import stats
-from conveyor.engine.urls import engine_from_url, install_sql
-from conveyor.errors import ConveyorError
-from conveyor.settings import Settings, load_settings
+if TYPE_CHECKING:
+    from conveyor.engine.base import SchemaReport
+    from conveyor.settings import Settings
+
+#: The commands defined in other modules, by name: "module:attribute". Each module is imported when
+#: its command runs (or ``--help`` lists it), so a command pays only for the imports it uses:
+#: ``conveyor start`` loads neither rich nor the other commands, ``conveyor --version`` nothing of
+#: Conveyor's. A subprocess that runs one command starts sooner (the CLI tests run hundreds).
+LAZY_COMMANDS = {
+    "start": "conveyor.cli.start:start",
+    "queues": "conveyor.cli.fleet:queues",
+    "pause": "conveyor.cli.fleet:pause",
+    "resume": "conveyor.cli.fleet:resume",
+    "scale": "conveyor.cli.fleet:scale",
+    "stop": "conveyor.cli.fleet:stop",
+    "jobs": "conveyor.cli.jobs:jobs",
+    "job": "conveyor.cli.jobs:job_detail",
+    "cancel": "conveyor.cli.bulk:cancel",
+    "retry": "conveyor.cli.bulk:retry",
+    "delete": "conveyor.cli.bulk:delete",
+    "signal": "conveyor.cli.jobs:signal_job",
+    "wait": "conveyor.cli.jobs:wait_job",
+    "prune": "conveyor.cli.prune:prune",
+    "stats": "conveyor.cli.stats:stats",
+    "cron": "conveyor.cli.cron:cron",
+    "dashboard": "conveyor.cli.dashboard:dashboard",
+}
+
 
 DSN_OPTION = click.option(
     "--dsn",
@@ -46,6 +63,9 @@ CONFIG_OPTION = click.option(
 def schema_settings(dsn: str | None, prefix: str | None, config_file: str | None) -> Settings:
     """The settings the schema commands act on: options, then $CONVEYOR_*, then the config file,
     as for every other command (``database_url`` None: the default SQLite file)."""
+    from conveyor.errors import ConveyorError
+    from conveyor.settings import load_settings
+
     try:
         return load_settings({"database_url": dsn, "prefix": prefix}, config_file=config_file)
     except ConveyorError as exc:
@@ -60,7 +80,20 @@ def schema_target(dsn: str | None, prefix: str | None, config_file: str | None) 
 
 class ConveyorGroup(click.Group):
     """Turns any exception a command lets through into one line and exit status 1 (click's own
-    usage errors keep their status 2), unless ``--debug`` asks for the traceback."""
+    usage errors keep their status 2), unless ``--debug`` asks for the traceback; finds the commands
+    of ``LAZY_COMMANDS`` when they are asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in LAZY_COMMANDS:
+            module, _, attribute = LAZY_COMMANDS[cmd_name].partition(":")
+            command = getattr(importlib.import_module(module), attribute)
+            assert isinstance(command, click.Command) and command.name == cmd_name, LAZY_COMMANDS[cmd_name]
+            self.add_command(command)
+        return command
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -70,6 +103,8 @@ class ConveyorGroup(click.Group):
         except Exception as exc:
             if ctx.params.get("debug"):
                 raise
+            from conveyor.cli.common import describe
+
             raise click.ClickException(describe(exc)) from None
 
 
@@ -83,6 +118,8 @@ def main(debug: bool) -> None:
 async def _migrate(settings: Settings) -> int:
     """Migrate as the nodes would connect: behind a transaction pooler (``pooler``, declared or
     found) the engine migrates on ``listen_url``, the direct URL, or refuses (``PostgresEngine.install``)."""
+    from conveyor.engine.urls import engine_from_url
+
     engine = engine_from_url(
         settings.database_url,
         prefix=settings.prefix,
@@ -97,7 +134,7 @@ async def _migrate(settings: Settings) -> int:
         await engine.close()
 
 
-def _recreated(state: SchemaState) -> str:
+def _recreated(state: SchemaReport) -> str:
     return f"recreated {', '.join(state.missing)}" if state.missing else ""
 
 
@@ -108,6 +145,9 @@ def _recreated(state: SchemaState) -> str:
 @click.option("--print-sql", is_flag=True, help="Print the SQL instead of running it.")
 def install(dsn: str | None, prefix: str | None, config_file: str | None, print_sql: bool) -> None:
     """Create the schema, or bring it up to date. Safe to run again."""
+    from conveyor.cli.common import inspect_database, run_blocking
+    from conveyor.engine.urls import install_sql
+
     settings = schema_settings(dsn, prefix, config_file)
     dsn, prefix = settings.database_url, settings.prefix
     if print_sql:
@@ -130,6 +170,8 @@ def install(dsn: str | None, prefix: str | None, config_file: str | None, print_
 @click.option("--dry-run", is_flag=True, help="Print which migrations would run, and how, changing nothing.")
 def migrate(dsn: str | None, prefix: str | None, config_file: str | None, dry_run: bool) -> None:
     """Apply the migrations that are missing (same as install on an existing schema)."""
+    from conveyor.cli.common import inspect_database, run_blocking, schema_engine
+
     settings = schema_settings(dsn, prefix, config_file)
     dsn, prefix = settings.database_url, settings.prefix
     state = inspect_database(dsn, prefix, create=not dry_run)
@@ -154,6 +196,8 @@ def migrate(dsn: str | None, prefix: str | None, config_file: str | None, dry_ru
 
 
 async def _uninstall(dsn: str | None, prefix: str) -> None:
+    from conveyor.engine.urls import engine_from_url
+
     engine = engine_from_url(dsn, prefix=prefix, pool_size=1)
     await engine.open()
     try:
@@ -169,31 +213,11 @@ async def _uninstall(dsn: str | None, prefix: str) -> None:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def uninstall(dsn: str | None, prefix: str | None, config_file: str | None, yes: bool) -> None:
     """Drop the job tables and every job in them."""
+    from conveyor.cli.common import inspect_database, run_blocking
+
     dsn, prefix = schema_target(dsn, prefix, config_file)
     inspect_database(dsn, prefix)  # the database answers (a SQLite file exists) before we ask
     if not yes:
         click.confirm(f"Drop oban_jobs and every Conveyor table in {prefix!r}?", abort=True)
     run_blocking(_uninstall(dsn, prefix))
     click.echo(f"schema objects removed from {prefix!r}")
-
-
-for command in (
-    start,
-    queues,
-    pause,
-    resume,
-    scale,
-    stop,
-    jobs,
-    job_detail,
-    cancel,
-    retry,
-    delete,
-    signal_job,
-    wait_job,
-    prune,
-    stats,
-    cron,
-    dashboard,
-):
-    main.add_command(command)

@@ -79,6 +79,10 @@ def engine_from_url(
         url = default_database_url()
     if not isinstance(url, str) or not url:
         raise ValidationError("database_url", url, "must be a non-empty URL string")
+    if url.startswith(SQLITE_SCHEMES):  # first: a SQLite URL never loads psycopg and its pool
+        from conveyor.engine.sqlite import SqliteEngine
+
+        return SqliteEngine(sqlite_path(url), prefix=prefix)
     if is_postgres_url(url):
         from conveyor.engine.postgres import PostgresEngine
         from conveyor.engine.postgres import dsn as postgres_dsn
@@ -92,10 +96,6 @@ def engine_from_url(
             pooler=pooler,
             listen_url=postgres_dsn.check(listen_url, "listen_url") if listen_url is not None else None,
         )
-    if url.startswith(SQLITE_SCHEMES):
-        from conveyor.engine.sqlite import SqliteEngine
-
-        return SqliteEngine(sqlite_path(url), prefix=prefix)
     from conveyor.engine.postgres.dsn import mask
 
     raise ValidationError(

@@ -8,6 +8,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +27,7 @@ from conveyor.fleet import OWN_PRODUCER, ProducerBeat
 from conveyor.telemetry import Telemetry
 from tests.conformance import hardening_jobs as hj
 from tests.conformance.app.test_runtime_contract import wait_final
+from tests.conformance.conftest import started_node
 from tests.helpers import poll
 
 FINAL = {JobState.COMPLETED, JobState.DISCARDED, JobState.CANCELLED}
@@ -295,23 +297,26 @@ async def test_the_lifeline_rescues_only_after_unbroken_contact(any_engine: Engi
     assert (await any_engine.get_job(foreign)).state is JobState.AVAILABLE  # type: ignore[union-attr]
 
 
-async def test_a_claim_whose_reply_was_lost_is_given_back(node_app: Conveyor) -> None:
+async def test_a_claim_whose_reply_was_lost_is_given_back(engine_name: str, tmp_path: Path) -> None:
     """The fetch committed but its answer never reached the node: the node's heartbeat finds the
     job claimed for its live producer yet not running, and releases it (nobody else would)."""
-    assert node_app.node is not None
-    producer = node_app.node.producers["default"]
-    engine = await node_app.engine()
-    # Kept out of the node's queue so only the hand-made claim can take it.
-    job_id = await node_app.enqueue(hj.quick.new(n=1).with_options(queue="elsewhere"))
-    long_ago = datetime.now(UTC) - timedelta(seconds=60)
-    (claimed,) = await engine.fetch_jobs(
-        "elsewhere", 1, node=producer.node, producer=producer.uuid, now=long_ago
-    )
-    assert claimed.id == job_id and claimed.state is JobState.EXECUTING
-    await wait_final(node_app, [job_id], {JobState.AVAILABLE}, timeout=10)
-    job = await node_app.get_job(job_id)
-    assert job is not None and job.attempt == 0  # the lost claim spent no attempt
-    # A job claimed just now (its fetch may still be answering) is left alone.
-    (fresh,) = await engine.fetch_jobs("elsewhere", 1, node=producer.node, producer=producer.uuid)
-    await node_app.node.heartbeat.give_back_lost_claims()  # the heartbeat's look, now
-    assert (await node_app.get_job(fresh.id)).state is JobState.EXECUTING  # type: ignore[union-attr]
+    # The heartbeat looks for lost claims three times per producer_timeout: 3 s makes it once a
+    # second (the default 15 s, once in 5 s).
+    async with started_node(engine_name, tmp_path, heartbeat_interval=0.2, producer_timeout=3.0) as node_app:
+        assert node_app.node is not None
+        producer = node_app.node.producers["default"]
+        engine = await node_app.engine()
+        # Kept out of the node's queue so only the hand-made claim can take it.
+        job_id = await node_app.enqueue(hj.quick.new(n=1).with_options(queue="elsewhere"))
+        long_ago = datetime.now(UTC) - timedelta(seconds=60)
+        (claimed,) = await engine.fetch_jobs(
+            "elsewhere", 1, node=producer.node, producer=producer.uuid, now=long_ago
+        )
+        assert claimed.id == job_id and claimed.state is JobState.EXECUTING
+        await wait_final(node_app, [job_id], {JobState.AVAILABLE}, timeout=10)
+        job = await node_app.get_job(job_id)
+        assert job is not None and job.attempt == 0  # the lost claim spent no attempt
+        # A job claimed just now (its fetch may still be answering) is left alone.
+        (fresh,) = await engine.fetch_jobs("elsewhere", 1, node=producer.node, producer=producer.uuid)
+        await node_app.node.heartbeat.give_back_lost_claims()  # the heartbeat's look, now
+        assert (await node_app.get_job(fresh.id)).state is JobState.EXECUTING  # type: ignore[union-attr]

@@ -7,7 +7,6 @@ named ``Oban``, and signals addressed ``Oban.<node>``.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -97,8 +96,14 @@ async def test_a_mixed_node_obeys_what_oban_py_sends_it(
     await fleet_engines[1].notify(
         "signal", {"action": "resume", "queue": "default", "ident": f"conveyor.{node}"}
     )
-    await asyncio.sleep(0.3)
-    assert producer.paused  # addressed to other nodes (conveyor.<node> is another instance's)
+    # A scale addressed to this node, sent after them, is applied: the node handles signals in
+    # order, so by then it has seen both resumes, addressed to other nodes (conveyor.<node> is
+    # another instance's), and left the queue paused.
+    limit = producer.limit
+    scale = {"action": "scale", "queue": "default", "limit": limit + 1, "ident": f"Oban.{node}"}
+    await fleet_engines[1].notify("signal", scale)
+    await until(lambda: producer.limit == limit + 1, "oban-py's scale, sent after the resumes")
+    assert producer.paused
     await fleet_engines[1].notify("signal", {"action": "resume", "queue": "*", "ident": f"Oban.{node}"})
     await until(lambda: not producer.paused, "oban-py's resume")
 

@@ -26,6 +26,12 @@ async def until(check: object, timeout: float = 10.0) -> None:
     await poll(check, timeout=timeout, what="the condition")  # type: ignore[arg-type]
 
 
+async def wait_begun(app: Conveyor) -> None:
+    """Until a wait of ``app`` has read its job once and now listens for its end."""
+    waiters = app._binding.waiters_of(await app.engine())
+    await poll(lambda: waiters.settled >= 1, what="the wait to read its job")
+
+
 # -- waiting -----------------------------------------------------------------------------------
 async def test_wait_returns_the_completed_job_and_relay_its_result(node_app: Conveyor) -> None:
     job_id = await node_app.enqueue(jobs.doubled.new(value=21))
@@ -67,7 +73,7 @@ async def test_a_cancel_from_outside_ends_the_wait(node_app: Conveyor) -> None:
 
     await until(started)
     waiting = asyncio.create_task(node_app.wait(job_id, timeout=10))
-    await asyncio.sleep(0.05)
+    await wait_begun(node_app)
     await node_app.cancel_job(job_id)
     with pytest.raises(JobCancelledError):
         await waiting
@@ -78,7 +84,7 @@ async def test_waiting_on_what_is_not_there_or_with_bad_options_fails_clearly(no
         await node_app.wait(987654, timeout=1)
     job_id = await node_app.enqueue(jobs.doubled.new(value=1).with_options(schedule_in=60))
     waiting = asyncio.create_task(node_app.wait(job_id, timeout=10))
-    await asyncio.sleep(0.1)
+    await wait_begun(node_app)
     await node_app.delete_job(job_id)  # gone while awaited: found on the next poll
     with pytest.raises(JobNotFoundError):
         await waiting

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AbstractAsyncContextManager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +20,7 @@ from conveyor.fleet import QueueState
 from tests.conformance import jobs
 from tests.conformance.app.test_runtime_contract import wait_final
 from tests.conformance.conftest import started_node
+from tests.helpers import Events
 
 QUEUES = [f"q{n}" for n in range(30)]
 
@@ -44,10 +47,11 @@ async def test_waiting_queues_names_the_queues_with_claimable_jobs(any_engine: E
 
 
 async def test_waiting_queues_sees_jobs_due_and_made_available_by_staging(any_engine: Engine) -> None:
-    await any_engine.insert([jobs.async_ok.new(value=1).with_options(queue="soon", schedule_in=0.05)])
+    await any_engine.insert([jobs.async_ok.new(value=1).with_options(queue="soon", schedule_in=60)])
     assert await any_engine.waiting_queues(["soon"]) == set()
-    await asyncio.sleep(0.1)
-    await any_engine.stage_jobs(10)
+    await any_engine.stage_jobs(10)  # not due yet: stays scheduled
+    assert await any_engine.waiting_queues(["soon"]) == set()
+    await any_engine.stage_jobs(10, now=datetime.now(UTC) + timedelta(seconds=61))  # due: staged
     assert await any_engine.waiting_queues(["soon"]) == {"soon"}
 
 
@@ -83,10 +87,12 @@ async def test_poll_queues_reads_the_waiting_queues_and_the_persisted_states_at_
         await any_engine.poll_queues("conveyor", "a", awake=[])
 
 
-def polling_node(engine_name: str, tmp_path: Path) -> AbstractAsyncContextManager[Conveyor]:
+def polling_node(engine_name: str, tmp_path: Path, **options: Any) -> AbstractAsyncContextManager[Conveyor]:
     """A node with ``QUEUES`` (limit 2 each), polling every 0.1 s and deaf to notifications: only
     the poll can wake its producers."""
-    return started_node(engine_name, tmp_path, queues=dict.fromkeys(QUEUES, 2), notifications=False)
+    return started_node(
+        engine_name, tmp_path, queues=dict.fromkeys(QUEUES, 2), notifications=False, **options
+    )
 
 
 def fetches(app: Conveyor) -> list[str]:
@@ -112,8 +118,10 @@ async def test_polling_alone_runs_every_queues_jobs(engine_name: str, tmp_path: 
 async def test_idle_queues_cost_no_fetch_and_only_queues_with_jobs_are_woken(
     engine_name: str, tmp_path: Path
 ) -> None:
-    async with polling_node(engine_name, tmp_path) as app:
-        await asyncio.sleep(0.3)  # each producer's first fetch, at start, is over
+    first = Events()
+    async with polling_node(engine_name, tmp_path, telemetry={"producer.fetch": first}) as app:
+        # Each producer's first fetch, at start, is over.
+        await first.wait("producer.fetch", lambda done: {data["queue"] for data in done} >= set(QUEUES))
         seen = fetches(app)
         await asyncio.sleep(0.5)  # five polls of thirty idle queues
         assert seen == []

@@ -5,10 +5,10 @@ slot, so "one at a time" and the limit hold (issue 31.6)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from tests.conformance import hardening_jobs as hj
 from tests.conformance.app.test_runtime_contract import wait_final
 from tests.conformance.conftest import started_node
 from tests.conformance.contract import PRODUCER, T0, WORKER, fetch, job, uid
+from tests.helpers import poll
 
 
 async def beat(engine: Engine, *holding: int, producer: str = PRODUCER, queue: str = "default") -> None:
@@ -133,6 +134,17 @@ async def cancel_while_it_runs(app: Conveyor, key: str, options: dict[str, Any])
     return first, second
 
 
+async def heartbeats(engine: Engine, count: int) -> None:
+    """Until the node has beaten ``count`` times from now (its producers' rows, newly dated)."""
+    seen: set[datetime] = set()
+
+    async def beats() -> int:
+        seen.add(max(p.updated_at for p in await engine.list_producers()))
+        return len(seen)
+
+    await poll(beats, lambda n: n > count, what=f"{count} heartbeats")
+
+
 @pytest.mark.parametrize("kind", ["lock", "global_limit"])
 async def test_a_cancelled_thread_job_holds_its_turn_until_its_thread_returns(
     engine_name: str, tmp_path: Path, kind: str
@@ -144,7 +156,7 @@ async def test_a_cancelled_thread_job_holds_its_turn_until_its_thread_returns(
     settings = {"queues": queues, "heartbeat_interval": 0.2, "poll_interval": 10.0}
     async with started_node(engine_name, tmp_path, **settings) as app:
         _, second = await cancel_while_it_runs(app, key, options)
-        await asyncio.sleep(1.0)  # five heartbeats: the first one's thread still runs
+        await heartbeats(await app.engine(), 5)  # the first one's thread still runs meanwhile
         assert (await job(await app.engine(), second)).state is JobState.AVAILABLE
         hj.THREAD_RELEASE[key].set()
         await wait_final(app, [second], {JobState.COMPLETED}, timeout=3)
