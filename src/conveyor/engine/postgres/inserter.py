@@ -137,8 +137,17 @@ class Inserter:
         requests: Iterable[JobRequest],
         now: datetime | None,
         hold: Sequence[int] = (),
+        *,
+        own: bool = False,
     ) -> JobIds:
-        return run_sync(conn, self.steps(requests, now, copy=_copy_capable(conn), hold=hold))
+        """``own``: ``conn`` is the engine's (autocommit, idle), not a caller's (``run_sync``)."""
+        single = _single_plain(requests, hold) if own else None
+        if single is not None:  # as in ``insert``: one statement, atomic by itself
+            step = self._plain([single], naive_utc(now))
+            with psycopg.Cursor(conn, row_factory=tuple_row) as cur:
+                cur.execute(step.query, step.params)
+                return JobIds([cur.fetchall()[0][0]])
+        return run_sync(conn, self.steps(requests, now, copy=_copy_capable(conn), hold=hold), own=own)
 
     def steps(
         self, requests: Iterable[JobRequest], now: datetime | None, *, copy: bool, hold: Sequence[int] = ()
