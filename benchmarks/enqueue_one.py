@@ -29,11 +29,12 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from common import BENCH_WORKER, Figures, Settings, drop_schema
+from paired import paired_rounds
 from psycopg_pool import ConnectionPool
 
 from conveyor import Conveyor, JobRequest
@@ -53,6 +54,10 @@ GUARDS: dict[str, dict[str, float]] = {
     "postgres": {"ratio": 0.4, "vs_plain": 0.5},
     "sqlite": {"ratio": 0.2, "vs_plain": 0.5},
 }
+
+#: ``--base``: the lowest vs_base the best round may show (a regression against the base commit
+#: beyond the noise of paired rounds on this machine).
+PAIRED_GUARD = 0.8
 
 _PG_BARE = (
     "WITH inserted AS (INSERT INTO {prefix}.oban_jobs (state, queue, worker, args)"
@@ -84,7 +89,9 @@ class Counter:
 
 async def enqueue_one(settings: Settings) -> list[Figures]:
     jobs = settings.job_count(JOBS)
-    rounds = 1 if jobs < WARMUP else ROUNDS
+    rounds = 1 if jobs < WARMUP else settings.round_count(ROUNDS)
+    if settings.base is not None:
+        return await enqueue_one_paired(settings, jobs, rounds)
     async with database(settings) as (url, prefix, bare_async, bare_sync):
         app = Conveyor(url, prefix=prefix)
         try:
@@ -188,6 +195,43 @@ def _figures(
     if exceeded and len(app) >= ROUNDS:  # a one-round smoke run measures nothing
         figures["exceeded"] = "; ".join(exceeded)
     return figures
+
+
+async def enqueue_one_paired(settings: Settings, jobs: int, rounds: int) -> list[Figures]:
+    """``--base COMMIT``: each round once on the current tree and once on the base (``paired``).
+    Per mode and variant: ``vs_base`` (median of the per-round ratios of jobs/s, current/base;
+    target >= 1.2 for plain), and each side's ``ratio`` to the driver it measured in its round."""
+    pairs = await paired_rounds("enqueue-one", settings, rounds)
+    lines = []
+    for index, first in enumerate(pairs[0][0]):
+        current = [pair[0][index] for pair in pairs]
+        base = [pair[1][index] for pair in pairs]
+        assert all((b["mode"], b["variant"]) == (first["mode"], first["variant"]) for b in base)
+        against = [c["jobs_per_s"] / b["jobs_per_s"] for c, b in zip(current, base, strict=True)]
+        figures: Figures = {
+            "mode": first["mode"],
+            "variant": first["variant"],
+            "jobs": jobs,
+            "rounds": len(pairs),
+            "base": settings.base,
+            "jobs_per_s": _median(c["jobs_per_s"] for c in current),
+            "base_jobs_per_s": _median(b["jobs_per_s"] for b in base),
+            "vs_base": _median(against, 3),
+            "vs_base_range": [round(min(against), 3), round(max(against), 3)],
+            "ratio": _median((c["ratio"] for c in current), 3),
+            "ratio_range": [min(c["ratio"] for c in current), max(c["ratio"] for c in current)],
+            "base_ratio": _median((b["ratio"] for b in base), 3),
+        }
+        if first["variant"] != "plain":
+            figures["vs_plain"] = _median((c["vs_plain"] for c in current), 3)
+        if max(against) < PAIRED_GUARD and len(pairs) >= ROUNDS:
+            figures["exceeded"] = f"best round's vs_base {max(against):.3f} < {PAIRED_GUARD}"
+        lines.append(figures)
+    return lines
+
+
+def _median(values: Iterable[float], digits: int = 1) -> float:
+    return round(statistics.median(list(values)), digits)
 
 
 @asynccontextmanager
