@@ -9,6 +9,7 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import pytest
@@ -137,3 +138,32 @@ async def test_the_first_blocking_calls_of_many_threads_wait_for_one_opening(url
             return list(pool.map(first_call, range(6)))
 
     assert await in_thread(call_all) == [0] * 6
+
+
+async def test_one_job_is_stored_as_a_batch_stores_it(url_app: Conveyor) -> None:
+    # One job takes a statement of its own (PostgreSQL: insert_one_job.sql); a batch the general one.
+    at = datetime(2030, 1, 2, 3, 4, 5, 678_000, tzinfo=UTC)
+    options: list[dict[str, Any]] = [
+        {"schedule_in": 60},
+        {"scheduled_at": at},
+        {"tags": ["a", "b"], "meta": {"m": 1}, "priority": 3, "max_attempts": 5},
+    ]
+    for option in options:
+        one = request(n=1).with_options(**option)
+        ids = [
+            await url_app.enqueue(one),
+            await in_thread(lambda one=one: url_app.enqueue_sync(one)),  # type: ignore[misc]
+            *(await url_app.enqueue_many([one, one])),
+        ]
+        jobs = [await url_app.get_job(job_id) for job_id in ids]
+        seen = {
+            (j.state, j.tags, tuple(sorted(j.meta.items())), j.priority, j.max_attempts)
+            for j in jobs
+            if j is not None
+        }
+        assert len(seen) == 1 and len(jobs) == 4, (option, seen)
+        delays = {round((j.scheduled_at - j.inserted_at).total_seconds()) for j in jobs if j is not None}
+        if "schedule_in" in option:
+            assert delays == {60} and {j.state for j in jobs if j is not None} == {"scheduled"}
+        if "scheduled_at" in option:
+            assert {j.scheduled_at for j in jobs if j is not None} == {at}
