@@ -92,7 +92,7 @@ class Inserter:
 
     def __init__(self, sql: SqlFiles, insert_channel: str, errors_append: dict[str, str]) -> None:
         self._statement = sql["insert_jobs"].encode()
-        self._one_statement = sql["insert_one_job"].encode()
+        self._one_statements = (sql["insert_one_job"].encode(), sql["insert_one_now"].encode())
         self._clock = sql["insert_clock"].encode()
         self._reserve = sql["insert_reserve"].encode()
         self._copy = sql["insert_copy"].encode()
@@ -125,9 +125,9 @@ class Inserter:
         if single is not None and not isinstance(conn, AsyncpgSession):
             # The call a web request makes: one plain job, one statement, atomic by itself; the
             # steps below cost ~10 generator and context layers more, a tenth of the call's CPU.
-            params = self._one_params(single, naive_utc(now))
+            statement, params = self._one(single, naive_utc(now))
             async with psycopg.AsyncCursor(conn, row_factory=tuple_row) as cur:
-                await cur.execute(self._one_statement, params)
+                await cur.execute(statement, params)
                 return JobIds([(await cur.fetchall())[0][0]])
         steps = self.steps(requests, now, copy=_copy_capable(conn), hold=hold)
         return await run_async(conn, steps, side)
@@ -143,28 +143,28 @@ class Inserter:
     ) -> JobIds:
         """``own``: ``conn`` is the engine's (autocommit, idle), not a caller's (``run_sync``)."""
         if own and (single := _single_plain(requests, hold)) is not None:  # as in ``insert``
-            params = self._one_params(single, naive_utc(now))
+            statement, params = self._one(single, naive_utc(now))
             with psycopg.Cursor(conn, row_factory=tuple_row) as cur:
-                cur.execute(self._one_statement, params)
+                cur.execute(statement, params)
                 return JobIds([cur.fetchall()[0][0]])
         return run_sync(conn, self.steps(requests, now, copy=_copy_capable(conn), hold=hold), own=own)
 
-    def _one_params(self, request: JobRequest, now: datetime | None) -> dict[str, Any]:
-        """The parameters of ``insert_one_job.sql``: the record ``insert_jobs.sql`` would unpack."""
-        return {
+    def _one(self, request: JobRequest, now: datetime | None) -> tuple[bytes, dict[str, Any]]:
+        """``insert_one_job.sql`` (``insert_one_now.sql`` for a job due now) and its parameters."""
+        params = {
             "worker": request.worker,
             "queue": request.queue,
-            # Validation encoded them already (bytes would be sent as bytea: text it is).
-            "args": request.args_json.decode(),
+            "args": request.args_json.decode(),  # text: bytes would be sent as bytea
             "meta": request.meta_json.decode(),
             "tags": list(request.tags),
             "priority": request.priority,
             "max_attempts": request.max_attempts,
-            "scheduled_at": request.scheduled_at_utc,
-            "schedule_in": request.schedule_in,
-            "now": now,
             "channel": self._channel,
         }
+        if now is None and request.scheduled_at is None and request.schedule_in is None:
+            return self._one_statements[1], params
+        params.update(now=now, scheduled_at=request.scheduled_at_utc, schedule_in=request.schedule_in)
+        return self._one_statements[0], params
 
     def steps(
         self, requests: Iterable[JobRequest], now: datetime | None, *, copy: bool, hold: Sequence[int] = ()
