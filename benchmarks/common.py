@@ -54,6 +54,8 @@ class Settings:
     minutes: float | None = None
     #: Rounds of the scenarios that alternate variants (None: each its own; the smoke tests use 1).
     rounds: int | None = None
+    #: A commit to measure against in paired rounds (``paired.py``; the scenarios in ``PAIRED``).
+    base: str | None = None
 
     def job_count(self, default: int) -> int:
         return self.jobs if self.jobs is not None else default

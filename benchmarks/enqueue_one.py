@@ -1,188 +1,117 @@
 """``enqueue-one``: one job enqueued at a time, the call a web request makes, against the bare driver.
 
-An app with default settings (``Conveyor(url, prefix=...)``: its own pool, its own portal for the
-``_sync`` twins) enqueues ``--jobs`` jobs one call at a time, each call its own transaction, and the
-bare driver does the same work on the same database, alternated in one run, ``ROUNDS`` rounds:
-
-* PostgreSQL, async: one ``INSERT … RETURNING`` with ``pg_notify`` in the same statement, on a
-  connection of the app's own pool (autocommit, as the app's; one statement is one transaction).
-* PostgreSQL, sync: the same statement on a blocking psycopg connection of a ``psycopg_pool``
-  ``ConnectionPool`` (the blocking driver a web request would use), from a plain thread.
-* SQLite (async and sync alike): one ``INSERT`` per transaction through ``sqlite3``, on a connection
-  set up as the engine's writer (WAL, ``synchronous = NORMAL``), in the calling thread.
+An app with default settings (``Conveyor(url, prefix=...)``: its own pool; for the ``_sync`` twins
+its blocking inserts, or its portal) enqueues ``--jobs`` jobs one call at a time, each call its own
+transaction, and the bare driver does the same work on the same database (``enqueue_sides``: the
+sides, and SQLite's ``floor``, the engine's own statements through ``sqlite3``). Each round runs
+every side in blocks of ``BLOCK`` calls, the sides interleaved block by block in rotating order,
+``ROUNDS`` rounds (``--rounds``): on a busy machine each side then meets the same load.
 
 Each side runs as ``plain`` requests, ``unique`` ones (``unique={"period": None}``, every key new)
 and ``queueing_lock`` ones (every lock new). One line per mode (async, sync) and variant: the
 medians and ranges of jobs/s of the app and of the driver, ``ratio`` (median of the per-round
-ratios app/driver; target >= 0.9 for plain) and for unique and lock ``vs_plain`` (median of the
-per-round ratios to plain; target >= 0.8). The guard: the scenario fails when even the best round's
-ratio is below ``GUARDS`` (a regression beyond this machine's noise, not a missed target).
+ratios app/driver; target >= 0.9 for plain), on SQLite ``floor_ratio`` (app/floor), and for unique
+and lock ``vs_plain`` (median of the per-round ratios to plain; target >= 0.8). The guard: the
+scenario fails when even the best round's ratio is below ``GUARDS`` (a regression beyond this
+machine's noise, not a missed target).
+
+``--base COMMIT`` (``paired.py``): the same blocks, each asked of two processes in turn, one on the
+current tree and one on the base commit's sources; ``vs_base`` is current/base (target >= 1.2).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
-import sqlite3
 import statistics
-import tempfile
-import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
 
-from common import BENCH_WORKER, Figures, Settings, drop_schema
-from psycopg_pool import ConnectionPool
-
-from conveyor import Conveyor, JobRequest
-from conveyor.engine.postgres import PostgresEngine
-from conveyor.engine.sqlite import SqliteEngine
+from common import Figures, Settings
+from enqueue_sides import MODES, VARIANTS, WARMUP, open_sides
+from paired import paired_blocks
 
 ROUNDS = 5
 JOBS = 1_000
-WARMUP = 50
-VARIANTS = ("plain", "unique", "lock")
+#: Calls per block: small enough that the load changes little within one, large enough that the
+#: switch between sides costs nothing measurable.
+BLOCK = 50
 #: The lowest ratio the best of the rounds may show, per engine; below it the run fails loudly.
 #: ``ratio`` is app/driver, ``vs_plain`` a unique or lock variant against plain. Set under the best
-#: rounds measured on a noisy 2-core machine (README): SQLite's app hops to its writer thread and
-#: back, which a busy machine slows far more than the driver in the caller's thread (best sync
-#: rounds 0.28-0.57 there, in runs whose code differed by one statement fewer).
+#: rounds measured on a noisy 2-core machine (README).
 GUARDS: dict[str, dict[str, float]] = {
-    "postgres": {"ratio": 0.4, "vs_plain": 0.5},
-    "sqlite": {"ratio": 0.2, "vs_plain": 0.5},
+    "postgres": {"ratio": 0.5, "vs_plain": 0.5},
+    "sqlite": {"ratio": 0.3, "vs_plain": 0.5},
 }
+#: ``--base``: the lowest vs_base the best round may show (a regression against the base commit
+#: beyond the noise of paired rounds on this machine).
+PAIRED_GUARD = 0.8
 
-_PG_BARE = (
-    "WITH inserted AS (INSERT INTO {prefix}.oban_jobs (state, queue, worker, args)"
-    " VALUES ('available', %s, %s, %s::jsonb) RETURNING id, queue)"
-    " SELECT id, pg_notify(%s, json_build_object('queue', queue)::text) FROM inserted"
-)
-_SQLITE_BARE = "INSERT INTO oban_jobs (state, queue, worker, args) VALUES ('available', ?, ?, ?)"
-
-
-def request(variant: str, index: int) -> JobRequest:
-    args = {"index": index, "email": f"user{index}@example.com"}
-    if variant == "unique":
-        return JobRequest(worker=BENCH_WORKER, args=args, unique={"period": None})
-    if variant == "lock":
-        return JobRequest(worker=BENCH_WORKER, args=args, queueing_lock=f"lock-{index}")
-    return JobRequest(worker=BENCH_WORKER, args=args)
-
-
-class Counter:
-    """Fresh indexes for each round, so unique keys and locks never repeat in a run."""
-
-    def __init__(self) -> None:
-        self.next = 0
-
-    def take(self, count: int) -> range:
-        start, self.next = self.next, self.next + count
-        return range(start, start + count)
+#: Times one block: (mode, side, first index, count) -> seconds.
+RunBlock = Callable[[str, str, int, int], Awaitable[float]]
 
 
 async def enqueue_one(settings: Settings) -> list[Figures]:
     jobs = settings.job_count(JOBS)
-    rounds = 1 if jobs < WARMUP else ROUNDS
-    async with database(settings) as (url, prefix, bare_async, bare_sync):
-        app = Conveyor(url, prefix=prefix)
-        try:
-            return await _measure(app, settings.engine, jobs, rounds, bare_async, bare_sync)
-        finally:
-            await app.close()
-            app.close_sync()
+    rounds = 1 if jobs < WARMUP else settings.round_count(ROUNDS)
+    if settings.base is not None:
+        async with paired_blocks(settings) as (names, run_block):
+            speeds = await interleave(run_block, names, jobs, rounds)
+        return paired_figures(speeds, settings, jobs)
+    async with open_sides(settings) as sides:
+        await sides.warm(10**9)
+
+        async def run_block(mode: str, side: str, start: int, count: int) -> float:
+            return await sides.block(mode, side, range(start, start + count))
+
+        speeds = await interleave(run_block, list(sides.names), jobs, rounds)
+    return [_figures(speeds, settings.engine, mode, variant, jobs) for mode in MODES for variant in VARIANTS]
 
 
-BareFactory = Callable[[Conveyor], Callable[[int], Any]]
+Speeds = dict[tuple[str, str], list[float]]
 
 
-async def _measure(
-    app: Conveyor, engine: str, jobs: int, rounds: int, bare_async: BareFactory, bare_sync: BareFactory
-) -> list[Figures]:
-    counter = Counter()
-    for index in counter.take(WARMUP):  # the pools, prepared statements and caches
-        await app.enqueue(request("plain", index))
-        app_sync = await asyncio.to_thread(app.enqueue_sync, request("unique", index + 1_000_000_000))
-        assert app_sync > 0
-    run_async, run_sync = bare_async(app), bare_sync(app)
-    for index in counter.take(WARMUP):
-        await run_async(index)
-        await asyncio.to_thread(run_sync, index)
-    speeds: dict[tuple[str, str], list[float]] = {}
+async def interleave(run_block: RunBlock, names: Sequence[str], jobs: int, rounds: int) -> Speeds:
+    """Jobs/s per (mode, side) and round: every side's blocks in turn, the order rotated each block."""
+    speeds: Speeds = {}
+    start = 0
     for _ in range(rounds):
-        for mode in ("async", "sync"):
-            speeds.setdefault((mode, "driver"), []).append(
-                await _timed(mode, jobs, counter, run_async if mode == "async" else run_sync)
-            )
-            for variant in VARIANTS:
-                speeds.setdefault((mode, variant), []).append(
-                    await _timed_app(app, mode, variant, jobs, counter)
-                )
-    return [
-        _figures(speeds, engine, mode, variant, jobs) for mode in ("async", "sync") for variant in VARIANTS
-    ]
+        spent: dict[tuple[str, str], float] = {}
+        for number, first in enumerate(range(0, jobs, BLOCK)):
+            count = min(BLOCK, jobs - first)
+            shift = number % len(names)
+            for mode in MODES:
+                for side in [*names[shift:], *names[:shift]]:
+                    seconds = await run_block(mode, side, start, count)
+                    spent[mode, side] = spent.get((mode, side), 0.0) + seconds
+                    start += count
+        for key, seconds in spent.items():
+            speeds.setdefault(key, []).append(jobs / seconds)
+    return speeds
 
 
-async def _timed(mode: str, jobs: int, counter: Counter, call: Callable[[int], Any]) -> float:
-    indexes = counter.take(jobs)
-    if mode == "async":
-        started = time.perf_counter()
-        for index in indexes:
-            await call(index)
-        return jobs / (time.perf_counter() - started)
-
-    def loop() -> float:
-        started = time.perf_counter()
-        for index in indexes:
-            call(index)
-        return jobs / (time.perf_counter() - started)
-
-    return await asyncio.to_thread(loop)
+def _ratios(top: list[float], bottom: list[float]) -> list[float]:
+    return [a / b for a, b in zip(top, bottom, strict=True)]
 
 
-async def _timed_app(app: Conveyor, mode: str, variant: str, jobs: int, counter: Counter) -> float:
-    requests = [request(variant, index) for index in counter.take(jobs)]
-    if mode == "async":
-        started = time.perf_counter()
-        for one in requests:
-            await app.enqueue(one)
-        return jobs / (time.perf_counter() - started)
-
-    def loop() -> float:
-        started = time.perf_counter()
-        for one in requests:
-            app.enqueue_sync(one)
-        return jobs / (time.perf_counter() - started)
-
-    return await asyncio.to_thread(loop)
+def _spread(values: list[float], digits: int = 3) -> tuple[float, list[float]]:
+    return round(statistics.median(values), digits), [round(min(values), digits), round(max(values), digits)]
 
 
-def _figures(
-    speeds: dict[tuple[str, str], list[float]], engine: str, mode: str, variant: str, jobs: int
-) -> Figures:
+def _figures(speeds: Speeds, engine: str, mode: str, variant: str, jobs: int) -> Figures:
     app, driver, plain = speeds[mode, variant], speeds[mode, "driver"], speeds[mode, "plain"]
-    ratios = [a / d for a, d in zip(app, driver, strict=True)]
-    figures: Figures = {
-        "mode": mode,
-        "variant": variant,
-        "jobs": jobs,
-        "rounds": len(app),
-        "jobs_per_s": round(statistics.median(app), 1),
-        "range": [round(min(app), 1), round(max(app), 1)],
-        "driver_jobs_per_s": round(statistics.median(driver), 1),
-        "driver_range": [round(min(driver), 1), round(max(driver), 1)],
-        "ratio": round(statistics.median(ratios), 3),
-        "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
-    }
+    ratios = _ratios(app, driver)
+    figures: Figures = {"mode": mode, "variant": variant, "jobs": jobs, "rounds": len(app)}
+    figures["jobs_per_s"], figures["range"] = _spread(app, 1)
+    figures["driver_jobs_per_s"], figures["driver_range"] = _spread(driver, 1)
+    figures["ratio"], figures["ratio_range"] = _spread(ratios)
+    if (mode, "floor") in speeds:
+        figures["floor_jobs_per_s"], _ = _spread(speeds[mode, "floor"], 1)
+        figures["floor_ratio"], figures["floor_ratio_range"] = _spread(_ratios(app, speeds[mode, "floor"]))
     exceeded = []
     guards = GUARDS[engine]
     if max(ratios) < guards["ratio"]:
         exceeded.append(f"best round's ratio {max(ratios):.3f} < {guards['ratio']}")
     if variant != "plain":
-        against = [v / p for v, p in zip(app, plain, strict=True)]
-        figures["vs_plain"] = round(statistics.median(against), 3)
-        figures["vs_plain_range"] = [round(min(against), 3), round(max(against), 3)]
+        against = _ratios(app, plain)
+        figures["vs_plain"], figures["vs_plain_range"] = _spread(against)
         if max(against) < guards["vs_plain"]:
             exceeded.append(f"best round's vs_plain {max(against):.3f} < {guards['vs_plain']}")
     if exceeded and len(app) >= ROUNDS:  # a one-round smoke run measures nothing
@@ -190,73 +119,27 @@ def _figures(
     return figures
 
 
-@asynccontextmanager
-async def database(settings: Settings) -> AsyncIterator[tuple[str, str, BareFactory, BareFactory]]:
-    """The app's URL and prefix on a schema (or file) installed for this run, and the bare drivers."""
-    if settings.engine == "sqlite":
-        with tempfile.TemporaryDirectory(prefix="conveyor-bench-") as folder:
-            path = os.path.join(folder, "bench.db")
-            await _install(SqliteEngine(path))
-            with _sqlite_bare(path) as (bare_async, bare_sync):
-                yield f"sqlite:///{path}", "public", bare_async, bare_sync
-        return
-    prefix = f"conveyor_bench_{uuid.uuid4().hex[:10]}"
-    try:
-        await _install(PostgresEngine(settings.dsn, prefix=prefix))
-        statement = _PG_BARE.format(prefix=prefix).encode()
-        channel = f"{prefix}.oban_insert"
-        with ConnectionPool(settings.dsn, min_size=1, max_size=1, kwargs={"autocommit": True}) as pool:
-
-            def bare_async(app: Conveyor) -> Callable[[int], Any]:
-                engine = app._binding._engine  # the app's own engine: the same pool
-                assert isinstance(engine, PostgresEngine)
-
-                async def insert(index: int) -> None:
-                    async with engine.pool.connection() as conn, conn.cursor() as cur:
-                        await cur.execute(statement, _pg_params(index, channel))
-                        await cur.fetchall()
-
-                return insert
-
-            def bare_sync(app: Conveyor) -> Callable[[int], Any]:
-                def insert(index: int) -> None:
-                    with pool.connection() as conn, conn.cursor() as cur:
-                        cur.execute(statement, _pg_params(index, channel))
-                        cur.fetchall()
-
-                return insert
-
-            yield settings.dsn, prefix, bare_async, bare_sync
-    finally:
-        await drop_schema(settings.dsn, prefix)
-
-
-def _pg_params(index: int, channel: str) -> tuple[Any, ...]:
-    args = json.dumps({"index": index, "email": f"user{index}@example.com"})
-    return ("default", BENCH_WORKER, args, channel)
-
-
-@contextmanager
-def _sqlite_bare(path: str) -> Iterator[tuple[BareFactory, BareFactory]]:
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
-    conn.execute("PRAGMA synchronous = NORMAL")
-
-    def insert(index: int) -> None:
-        args = json.dumps({"index": index, "email": f"user{index}@example.com"})
-        conn.execute(_SQLITE_BARE, ("default", BENCH_WORKER, args))
-
-    async def insert_async(index: int) -> None:
-        insert(index)
-
-    try:
-        yield (lambda app: insert_async), (lambda app: insert)
-    finally:
-        conn.close()
-
-
-async def _install(engine: PostgresEngine | SqliteEngine) -> None:
-    await engine.open()
-    try:
-        await engine.install()
-    finally:
-        await engine.close()
+def paired_figures(speeds: Speeds, settings: Settings, jobs: int) -> list[Figures]:
+    """Per mode and variant: ``vs_base`` (median of the per-round ratios current/base), and each
+    side's ``ratio`` to its own driver (``base_ratio``)."""
+    lines = []
+    for mode in MODES:
+        for variant in VARIANTS:
+            current, base = speeds[mode, f"current:{variant}"], speeds[mode, f"base:{variant}"]
+            against = _ratios(current, base)
+            figures: Figures = {"mode": mode, "variant": variant, "jobs": jobs, "rounds": len(current)}
+            figures["base"] = settings.base
+            figures["jobs_per_s"], figures["range"] = _spread(current, 1)
+            figures["base_jobs_per_s"], figures["base_range"] = _spread(base, 1)
+            figures["vs_base"], figures["vs_base_range"] = _spread(against)
+            ratio = _ratios(current, speeds[mode, "current:driver"])
+            figures["ratio"], figures["ratio_range"] = _spread(ratio)
+            figures["base_ratio"], _ = _spread(_ratios(base, speeds[mode, "base:driver"]))
+            if variant != "plain":
+                plain = _ratios(current, speeds[mode, "current:plain"])
+                figures["vs_plain"], figures["vs_plain_range"] = _spread(plain)
+                figures["base_vs_plain"], _ = _spread(_ratios(base, speeds[mode, "base:plain"]))
+            if max(against) < PAIRED_GUARD and len(current) >= ROUNDS:
+                figures["exceeded"] = f"best round's vs_base {max(against):.3f} < {PAIRED_GUARD}"
+            lines.append(figures)
+    return lines

@@ -77,6 +77,8 @@ SCENARIOS: dict[str, Scenario] = {
 }
 #: Scenarios ``all`` leaves out: they run for as long as they are told (``make bench-guards``).
 NOT_IN_ALL = ("soak",)
+#: Scenarios that measure the current tree against a base commit with ``--base`` (``paired.py``).
+PAIRED = ("enqueue-one",)
 #: Engines the scenarios can run on (``common.fresh_app`` opens them).
 ENGINES = ("postgres", "sqlite")
 
@@ -107,7 +109,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--rounds",
         type=int,
         default=None,
-        help="rounds of drain-nodes, insert-copy, drain-floor, cpu-cold, commit-modes, telemetry",
+        help="rounds of the scenarios that alternate variants (drain-nodes, insert-copy, drain-floor, "
+        "cpu-cold, commit-modes, telemetry, enqueue-one)",
+    )
+    parser.add_argument(
+        "--base",
+        default=None,
+        metavar="COMMIT",
+        help=f"{', '.join(PAIRED)}: paired rounds against COMMIT's sources (paired.py)",
     )
     parser.add_argument("--json", action="store_true", help="one JSON object per scenario per line")
     args = parser.parse_args(argv)
@@ -132,6 +141,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         parser.error("--minutes must be positive")
     if args.rounds is not None and args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    if args.base is not None and any(name not in PAIRED for name in names):
+        parser.error(f"--base applies to {', '.join(PAIRED)} only")
     return args
 
 
@@ -152,6 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         history=args.history,
         minutes=args.minutes,
         rounds=args.rounds,
+        base=args.base,
     )
     failed = 0
     for name in args.scenarios:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -323,3 +324,23 @@ def test_enqueue_one_reports_each_mode_and_variant_against_the_bare_driver(dsn: 
             assert abs(figures["ratio"] - expected) < 0.01 * expected  # of unrounded speeds
             assert "exceeded" not in figures
             assert ("vs_plain" in figures) == (figures["variant"] != "plain")
+
+
+def test_enqueue_one_paired_with_a_base_commit_reports_current_against_base(dsn: str) -> None:
+    """``--base HEAD``: two processes, the current tree and a worktree of HEAD, each block asked of
+    both in turn; a line per mode and variant with ``vs_base`` the current's speed over the base's."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+    tree = Path(tempfile.gettempdir()) / f"conveyor-base-{head.stdout.strip()[:12]}"
+    made = not tree.exists()
+    try:
+        lines = run_benchmarks(dsn, "enqueue-one", "--jobs", "10", "--engine", "sqlite", "--base", "HEAD")
+    finally:
+        if made:  # the worktree this test made, not one a run keeps for the next
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
+    assert [(f["mode"], f["variant"]) for f in lines] == [
+        (mode, variant) for mode in ("async", "sync") for variant in ("plain", "unique", "lock")
+    ]
+    for figures in lines:
+        expected = figures["jobs_per_s"] / figures["base_jobs_per_s"]
+        assert figures["base"] == "HEAD" and abs(figures["vs_base"] - expected) < 0.01 * expected
+        assert figures["ratio"] > 0 and figures["base_ratio"] > 0 and "exceeded" not in figures

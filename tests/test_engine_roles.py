@@ -15,6 +15,10 @@ from conveyor.engine.postgres import PostgresEngine
 from conveyor.engine.sqlite import SqliteEngine
 
 ARCHITECTURE = Path(__file__).parent.parent / "docs" / "architecture.md"
+#: Protocols of what a role's method returns, not roles of the engine.
+RETURNED = {"Listener", "BlockingInsert"}
+#: Roles an engine may lack (``isinstance`` tells).
+OPTIONAL = {"Abandoning", "BlockingInserts"}
 #: Roles made only of other roles: the table says so in a sentence instead of a row.
 COMPOSED = {"Cluster"}
 
@@ -23,7 +27,7 @@ def role_classes() -> dict[str, type]:
     return {
         name: cls
         for name, cls in vars(roles).items()
-        if inspect.isclass(cls) and getattr(cls, "_is_protocol", False) and name != "Listener"
+        if inspect.isclass(cls) and getattr(cls, "_is_protocol", False) and name not in RETURNED
     }
 
 
@@ -72,10 +76,22 @@ def test_the_seam_table_lists_every_role_and_method() -> None:
 
 def test_engine_is_every_required_role_and_only_them() -> None:
     found = role_classes()
-    required = {name for name in found if name not in {"Abandoning"}}
+    required = {name for name in found if name not in OPTIONAL}
     composed_of = {cls.__name__ for cls in Engine.__mro__ if cls.__name__ in found}
     assert composed_of == required
     assert not issubclass(Engine, roles.Abandoning)
+    assert not issubclass(Engine, roles.BlockingInserts)
+
+
+def test_blocking_inserts_is_an_optional_role_that_both_engines_fill() -> None:
+    engines: list[Any] = [PostgresEngine("postgresql://localhost/x"), SqliteEngine(":memory:")]
+    for engine in engines:
+        assert isinstance(engine, roles.BlockingInserts)
+
+    class Bare:  # an engine of the user's own: enqueue_sync goes through the app's portal
+        pass
+
+    assert not isinstance(Bare(), roles.BlockingInserts)
 
 
 def members(cls: type) -> set[str]:

@@ -5,6 +5,9 @@ first uses it and is let go of once that loop has stopped; the ``_sync`` twins r
 portal (a private event loop thread) with a second engine opened there; an operation on a caller's
 connection (``conn=``) needs no pool at all, so the engine is only a statement builder then. The
 waits of ``Conveyor.wait`` share one ``Waiters`` per engine and loop.
+
+``enqueue_sync`` skips the portal where it can: the portal's engine, once open, makes the app's
+blocking inserts (the optional role ``BlockingInserts``), which run in the caller's thread.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import threading
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
@@ -19,6 +23,7 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 from conveyor._app.portal import Portal
 from conveyor._app.waiters import Waiters
 from conveyor.engine.base import Abandoning, Engine
+from conveyor.engine.roles import BlockingInsert, BlockingInserts
 from conveyor.engine.urls import engine_from_url
 from conveyor.errors import ConveyorError
 from conveyor.settings import Settings
@@ -46,6 +51,12 @@ class EngineBinding:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.portal = Portal()
         self._portal_engine: Engine | None = None
+        #: The opening of the portal's engine, while it opens and after (``_portal_open``).
+        self._portal_opening: asyncio.Future[Engine] | None = None
+        #: The portal engine's blocking inserts (``blocking_inserts``), and the lock that makes them once.
+        self._blocking: BlockingInsert | None = None
+        self._blocking_lock = threading.Lock()
+        self._no_blocking = False
         self._poll_interval, self._notifications = settings.poll_interval, settings.notifications
         #: Everyone waiting for jobs, per engine and event loop (the app's own, the portal's).
         self.waiters: dict[tuple[int, int], Waiters] = {}
@@ -122,12 +133,17 @@ class EngineBinding:
         still running is left to ``close()``)."""
         if self.loop is not None and not self.loop.is_running():
             self.leave_stopped_loop()
+        with self._blocking_lock:
+            blocking, self._blocking = self._blocking, None
+        if blocking is not None:
+            blocking.close()
         if self._portal_engine is not None:
             waiters = self.waiters.pop((id(self._portal_engine), id(self.portal.loop)), None)
             if waiters is not None:
                 self.portal.call(waiters.stop)
             self.portal.call(self._portal_engine.close)
             self._portal_engine = None
+        self._portal_opening = None
         self.portal.stop()
 
     async def run(self, operation: Operation[T], conn: Any = None) -> T:
@@ -138,15 +154,44 @@ class EngineBinding:
         return await operation(await self.engine())
 
     async def _portal_open(self) -> Engine:
-        if self._portal_engine is None:
+        """The portal's engine, opened once: calls from several threads that arrive while it opens
+        wait for that one opening (each used to see it set, and some used it before it was open)."""
+        if self._portal_engine is not None:
+            return self._portal_engine
+        if self._portal_opening is None:
             if not self._exit_hook:
                 # A plain script never calls close_sync(): close the portal's connections at
                 # exit, while its thread still runs, instead of leaving tasks pending there.
                 atexit.register(_close_at_exit, weakref.ref(self))
                 self._exit_hook = True
-            self._portal_engine = self._factory()
-            await self._portal_engine.open()
-        return self._portal_engine
+            self._portal_opening = asyncio.ensure_future(self._open_new_portal_engine())
+        return await asyncio.shield(self._portal_opening)
+
+    async def _open_new_portal_engine(self) -> Engine:
+        engine = self._factory()
+        try:
+            await engine.open()
+        except BaseException:
+            self._portal_opening = None  # the next call tries again
+            raise
+        self._portal_engine = engine
+        return engine
+
+    def blocking_inserts(self) -> BlockingInsert | None:
+        """Inserts in the caller's thread (``BlockingInserts``), made on first use by the portal's
+        engine (opened there: its probe tells a bad URL as the async API does); None when the app
+        was handed its engine (bound to the loop that opened it) or the engine has no such role."""
+        blocking = self._blocking
+        if blocking is not None or not self.owns_engine or self._no_blocking:
+            return blocking
+        with self._blocking_lock:
+            if self._blocking is None:
+                engine = self.portal.call(self.run, _itself)
+                if not isinstance(engine, BlockingInserts):
+                    self._no_blocking = True
+                    return None
+                self._blocking = engine.blocking_inserts()
+            return self._blocking
 
     def call_blocking(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
         """Run a coroutine of the app from blocking code, and wait for its result.
@@ -210,6 +255,10 @@ def blocking_twin(method: Callable[Concatenate[S, P], Awaitable[T]]) -> Callable
     twin.__qualname__ = f"Conveyor.{twin.__name__}"
     twin.__doc__ = f"Blocking twin of ``{method.__name__}`` (see the module's naming convention)."
     return twin
+
+
+async def _itself(engine: Engine) -> Engine:
+    return engine
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

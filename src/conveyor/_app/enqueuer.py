@@ -126,6 +126,13 @@ class Enqueuer:
                 return job_ids(engine.insert_sync(steps, conn=conn, now=now, hold=hold))
             check_requests(requests)
             return job_ids(engine.insert_sync(transformed(requests, transform), conn=conn, now=now))
+        if not inline and not isinstance(requests, Workflow | Batch):
+            # Jobs alone (no steps to hold): inserted in the caller's thread, on the engine's
+            # blocking connections, without the two thread switches of the portal (``binding``).
+            blocking = self._binding.blocking_inserts()
+            if blocking is not None:
+                check_requests(requests)
+                return job_ids(blocking.insert(transformed(requests, transform), now=now))
         return self._binding.call_blocking(self.enqueue_many, requests, None, now, transform)
 
 

@@ -11,6 +11,7 @@ from conveyor.engine import _payloads as payloads
 from conveyor.engine._step_names import step_names_kept
 from conveyor.engine.base import NotificationHandler
 from conveyor.engine.postgres import faults, foreign, pooler
+from conveyor.engine.postgres.blocking import PostgresBlockingInsert
 from conveyor.engine.postgres.cluster import PostgresCluster
 from conveyor.engine.postgres.core import channel, log
 from conveyor.engine.postgres.hot_path import PostgresHotPath
@@ -70,6 +71,17 @@ class PostgresEngine(PostgresJobs, PostgresHotPath, PostgresCluster, PostgresRel
     ) -> JobIds:
         with step_names_kept():
             return self._inserter.insert_sync(foreign.sync_driver_connection(conn), requests, now, hold)
+
+    def blocking_inserts(self) -> PostgresBlockingInsert:
+        """Inserts from a plain thread on a blocking pool of their own (``blocking``)."""
+        self.pool  # noqa: B018 -- open, or EngineClosedError: the probe has told a bad URL already
+        return PostgresBlockingInsert(
+            self.dsn,
+            name=f"conveyor-{self.prefix}-blocking",
+            max_size=self._max_connections,
+            inserter=self._inserter,
+            pooled=lambda: self.transaction_pooled,
+        )
 
     # -- polling -----------------------------------------------------------------------------
     async def waiting_queues(self, queues: Sequence[str]) -> set[str]:

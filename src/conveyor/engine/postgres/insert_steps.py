@@ -3,7 +3,8 @@
 ``Inserter.steps`` (``inserter.py``) yields ``Step`` values and gets back what the database said;
 ``run_async`` sends them over an async connection (the pool's, or a caller's psycopg or asyncpg
 one), with a second connection of the pool beside a COPY when one is free (``SideConnection``), and
-``run_sync`` over a caller's blocking psycopg connection, always inside a savepoint.
+``run_sync`` over a blocking psycopg connection: a caller's, always inside a savepoint, or one of
+the engine's blocking pool (``blocking``).
 """
 
 from __future__ import annotations
@@ -143,13 +144,16 @@ class SideConnection:
             return await cur.fetchall()
 
 
-def run_sync(conn: psycopg.Connection[Any], steps: Steps) -> JobIds:
-    """Run the steps on a caller's blocking connection: always inside a savepoint (or transaction),
-    so a failure leaves the caller's transaction usable."""
+def run_sync(conn: psycopg.Connection[Any], steps: Steps, *, own: bool = False) -> JobIds:
+    """Run the steps on a blocking connection. A caller's: always inside a savepoint (or
+    transaction), so a failure leaves the caller's transaction usable. The engine's own (``own``,
+    autocommit and idle): a transaction only from an ``Atomic`` step on, as ``run_async`` does, so
+    a one-statement insert is one round trip."""
     with ExitStack() as stack:
         # Server-side binding whatever the connection's cursor_factory (Django's is ClientCursor).
         cur = stack.enter_context(psycopg.Cursor(conn, row_factory=tuple_row))
-        stack.enter_context(foreign.atomic_sync(conn))
+        if not own:
+            stack.enter_context(foreign.atomic_sync(conn))
         result: Any = None
         while True:
             try:
@@ -158,10 +162,13 @@ def run_sync(conn: psycopg.Connection[Any], steps: Steps) -> JobIds:
                 ids: JobIds = stop.value
                 return ids
             result = None
-            if isinstance(step, Execute):
+            if isinstance(step, Atomic):
+                if own:
+                    stack.enter_context(foreign.atomic_sync(conn))
+            elif isinstance(step, Execute):
                 cur.execute(step.query, step.params, binary=step.binary)
                 result = cur.fetchall()
-            elif isinstance(step, CopyIn):
+            else:
                 with cur.copy(step.query) as copy:
                     for block in step.blocks:
                         copy.write(block)

@@ -2,8 +2,9 @@
 
 Two ways in, chosen per call by its size:
 
-* Fewer than ``COPY_THRESHOLD`` jobs: ``insert_jobs.sql``, one statement per chunk of a JSON array.
-  A single job (or a small batch) is one round trip, atomic by itself.
+* Fewer than ``COPY_THRESHOLD`` jobs: ``insert_jobs.sql``, one statement per chunk of a JSON array
+  (one job without unique or lock: ``insert_one_job.sql``, its values as parameters). A single job
+  (or a small batch) is one round trip, atomic by itself.
 * Larger batches: COPY, which PostgreSQL ingests much faster than it decodes and inserts JSON.
   ``insert_clock.sql`` reads the insert clock once, and whether the table has the column types of
   Conveyor's migrations: then rows go in COPY's binary format (``copy_rows.BinaryRows``, which the
@@ -91,6 +92,7 @@ class Inserter:
 
     def __init__(self, sql: SqlFiles, insert_channel: str, errors_append: dict[str, str]) -> None:
         self._statement = sql["insert_jobs"].encode()
+        self._one_statements = (sql["insert_one_job"].encode(), sql["insert_one_now"].encode())
         self._clock = sql["insert_clock"].encode()
         self._reserve = sql["insert_reserve"].encode()
         self._copy = sql["insert_copy"].encode()
@@ -121,12 +123,11 @@ class Inserter:
         runs on ``conn`` (see ``insert_steps.SideConnection``)."""
         single = _single_plain(requests, hold)
         if single is not None and not isinstance(conn, AsyncpgSession):
-            # The call a web request makes: one plain job, one statement, atomic by itself. The
-            # steps below would end in the same statement through ~10 generator and context layers
-            # (and a look at the connection's encoding COPY needs), a tenth of the call's CPU.
-            step = self._plain([single], naive_utc(now))
+            # The call a web request makes: one plain job, one statement, atomic by itself; the
+            # steps below cost ~10 generator and context layers more, a tenth of the call's CPU.
+            statement, params = self._one(single, naive_utc(now))
             async with psycopg.AsyncCursor(conn, row_factory=tuple_row) as cur:
-                await cur.execute(step.query, step.params)
+                await cur.execute(statement, params)
                 return JobIds([(await cur.fetchall())[0][0]])
         steps = self.steps(requests, now, copy=_copy_capable(conn), hold=hold)
         return await run_async(conn, steps, side)
@@ -137,8 +138,33 @@ class Inserter:
         requests: Iterable[JobRequest],
         now: datetime | None,
         hold: Sequence[int] = (),
+        *,
+        own: bool = False,
     ) -> JobIds:
-        return run_sync(conn, self.steps(requests, now, copy=_copy_capable(conn), hold=hold))
+        """``own``: ``conn`` is the engine's (autocommit, idle), not a caller's (``run_sync``)."""
+        if own and (single := _single_plain(requests, hold)) is not None:  # as in ``insert``
+            statement, params = self._one(single, naive_utc(now))
+            with psycopg.Cursor(conn, row_factory=tuple_row) as cur:
+                cur.execute(statement, params)
+                return JobIds([cur.fetchall()[0][0]])
+        return run_sync(conn, self.steps(requests, now, copy=_copy_capable(conn), hold=hold), own=own)
+
+    def _one(self, request: JobRequest, now: datetime | None) -> tuple[bytes, dict[str, Any]]:
+        """``insert_one_job.sql`` (``insert_one_now.sql`` for a job due now) and its parameters."""
+        params = {
+            "worker": request.worker,
+            "queue": request.queue,
+            "args": request.args_json.decode(),  # text: bytes would be sent as bytea
+            "meta": request.meta_json.decode(),
+            "tags": list(request.tags),
+            "priority": request.priority,
+            "max_attempts": request.max_attempts,
+            "channel": self._channel,
+        }
+        if now is None and request.scheduled_at is None and request.schedule_in is None:
+            return self._one_statements[1], params
+        params.update(now=now, scheduled_at=request.scheduled_at_utc, schedule_in=request.schedule_in)
+        return self._one_statements[0], params
 
     def steps(
         self, requests: Iterable[JobRequest], now: datetime | None, *, copy: bool, hold: Sequence[int] = ()

@@ -30,7 +30,7 @@ from psycopg.pq import ConnStatus, TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 
-def is_dead(conn: psycopg.AsyncConnection[Any]) -> bool:
+def is_dead(conn: psycopg.AsyncConnection[Any] | psycopg.Connection[Any]) -> bool:
     """Whether an idle pooled connection is closed, or has data waiting that no statement asked for
     (the server's goodbye)."""
     pgconn = conn.pgconn

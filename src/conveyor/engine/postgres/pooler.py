@@ -113,7 +113,7 @@ def hot_settings(*, synchronous_commit: bool = True) -> dict[str, str]:
     return {} if synchronous_commit else {"synchronous_commit": "off"}
 
 
-def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+def configure(conn: psycopg.AsyncConnection[Any] | psycopg.Connection[Any]) -> None:
     """A new connection through a transaction pooler: no server-side prepared statements, and
     times read in UTC without ``SET TIME ZONE``. No ``SET jit = off`` either: the heavy reads (stats,
     counts) turn it off with ``SET LOCAL`` anyway."""

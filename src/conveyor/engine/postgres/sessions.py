@@ -23,7 +23,7 @@ class _JsonTextLoader(Loader):
     load = staticmethod(orjson.loads)  # type: ignore[assignment]
 
 
-def json_loaders(conn: psycopg.AsyncConnection[Any] | psycopg.Cursor[Any]) -> None:
+def json_loaders(conn: psycopg.AsyncConnection[Any] | psycopg.Connection[Any] | psycopg.Cursor[Any]) -> None:
     set_json_loads(orjson.loads, conn)  # binary format, should a statement ask for it
     conn.adapters.register_loader("json", _JsonTextLoader)
     conn.adapters.register_loader("jsonb", _JsonTextLoader)
@@ -39,6 +39,13 @@ async def configure_session(conn: psycopg.AsyncConnection[Any]) -> None:
     # big table or behind a big backlog some plans cost more than jit_above_cost, and compiling
     # them costs more than running them (docs/decisions/postgres-jit-off.md has the figures).
     await conn.execute("SET jit = off", prepare=False)
+
+
+def configure_session_sync(conn: psycopg.Connection[Any]) -> None:
+    """``configure_session`` on a blocking connection (the engine's blocking pool: ``blocking``)."""
+    json_loaders(conn)
+    conn.execute("SET TIME ZONE 'UTC'", prepare=False)
+    conn.execute("SET jit = off", prepare=False)
 
 
 def hot_session(*, synchronous_commit: bool = True) -> dict[str, str]:

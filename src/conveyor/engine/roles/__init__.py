@@ -1,12 +1,12 @@
 """The engine seam's roles: one Protocol per duty, as each engine splits its code by duty
 (``engine/<name>/jobs.py``, ``hot_path.py``, ``cluster.py`` ...). ``engine.base.Engine`` is all
-the required roles together; ``Abandoning`` is optional (``isinstance`` tells whether an engine has
-it). The table in ``docs/architecture.md`` ("The engine seam") lists them, and
+the required roles together; ``Abandoning`` and ``BlockingInserts`` are optional (``isinstance`` tells
+whether an engine has one). The table in ``docs/architecture.md`` ("The engine seam") lists them, and
 ``tests/test_engine_roles.py`` keeps it true."""
 
 from conveyor.engine.roles.cluster import Cluster, Cron, Leadership, Producers, Pruning, QueueStates
 from conveyor.engine.roles.hot_path import HotPath
-from conveyor.engine.roles.inserting import Inserting
+from conveyor.engine.roles.inserting import BlockingInsert, BlockingInserts, Inserting
 from conveyor.engine.roles.jobs import Jobs
 from conveyor.engine.roles.lifecycle import Abandoning, Failures, Lifecycle
 from conveyor.engine.roles.notifications import Listener, NotificationHandler, Notifications
@@ -18,6 +18,8 @@ from conveyor.engine.roles.workflows import Workflows
 
 __all__ = [
     "Abandoning",
+    "BlockingInsert",
+    "BlockingInserts",
     "Cluster",
     "Cron",
     "Failures",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from conveyor.request import JobRequest
 
@@ -51,3 +51,26 @@ class Inserting(Protocol):
         hold: Sequence[int] = (),
     ) -> Sequence[int]:
         """``insert`` through a caller's synchronous connection or session."""
+
+
+class BlockingInsert(Protocol):
+    """A blocking insert on the engine's own connections, made in the caller's thread."""
+
+    def insert(self, requests: Iterable[JobRequest], *, now: datetime | None = None) -> Sequence[int]:
+        """``Inserting.insert`` without ``conn`` or ``hold``, from a thread with no event loop of
+        its own: same statements, same notifications, same errors."""
+
+    def close(self) -> None:
+        """Release what the blocking inserts hold. Calling it twice is harmless."""
+
+
+@runtime_checkable
+class BlockingInserts(Protocol):
+    """An optional role: an open engine that can insert from a plain thread without an event loop.
+    ``Conveyor.enqueue_sync`` (and ``enqueue_many_sync``) then run in the caller's thread instead
+    of hopping to the app's portal loop and back, two thread switches a call; an engine without it
+    is used through the portal."""
+
+    def blocking_inserts(self) -> BlockingInsert:
+        """An object that inserts in the calling thread (any thread, concurrently), valid until its
+        ``close`` or the engine's; the caller closes it before the engine."""

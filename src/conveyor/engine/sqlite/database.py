@@ -4,11 +4,14 @@ Every ``SqliteEngine`` of a process that opens the same file shares one ``Databa
 engine and the engine of its blocking twins, say), so the process has exactly one writer connection
 per file and its own statements never wait on each other through file locks.
 
-* **Writer**: one thread with one connection. Each write is a function run there inside a
-  ``BEGIN IMMEDIATE`` transaction: the write lock is taken first, so a claim can never race another
-  process's claim, and nothing upgrades a stale read snapshot. When another process holds the lock
-  (SQLITE_BUSY, "database is locked") the transaction is tried again after a short, growing,
-  jittered pause, until ``busy_timeout`` seconds have passed; only then is the error raised.
+* **Writer**: one connection, used by one thread at a time (``write_lock``): the writer thread, or
+  for a one-job insert the caller's own thread (``write_now`` from an event loop when the lock and
+  the file are free at once, ``write_blocking`` from a plain thread), which saves two thread
+  switches a call. Each write is a function run inside a ``BEGIN IMMEDIATE`` transaction: the
+  file's write lock is taken first, so a claim can never race another process's claim, and
+  nothing upgrades a stale read snapshot. When another process holds the lock (SQLITE_BUSY,
+  "database is locked") the transaction is tried again after a short, growing, jittered pause,
+  until ``busy_timeout`` seconds have passed; only then is the error raised.
 * **Reader**: one thread with one connection for reads (``get_job``, ``list_jobs``, schema
   checks). In WAL mode readers never block the writer nor wait for it.
 * **Checkpoints**: the writer does not copy the log into the database file itself; a thread of
@@ -155,6 +158,13 @@ def _retry_busy(operation: Callable[[], T], timeout: float) -> T:
         pause = min(pause * 2, MAX_BUSY_PAUSE)
 
 
+class NotNow:
+    """What ``Database.write_now`` returns when it ran nothing (the writer was busy)."""
+
+
+NOT_NOW = NotNow()
+
+
 class WriteTx(Protocol):
     """What a write function sees: the connection of an open write transaction, and ``notify``.
     ``Tx`` is the engine's own; ``foreign.CallerTx`` a caller's connection."""
@@ -200,6 +210,9 @@ class Database:
         self.users = 0
         self._writer = connect(path, timeout=0 if self.shared else READ_BUSY_TIMEOUT, writer=True)
         self._writer_thread = ThreadPoolExecutor(1, thread_name_prefix="conveyor-sqlite-writer")
+        #: Held by whichever thread uses the writer connection (see the module's docstring).
+        self.write_lock = threading.Lock()
+        self._writer_closed = False
         if self.memory:
             self._reader = self._writer
             self._reader_thread = self._writer_thread
@@ -236,7 +249,36 @@ class Database:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._reader_thread, operation, self._reader)
 
+    def write_now(self, operation: Callable[[Tx], T]) -> T | NotNow:
+        """Run ``operation`` in a write transaction in the calling thread (an event loop's) when
+        that costs no wait: the writer connection is free and the file's write lock is taken at
+        the first try. Otherwise nothing is run and ``NOT_NOW`` returned (use ``write``): the loop
+        never sleeps through another writer's transaction or a busy pause."""
+        if self.memory or not self.write_lock.acquire(blocking=False):
+            return NOT_NOW  # (``:memory:`` reads share the writer connection on the writer thread)
+        try:
+            if self.closed:  # no write starts once closing began; the writer thread's finish theirs
+                return NOT_NOW
+            return self._write_locked(operation, retry=False, wait=False)
+        finally:
+            self.write_lock.release()
+
+    def write_blocking(self, operation: Callable[[Tx], T], *, retry: bool = True) -> T:
+        """``write`` from a plain thread, run in that thread, waiting like the writer thread does
+        (for the lock, and for the file up to ``busy_timeout``)."""
+        if self.memory:
+            return self._writer_thread.submit(self._run_write, operation, retry).result()
+        return self._run_write(operation, retry)
+
     def _run_write(self, operation: Callable[[Tx], T], retry: bool) -> T:
+        with self.write_lock:
+            if self._writer_closed:
+                raise EngineClosedError("the SQLite database is closed")
+            result = self._write_locked(operation, retry=retry, wait=True)
+            assert not isinstance(result, NotNow)
+            return result
+
+    def _write_locked(self, operation: Callable[[Tx], T], *, retry: bool, wait: bool) -> T | NotNow:
         conn = self._writer
         deadline = time.monotonic() + self.busy_timeout
         pause = FIRST_BUSY_PAUSE
@@ -244,7 +286,11 @@ class Database:
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
-                if not is_busy(exc) or time.monotonic() >= deadline:
+                if not is_busy(exc):
+                    raise
+                if not wait:
+                    return NOT_NOW
+                if time.monotonic() >= deadline:
                     raise
                 time.sleep(pause * (0.5 + random.random()))
                 pause = min(pause * 2, MAX_BUSY_PAUSE)
@@ -299,8 +345,13 @@ class Database:
         if not self.memory:
             self._reader_thread.submit(self._reader.close)
             self._reader_thread.shutdown(wait=False)
-        self._writer_thread.submit(self._writer.close)
+        self._writer_thread.submit(self._close_writer)
         self._writer_thread.shutdown(wait=False)
+
+    def _close_writer(self) -> None:
+        with self.write_lock:  # not under a write a caller's thread is making
+            self._writer_closed = True
+            self._writer.close()
 
 
 # -- one Database per file per process --------------------------------------------------------------

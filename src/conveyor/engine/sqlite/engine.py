@@ -17,7 +17,7 @@ say the same things in two dialects). What differs, and why:
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -29,7 +29,7 @@ from conveyor.engine.base import NotificationHandler
 from conveyor.engine.sqlite import foreign, inserter
 from conveyor.engine.sqlite.cluster import SqliteCluster
 from conveyor.engine.sqlite.core import FILES
-from conveyor.engine.sqlite.database import Tx, is_transient
+from conveyor.engine.sqlite.database import NotNow, Tx, is_transient
 from conveyor.engine.sqlite.hot_path import SqliteHotPath
 from conveyor.engine.sqlite.jobs import SqliteJobs
 from conveyor.engine.sqlite.listener import SqliteListener
@@ -76,6 +76,21 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay, Sqlite
         first, rest = inserter.split(requests)
         if not first:
             return JobIds()
+        run = self._insert_tx(first, rest, now, hold)
+        with step_names_kept():
+            if len(first) == 1 and not hold:
+                # One job (the call a web request makes) is written in this thread when the writer
+                # is free at once: a hop to the writer thread and back cost more than the insert.
+                done = self.database.write_now(run)
+                if not isinstance(done, NotNow):
+                    return done
+            # Not retried as a whole: it consumes the caller's iterable (taking the lock is retried).
+            return await self.database.write(run, retry=False)
+
+    def _insert_tx(
+        self, first: list[JobRequest], rest: Iterator[Any], now: datetime | None, hold: Sequence[int]
+    ) -> Callable[[Tx], JobIds]:
+        """The write transaction of one insert on the engine's writer connection."""
 
         def run(tx: Tx) -> JobIds:
             builder = InsertRows(utc_clock(now))
@@ -88,9 +103,10 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay, Sqlite
                 tx.notify("insert", {"queue": queue}, builder.clock_text, written=True)
             return done.ids
 
-        # Not retried as a whole: it consumes the caller's iterable (taking the lock is retried).
-        with step_names_kept():
-            return await self.database.write(run, retry=False)
+        return run
+
+    def blocking_inserts(self) -> SqliteBlockingInsert:
+        return SqliteBlockingInsert(self)
 
     def insert_sync(
         self,
@@ -165,3 +181,23 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay, Sqlite
 
     def explain(self, exc: BaseException) -> str | None:
         return f"SQLite error: {one_line(str(exc))}" if isinstance(exc, sqlite3.Error) else None
+
+
+class SqliteBlockingInsert:
+    """Inserts from a plain thread, in that thread, on the engine's writer connection (the role
+    ``BlockingInserts``): the same transaction as ``SqliteEngine.insert``, under the same lock."""
+
+    def __init__(self, engine: SqliteEngine) -> None:
+        self._engine = engine
+
+    def insert(self, requests: Iterable[JobRequest], *, now: datetime | None = None) -> JobIds:
+        check_now(now)
+        first, rest = inserter.split(requests)
+        if not first:
+            return JobIds()
+        run = self._engine._insert_tx(first, rest, now, ())
+        with step_names_kept():
+            return self._engine.database.write_blocking(run, retry=False)
+
+    def close(self) -> None:
+        """Nothing of its own to release: the engine holds the database."""

@@ -44,6 +44,7 @@ IDS = FILES["insert_ids"]
 NOTIFY = FILES["notify"]
 REPLACE = FILES["replace_jobs"]
 UNIQUE_LOOKUP = FILES.compose("unique_lookup", unique_predicate="unique_predicate")
+UNIQUE_LOOKUP_ONE = FILES.compose("unique_lookup_one", unique_predicate="unique_predicate")
 
 #: ("execute", sql, params) expects the fetched rows back; ("executemany", sql, rows) expects None.
 Step = tuple[Literal["execute", "executemany"], str, Any]
@@ -154,7 +155,10 @@ def unique_writes(
     plan = unique_plan(batch, builder.clock, first_of_key, offset)
     existing: dict[str, int] = {}
     if plan.claimed:
-        found = yield ("execute", UNIQUE_LOOKUP, (orjson.dumps(plan.claimed).decode(),))
+        if len(plan.claimed) == 1:
+            found = yield ("execute", UNIQUE_LOOKUP_ONE, (plan.claimed[0],))
+        else:
+            found = yield ("execute", UNIQUE_LOOKUP, (orjson.dumps(plan.claimed).decode(),))
         existing = {str(key): int(job_id) for key, job_id in found}
     writes: list[JobRequest] = []
     replacing: list[dict[str, Any]] = []
