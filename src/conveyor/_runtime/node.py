@@ -76,6 +76,7 @@ class Node(QueueControl):
             clock=clock,
             app=app,
             unfit_patience=settings.unfit_job_patience,
+            encryption_keys=settings.encryption_keys,
         )
         self.acker = Acker(
             engine,
