@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 from conveyor import _options as opt
 from conveyor.arguments import Arguments
 from conveyor.cron_expression import CronExpression, load_zone
+from conveyor.encryption import ENCRYPTED_WORKERS
 from conveyor.errors import ValidationError
 from conveyor.request import ENQUEUE_OPTIONS, JobRequest, check_option_names
 
@@ -50,9 +51,7 @@ class ExecutorKind(enum.StrEnum):
 
 #: Options that only the decorators take (they shape how the job runs, not the row).
 RUN_OPTIONS = ("timeout", "backoff", "executor", "record", "name", "cron", "timezone", "encrypted")
-#: The workers defined with ``encrypted=True`` in this process: the enqueue path encrypts their args
-#: (``conveyor.encryption``), whoever builds the request.
-ENCRYPTED_WORKERS: set[str] = set()
+
 DECORATOR_OPTIONS = tuple(o for o in ENQUEUE_OPTIONS if o not in ("scheduled_at", "schedule_in"))
 
 

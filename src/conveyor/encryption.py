@@ -28,7 +28,11 @@ from typing import Any
 import orjson
 
 from conveyor.errors import ConveyorError, ValidationError
+from conveyor.request import JobRequest
 
+#: The workers defined with ``encrypted=True`` in this process (``@job``/``@worker`` add them): every
+#: enqueue path and the cron scheduler encrypt their args, whoever builds the request.
+ENCRYPTED_WORKERS: set[str] = set()
 #: The meta key that marks a job's args as encrypted, holding the cipher and the key's id.
 META_KEY = "encrypted"
 #: The one cipher written and read.
@@ -143,6 +147,15 @@ class Keyring:
         if not isinstance(value, dict):
             raise EncryptionError("its encrypted args do not hold a JSON object")
         return value
+
+
+def sealed(request: JobRequest, keyring: Keyring) -> JobRequest:
+    """``request`` with its args encrypted when its worker was defined ``encrypted=True`` (and they
+    are not encrypted yet); any other request as it is."""
+    if request.worker not in ENCRYPTED_WORKERS or is_encrypted(request.meta):
+        return request
+    stored, mark = keyring.encrypt(request.args)
+    return request.with_args(stored).with_meta({**request.meta, META_KEY: mark})
 
 
 def _aead(key: bytes) -> Any:

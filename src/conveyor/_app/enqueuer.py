@@ -15,9 +15,7 @@ from typing import TYPE_CHECKING, Any
 from conveyor._app.binding import EngineBinding
 from conveyor._app.workflow_actions import enqueue_workflow
 from conveyor.batch import Batch
-from conveyor.definition import ENCRYPTED_WORKERS
-from conveyor.encryption import META_KEY as ENCRYPTED_META
-from conveyor.encryption import Keyring, is_encrypted
+from conveyor.encryption import ENCRYPTED_WORKERS, Keyring, sealed
 from conveyor.errors import ConveyorError, ValidationError
 from conveyor.job_ids import JobIds, job_ids
 from conveyor.request import JobRequest, check_requests
@@ -77,12 +75,11 @@ class Enqueuer:
         return chained
 
     def _encrypt(self, request: JobRequest) -> JobRequest:
-        if request.worker not in ENCRYPTED_WORKERS or is_encrypted(request.meta):
-            return request
+        if request.worker not in ENCRYPTED_WORKERS or effective_mode(self._app.testing) == "inline":
+            return request  # inline mode stores nothing: the job runs on its plain args
         if self._keyring is None:  # built on first use: an app without encrypted jobs needs no key
             self._keyring = Keyring.from_setting(self._app.settings.encryption_keys)
-        stored, mark = self._keyring.encrypt(request.args)
-        return request.with_args(stored).with_meta({**request.meta, ENCRYPTED_META: mark})
+        return sealed(request, self._keyring)
 
     async def enqueue_many(
         self, requests: Enqueued, conn: Any, now: datetime | None, transform: RequestTransform | None

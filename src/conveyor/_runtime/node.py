@@ -173,7 +173,14 @@ class Node(QueueControl):
                 self.duties.append(PriorityAger.of(settings, engine, telemetry, self.leadership))
             if crontab:
                 self.duties.append(
-                    CronScheduler(engine, telemetry, self.leadership, crontab, started_at=clock.now())
+                    CronScheduler(
+                        engine,
+                        telemetry,
+                        self.leadership,
+                        crontab,
+                        started_at=clock.now(),
+                        encryption_keys=settings.encryption_keys,
+                    )
                 )
         self._listener: Stoppable | None = None
         self._control_tasks: set[asyncio.Task[None]] = set()

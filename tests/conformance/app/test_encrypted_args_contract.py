@@ -145,3 +145,37 @@ async def test_the_dashboard_shows_encrypted_args_redacted(make: Callable[..., C
         detail = (await client.get(f"/jobs/{job_id}")).text
     for page in (listing, detail):
         assert REDACTED in page and CARD not in page and stored.args["data"] not in page
+
+
+async def test_cron_jobs_of_an_encrypted_worker_are_stored_encrypted(make: Callable[..., Conveyor]) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from conveyor import JobFilter
+
+    start = datetime.now(UTC).replace(second=30, microsecond=0) + timedelta(minutes=5)
+    clock = FakeClock(start)
+    crontab = [("* * * * *", ej.charge, {"card": CARD, "tag": "cron"})]
+    app = make(clock=clock, crontab=crontab, encryption_keys=[NEW], queues={"other": 1}, leadership=True)
+    await app.install()
+    await app.start()
+    charges = JobFilter(workers=("tests.conformance.encrypted_jobs.charge",))
+    found = await poll(lambda: app.list_jobs(charges), lambda jobs: len(jobs) >= 1, what="the cron job")
+    sealed(found[0], NEW)
+
+
+async def test_a_stored_encrypted_job_runs_under_drain_and_process_job(make: Callable[..., Conveyor]) -> None:
+    from conveyor.testing import drain_queue, process_job
+
+    app = make(encryption_keys=[NEW], testing="manual")
+    await app.install()
+    job_id = await app.enqueue(ej.charge.new(card=CARD, tag="process"))
+    stored = await app.get_job(job_id)
+    assert stored is not None
+    assert await process_job(stored, app=app) == CARD[-4:]
+    assert (await drain_queue(app=app))["completed"] == 1
+
+
+async def test_inline_mode_runs_an_encrypted_job_on_its_plain_args(make: Callable[..., Conveyor]) -> None:
+    app = make(testing="inline")  # nothing is stored inline: no key needed
+    await app.enqueue(ej.charge.new(card=CARD, tag="inline"))
+    assert ej.SEEN["inline"] == {"card": CARD}
