@@ -85,3 +85,25 @@ def test_encrypted_args_are_redacted_where_a_job_is_shown() -> None:
     )  # fmt: skip
     assert job_json(row)["args"] == REDACTED
     assert shown_args({"a": 1}, {}) == {"a": 1}
+
+
+def test_conveyor_job_and_jobs_json_show_encrypted_args_redacted(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from conveyor import Conveyor
+    from conveyor.cli import main
+    from tests.conformance import encrypted_jobs as ej
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    app = Conveyor(url, encryption_keys=[KEY])
+    app.install_sync()
+    job_id = app.enqueue_sync(ej.charge.new(card="4111111111111111", tag="cli"))
+    stored = app.get_job_sync(job_id)
+    app.close_sync()
+    assert stored is not None
+    runner = CliRunner()
+    for command in (["job", str(job_id)], ["job", str(job_id), "--json"], ["jobs", "--json"]):
+        result = runner.invoke(main, [*command, "--dsn", url])
+        assert result.exit_code == 0, result.output
+        assert REDACTED in result.output and "4111111111111111" not in result.output
+        assert stored.args["data"] not in result.output

@@ -6,6 +6,7 @@ which key it lacks), never crashing. On every engine."""
 from __future__ import annotations
 
 import base64
+import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -59,8 +60,9 @@ def sealed(job: Job, key: str) -> None:
 
 @pytest.mark.parametrize("fn", [ej.charge, ej.charge_in_thread])
 async def test_args_are_stored_encrypted_and_the_job_sees_them_plain(
-    make: Callable[..., Conveyor], fn: Any
+    make: Callable[..., Conveyor], fn: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     app = make(queues={"default": 2}, encryption_keys=[NEW])
     await app.install()
     tag = f"plain-{fn.__name__}"
@@ -70,6 +72,7 @@ async def test_args_are_stored_encrypted_and_the_job_sees_them_plain(
     done = await until(app, job_id, lambda j: j.state is JobState.COMPLETED)
     assert ej.SEEN[tag] == {"card": CARD}
     sealed(done, NEW)  # still encrypted at rest once completed
+    assert CARD not in caplog.text  # nor in the node's log lines
 
 
 async def test_rotation_new_key_encrypts_old_key_still_decrypts(make: Callable[..., Conveyor]) -> None:
