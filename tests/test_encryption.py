@@ -107,3 +107,21 @@ def test_conveyor_job_and_jobs_json_show_encrypted_args_redacted(tmp_path: Path)
         assert result.exit_code == 0, result.output
         assert REDACTED in result.output and "4111111111111111" not in result.output
         assert stored.args["data"] not in result.output
+
+
+def test_uniqueness_by_args_is_refused_for_an_encrypted_job_by_meta_it_works(tmp_path: Path) -> None:
+    from conveyor import Conveyor, Unique
+    from tests.conformance import encrypted_jobs as ej
+
+    app = Conveyor(f"sqlite:///{tmp_path / 'u.db'}", encryption_keys=[KEY])
+    app.install_sync()
+    try:
+        by_args = ej.charge.new(card="4111", tag="u").with_options(unique=True)
+        with pytest.raises(ValidationError, match=r"stores its args encrypted.*unique by meta"):
+            app.enqueue_sync(by_args)
+        by_meta = Unique(fields=("worker", "meta"), keys=["order"])
+        request = ej.charge.new(card="4111", tag="u").with_options(unique=by_meta, meta={"order": 7})
+        first, second = app.enqueue_sync(request), app.enqueue_sync(request)
+        assert second == first and second.conflict
+    finally:
+        app.close_sync()

@@ -154,6 +154,15 @@ def sealed(request: JobRequest, keyring: Keyring) -> JobRequest:
     are not encrypted yet); any other request as it is."""
     if request.worker not in ENCRYPTED_WORKERS or is_encrypted(request.meta):
         return request
+    unique = request.unique
+    if unique is not None and unique.queueing_lock is None and "args" in unique.fields:
+        # Sealed args differ at every insert: such a job would never match another, silently.
+        raise ValidationError(
+            "unique",
+            unique,
+            f"{request.worker} stores its args encrypted, so uniqueness cannot look at them: make it "
+            "unique by meta, e.g. Unique(fields=('worker', 'queue', 'meta'), keys=['order_id'])",
+        )
     stored, mark = keyring.encrypt(request.args)
     return request.with_args(stored).with_meta({**request.meta, META_KEY: mark})
 
