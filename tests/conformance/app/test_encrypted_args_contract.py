@@ -182,3 +182,22 @@ async def test_inline_mode_runs_an_encrypted_job_on_its_plain_args(make: Callabl
     app = make(testing="inline")  # nothing is stored inline: no key needed
     await app.enqueue(ej.charge.new(card=CARD, tag="inline"))
     assert ej.SEEN["inline"] == {"card": CARD}
+
+
+async def test_workflow_steps_of_an_encrypted_worker_are_sealed_and_run(
+    make: Callable[..., Conveyor],
+) -> None:
+    from conveyor import Workflow
+
+    app = make(queues={"default": 2}, encryption_keys=[NEW])
+    await app.install()
+    workflow = Workflow(name="pay")
+    workflow.add("first", ej.charge.new(card=CARD, tag="wf-1"))
+    workflow.add("second", ej.charge.new(card=CARD, tag="wf-2"), deps=["first"])
+    ids = await app.enqueue_many(workflow)
+    for job_id in ids:
+        sealed(await app.get_job(job_id), NEW)  # type: ignore[arg-type]
+    await app.start()
+    for job_id in ids:
+        await until(app, job_id, lambda j: j.state is JobState.COMPLETED)
+    assert ej.SEEN["wf-1"] == ej.SEEN["wf-2"] == {"card": CARD}
