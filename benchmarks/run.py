@@ -32,6 +32,7 @@ from memory import memory, soak
 from migrate_live import migrate_live
 from node_cost import node_cost
 from nodes import drain_nodes
+from priority_aging import priority_aging
 from relay import relay, wait_many
 from stats import stats, stats_write_cost
 from tables import large_tables
@@ -67,6 +68,7 @@ SCENARIOS: dict[str, Scenario] = {
     "fetch-overhead": fetch_overhead,
     "workflow-fanout": workflow_fanout,
     "relay": relay,
+    "priority-aging": priority_aging,
     "wait-many": wait_many,
     "stats": stats,
     "stats-write-cost": stats_write_cost,

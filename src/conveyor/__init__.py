@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from conveyor.context import JobContext, current_job
     from conveyor.current_app import NoCurrentAppError, current_app
     from conveyor.definition import ExecutorKind, JobDefinition, job, worker
+    from conveyor.encryption import EncryptionError
     from conveyor.errors import (
         ConveyorError,
         DatabaseUnreachableError,
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 _LOCATIONS = {
     "Batch": "conveyor.batch",
     "Cancel": "conveyor.outcomes",
+    "EncryptionError": "conveyor.encryption",
     "Clock": "conveyor._runtime.clock",
     "Conveyor": "conveyor.app",
     "ConveyorError": "conveyor.errors",
@@ -139,6 +141,7 @@ __all__ = [
     "ConveyorError",
     "DatabaseUnreachableError",
     "Discard",
+    "EncryptionError",
     "ExecutorKind",
     "ExistingJobId",
     "FakeClock",

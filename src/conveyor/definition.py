@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 from conveyor import _options as opt
 from conveyor.arguments import Arguments
 from conveyor.cron_expression import CronExpression, load_zone
+from conveyor.encryption import ENCRYPTED_WORKERS
 from conveyor.errors import ValidationError
 from conveyor.request import ENQUEUE_OPTIONS, JobRequest, check_option_names
 
@@ -49,7 +50,8 @@ class ExecutorKind(enum.StrEnum):
 
 
 #: Options that only the decorators take (they shape how the job runs, not the row).
-RUN_OPTIONS = ("timeout", "backoff", "executor", "record", "name", "cron", "timezone")
+RUN_OPTIONS = ("timeout", "backoff", "executor", "record", "name", "cron", "timezone", "encrypted")
+
 DECORATOR_OPTIONS = tuple(o for o in ENQUEUE_OPTIONS if o not in ("scheduled_at", "schedule_in"))
 
 
@@ -72,6 +74,8 @@ class JobDefinition:
     #: Insert this job on every tick of this cron expression (with the default args).
     cron: str | None = None
     timezone: str = "UTC"
+    #: Store the args encrypted (``conveyor.encryption``, keys from ``Settings.encryption_keys``).
+    encrypted: bool = False
     #: A function's signature and typed parameters (``conveyor.arguments``); None for a class.
     arguments: Arguments | None = field(default=None, repr=False, compare=False)
     #: A request with the defaults and no args (set at construction).
@@ -117,6 +121,11 @@ def _build_definition(target: Any, *, is_class: bool, is_async: bool, **options:
     record = options.pop("record", False)
     if not isinstance(record, bool):
         raise ValidationError("record", record, "must be True or False")
+    encrypted = options.pop("encrypted", False)
+    if not isinstance(encrypted, bool):
+        raise ValidationError("encrypted", encrypted, "must be True or False")
+    if encrypted:
+        ENCRYPTED_WORKERS.add(name)
     cron = options.pop("cron", None)
     timezone = options.pop("timezone", "UTC")
     if cron is not None or timezone != "UTC":
@@ -133,6 +142,7 @@ def _build_definition(target: Any, *, is_class: bool, is_async: bool, **options:
         backoff=backoff,
         executor=executor,
         record=record,
+        encrypted=encrypted,
         cron=cron,
         timezone=timezone,
         arguments=arguments,
@@ -294,6 +304,7 @@ def job(
     backoff: Backoff | None = ...,
     executor: ExecutorKind | str = ...,
     record: bool = ...,
+    encrypted: bool = ...,
     name: str | None = ...,
     cron: str | None = ...,
     timezone: str = ...,

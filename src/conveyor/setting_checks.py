@@ -11,6 +11,7 @@ from typing import Any
 
 from conveyor import _options as opt
 from conveyor.cron import CronEntry
+from conveyor.encryption import check_keys
 from conveyor.errors import ValidationError
 from conveyor.queue_settings import QueueSettings
 from conveyor.retention import check_distinct
@@ -29,6 +30,8 @@ POSITIVE_DURATIONS = frozenset(
         "rescue_interval",
         "rescue_backstop",
         "prune_interval",
+        "priority_aging_after",
+        "priority_aging_interval",
     }
 )
 #: Durations in seconds that may be 0 (no grace, no ack delay, prune as soon as final).
@@ -45,11 +48,13 @@ DURATIONS = POSITIVE_DURATIONS | {
 MAX_DURATION = opt.MAX_DELAY_SECONDS
 BOOLEANS = frozenset({"notifications", "leadership", "prune", "mixed_fleet", "synchronous_commit"})
 #: Durations that may also be None (``foreign_producer_timeout``: derived from the interval).
-OPTIONAL_DURATIONS = frozenset({"foreign_producer_timeout"})
-COUNTS = frozenset({"stage_limit", "ack_batch_size", "pool_size", "prune_limit"})
+OPTIONAL_DURATIONS = frozenset({"foreign_producer_timeout", "priority_aging_after"})
+COUNTS = frozenset({"stage_limit", "ack_batch_size", "pool_size", "prune_limit", "priority_aging_limit"})
 OPTIONAL_COUNTS = frozenset({"threads", "processes", "prune_keep_per_queue", "prune_max_rows"})
 #: Optional settings an environment variable can unset with "none" (or an empty text).
-UNSET_FROM_TEXT = frozenset({"prune_keep_per_queue", "prune_max_rows", "foreign_producer_timeout"})
+UNSET_FROM_TEXT = frozenset(
+    {"prune_keep_per_queue", "prune_max_rows", "foreign_producer_timeout", "priority_aging_after"}
+)
 #: Counts end up in SQL integers.
 MAX_COUNT = 2**31 - 1
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -98,6 +103,8 @@ def check_setting(name: str, value: Any) -> None:
     elif name == "pooler":
         if not isinstance(value, str) or value.lower() not in POOLER_MODES:
             raise ValidationError(name, value, f"must be one of {', '.join(POOLER_MODES)}")
+    elif name == "encryption_keys":
+        check_keys(value)
     elif name == "imports":
         if not isinstance(value, tuple) or not all(isinstance(m, str) and m.strip() for m in value):
             raise ValidationError(name, value, "must be a list of module names")

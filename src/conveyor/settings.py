@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from conveyor.cron import CronEntry, parse_crontab
+from conveyor.encryption import decode_key, key_id
 from conveyor.errors import ValidationError
 from conveyor.queue_settings import QueueSettings, parse_queues
 from conveyor.retention import PruneRule, Retention, parse_prune_rules
@@ -146,6 +147,17 @@ class Settings:
     log_level: str = "INFO"
     #: How ``conveyor start`` writes log lines: "text", or "json" (one JSON object per line).
     log_format: str = "text"
+    #: Keys for ``@job(encrypted=True)`` (``conveyor.encryption``): base64 texts of 32 random bytes,
+    #: newest first. The first encrypts; every one decrypts, so an old key stays listed until no job
+    #: encrypted with it is left. Never shown: ``repr`` and errors hide them.
+    encryption_keys: tuple[str, ...] = ()
+    #: Priority aging (``conveyor.aging``): an available job waiting longer than this many seconds
+    #: gains one step of priority (0 is the highest), then one more each ``priority_aging_interval``
+    #: it still waits. None: off.
+    priority_aging_after: float | None = None
+    #: Seconds between the leader's aging passes (each bumps at most ``priority_aging_limit`` jobs).
+    priority_aging_interval: float = 60.0
+    priority_aging_limit: int = 10_000
 
     def __post_init__(self) -> None:
         for name in FIELD_NAMES:
@@ -195,14 +207,24 @@ class Settings:
         return self.threads or max(4, min(100, sum(q.limit for q in self.queues)))
 
     def __repr__(self) -> str:
-        # A settings value printed or logged must not show a password: every *_url is masked.
-        from conveyor.engine.postgres.dsn import mask
-
+        # A settings value printed or logged must not show a password (every *_url is masked) nor
+        # an encryption key (shown by id).
         shown = (
-            f"{name}={mask(value) if name.endswith('_url') and isinstance(value, str) else value!r}"
+            f"{name}={_shown(name, value)}"
             for name, value in ((name, getattr(self, name)) for name in FIELD_NAMES)
         )
         return f"Settings({', '.join(shown)})"
+
+
+def _shown(name: str, value: Any) -> str:
+    """A setting as ``repr`` shows it: URLs without their password, encryption keys by id only."""
+    from conveyor.engine.postgres.dsn import mask
+
+    if name.endswith("_url") and isinstance(value, str):
+        return mask(value)
+    if name == "encryption_keys":
+        return repr(tuple(f"<key {key_id(decode_key(text, i))}>" for i, text in enumerate(value)))
+    return repr(value)
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
@@ -214,7 +236,7 @@ def _from_text(name: str, text: str) -> Any:
     kind = FIELDS[name].type
     if name == "queues":
         return parse_queues(text)
-    if name == "imports":
+    if name in ("imports", "encryption_keys"):
         return tuple(part.strip() for part in text.split(",") if part.strip())
     if name == "crontab":
         raise ValidationError(ENV_PREFIX + "CRONTAB", text, "set the crontab in code or the config file")
@@ -262,7 +284,7 @@ def _normalise(source: str, values: Mapping[str, Any]) -> dict[str, Any]:
                 value = parse_crontab(value)
             elif name == "prune_rules":
                 value = parse_prune_rules(value, name)
-            elif name == "imports" and isinstance(value, list | str):
+            elif name in ("imports", "encryption_keys") and isinstance(value, list | str):
                 value = tuple(value) if isinstance(value, list) else (value,)
             check_setting(name, value)
         except ValidationError as exc:

@@ -46,6 +46,7 @@ Cluster duties (on the leader):
 - ``lifeline.rescued``: count, available, discarded (job ids)
 - ``pruner.pruned``: count, completed, cancelled, discarded (how many of each state went)
 - ``cron.inserted``: count, job_ids
+- ``priority.aged``: count, job_ids (the waiting jobs that gained a step of priority)
 - ``sweeper.settled``: count, available, cancelled (job ids)
 
 The emit path is cheap: which handlers want an event is worked out once per event name (again

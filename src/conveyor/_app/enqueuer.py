@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from conveyor._app.binding import EngineBinding
 from conveyor._app.workflow_actions import enqueue_workflow
 from conveyor.batch import Batch
+from conveyor.encryption import ENCRYPTED_WORKERS, Keyring, sealed
 from conveyor.errors import ConveyorError, ValidationError
 from conveyor.job_ids import JobIds, job_ids
 from conveyor.request import JobRequest, check_requests
@@ -40,6 +41,7 @@ class Enqueuer:
         self._app = app  # its testing mode and sync_conn, read at each call
         self._binding = binding
         self._hooks: tuple[EnqueueHook, ...] = ()
+        self._keyring: Keyring | None = None
 
     def add_hook(self, hook: EnqueueHook) -> Callable[[], None]:
         """Add a ``before_enqueue`` hook; return the function that removes it."""
@@ -53,11 +55,11 @@ class Enqueuer:
         return remove
 
     def transform(self) -> RequestTransform | None:
-        """What the enqueue hooks make of this call's requests (None: nothing, the common case)."""
-        hooks = self._hooks
-        if not hooks:
-            return None
-        transforms = [transform for hook in hooks if (transform := hook()) is not None]
+        """What the enqueue hooks make of this call's requests, then the encryption of the args of
+        encrypted workers (None: nothing, the common case)."""
+        transforms = [transform for hook in self._hooks if (transform := hook()) is not None]
+        if ENCRYPTED_WORKERS:  # last, so a hook's changes to the args are encrypted too
+            transforms.append(self._encrypt)
         if not transforms:
             return None
 
@@ -71,6 +73,13 @@ class Enqueuer:
             return request
 
         return chained
+
+    def _encrypt(self, request: JobRequest) -> JobRequest:
+        if request.worker not in ENCRYPTED_WORKERS or effective_mode(self._app.testing) == "inline":
+            return request  # inline mode stores nothing: the job runs on its plain args
+        if self._keyring is None:  # built on first use: an app without encrypted jobs needs no key
+            self._keyring = Keyring.from_setting(self._app.settings.encryption_keys)
+        return sealed(request, self._keyring)
 
     async def enqueue_many(
         self, requests: Enqueued, conn: Any, now: datetime | None, transform: RequestTransform | None

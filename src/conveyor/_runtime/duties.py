@@ -15,6 +15,7 @@ from conveyor._runtime.heartbeat import Heartbeat
 from conveyor._runtime.leadership import Leadership
 from conveyor._runtime.service import Service
 from conveyor.cron import CronEntry, floor_minute
+from conveyor.encryption import Keyring, sealed
 from conveyor.engine.base import Engine
 from conveyor.fleet import CronTick
 from conveyor.retention import Pruned, Retention
@@ -164,9 +165,12 @@ class CronScheduler(LeaderDuty):
         entries: Sequence[CronEntry],
         *,
         started_at: datetime,
+        encryption_keys: tuple[str, ...] = (),
     ) -> None:
         super().__init__(engine, telemetry, leadership, 60.0)
         self.entries = tuple(entries)
+        #: Seals the jobs of ``encrypted=True`` workers, as an enqueue would (``conveyor.encryption``).
+        self.keyring = Keyring.from_setting(encryption_keys)
         self.started_at = started_at
         self._rebooted = False
 
@@ -207,6 +211,6 @@ class CronScheduler(LeaderDuty):
             self.telemetry.emit("cron.inserted", count=len(ids), job_ids=ids)
         return ids
 
-    @staticmethod
-    def _tick(entry: CronEntry, moment: datetime) -> CronTick:
-        return CronTick(entry.name, moment.astimezone(UTC).replace(tzinfo=None), entry.job_for(moment))
+    def _tick(self, entry: CronEntry, moment: datetime) -> CronTick:
+        job = sealed(entry.job_for(moment), self.keyring)
+        return CronTick(entry.name, moment.astimezone(UTC).replace(tzinfo=None), job)

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from conveyor._resolver import Resolver
 from conveyor._runtime.acker import Acker, AckHook
+from conveyor._runtime.aging import PriorityAger
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor._runtime.duties import CronScheduler, LeaderDuty, Lifeline, Pruner
 from conveyor._runtime.heartbeat import Heartbeat
@@ -76,6 +77,7 @@ class Node(QueueControl):
             clock=clock,
             app=app,
             unfit_patience=settings.unfit_job_patience,
+            encryption_keys=settings.encryption_keys,
         )
         self.acker = Acker(
             engine,
@@ -167,9 +169,18 @@ class Node(QueueControl):
                         limit=settings.prune_limit,
                     )
                 )
+            if settings.priority_aging_after is not None:
+                self.duties.append(PriorityAger.of(settings, engine, telemetry, self.leadership))
             if crontab:
                 self.duties.append(
-                    CronScheduler(engine, telemetry, self.leadership, crontab, started_at=clock.now())
+                    CronScheduler(
+                        engine,
+                        telemetry,
+                        self.leadership,
+                        crontab,
+                        started_at=clock.now(),
+                        encryption_keys=settings.encryption_keys,
+                    )
                 )
         self._listener: Stoppable | None = None
         self._control_tasks: set[asyncio.Task[None]] = set()

@@ -26,6 +26,7 @@ from conveyor.backoff import default_backoff
 from conveyor.context import JobContext
 from conveyor.current_app import bind_app, unbind_app
 from conveyor.definition import ExecutorKind, JobDefinition
+from conveyor.encryption import EncryptionError, Keyring, is_encrypted
 from conveyor.errors import ConveyorError, WorkerNotFoundError
 from conveyor.inbox import AWAITING, AwaitSignal
 from conveyor.job import Job, JobState
@@ -62,8 +63,12 @@ class JobRunner:
         app: Any = None,
         reraise: bool = False,
         unfit_patience: float = 0.0,
+        encryption_keys: tuple[str, ...] = (),
     ) -> None:
         self.resolver = resolver
+        #: The keys that read encrypted args (``Settings.encryption_keys``), made a keyring on first use.
+        self.encryption_keys = encryption_keys
+        self._keyring: Keyring | None = None
         #: Seconds a job that does not fit this node's code (worker not importable, args not fitting)
         #: is offered to the fleet again before it is discarded (``Settings.unfit_job_patience``).
         self.unfit_patience = unfit_patience
@@ -125,6 +130,12 @@ class JobRunner:
             except WorkerNotFoundError as exc:  # another node's code may know it (a rolling deploy)
                 # drain_queue(with_safety=False) lets it out, as it lets a job's own error out.
                 return self._settled(job, self._unfit(job, str(exc))), exc, self.reraise
+            if is_encrypted(job.meta):
+                try:
+                    context.job = replace(job, args=self._decrypt(job))
+                except EncryptionError as exc:  # another node may hold the key (a key being rolled out)
+                    reason = f"encrypted args unreadable here: {exc}"
+                    return self._settled(job, self._unfit(job, reason)), exc, self.reraise
             kind = self.executor_for(definition, queue_default)
             context.executor = kind.value
             value = await self._execute(definition, kind, context)
@@ -162,6 +173,13 @@ class JobRunner:
         if job.meta.get(UNFIT_SINCE) is not None and not (ack.meta and UNFIT_SINCE in ack.meta):
             ack = with_meta(ack, {UNFIT_SINCE: None})  # it fit here: a later misfit waits afresh
         return ack
+
+    def _decrypt(self, job: Job) -> dict[str, Any]:
+        """The plaintext args of an encrypted job, for its code only: the job the report and the
+        telemetry events carry keeps its encrypted args."""
+        if self._keyring is None:
+            self._keyring = Keyring.from_setting(self.encryption_keys)
+        return self._keyring.decrypt(job.args, job.meta)
 
     def _unfit(self, job: Job, reason: str) -> Ack:
         """A job this node's code cannot run: offered to the fleet again until its patience is

@@ -10,6 +10,7 @@ import click
 import orjson
 
 from conveyor.cli.common import print_table
+from conveyor.encryption import shown_args
 from conveyor.errors import ConveyorError
 from conveyor.job import Job
 
@@ -61,7 +62,7 @@ def job_json(job: Job) -> dict[str, Any]:
     fields = {field.name: getattr(job, field.name) for field in dataclasses.fields(job)}
     return {
         **fields,
-        "args": printable(job.args),
+        "args": shown_args(printable(job.args), job.meta),
         "meta": printable(job.meta),
         "errors": [printable(error) for error in job.errors],
         "progress": printable(job.progress),
@@ -109,7 +110,9 @@ def show_job(job: Job, shown: dict[str, Any]) -> None:
     from rich.syntax import Syntax
 
     console = Console()
-    console.print(Panel(Syntax(pretty(job.args), "json"), title="args", title_align="left"))
+    console.print(
+        Panel(Syntax(pretty(shown_args(job.args, job.meta)), "json"), title="args", title_align="left")
+    )
     meta = dict(job.meta) if isinstance(job.meta, dict) else {}
     if "return" in meta and shown["recorded"]:  # the base64 term: shown decoded as the result below
         meta["return"] = "(the recorded result, shown decoded)"

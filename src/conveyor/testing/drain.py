@@ -124,6 +124,7 @@ async def _drain(
         clock=app.clock,
         app=app,
         reraise=not with_safety,
+        encryption_keys=app.settings.encryption_keys,
     )
     # Threads of the caller's run its jobs without the app's per-thread upkeep (Django's would
     # close the caller's own connection, in the middle of its test).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import itertools
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ from conveyor._runtime.invoke import BaseExceptionRaised, call_async, call_block
 from conveyor.context import JobContext
 from conveyor.current_app import current_app, using_app
 from conveyor.definition import definition_of
+from conveyor.encryption import Keyring, is_encrypted
 from conveyor.errors import ValidationError
 from conveyor.job import Job, JobState
 from conveyor.job_ids import JobIds, JobIdsBuilder
@@ -110,6 +112,9 @@ def _prepare(target: JobRequest | Job | Any, app: Conveyor | None) -> tuple[Conv
         except LookupError:
             owner = None
     definition = owner.resolver.resolve(job.worker) if owner is not None else _resolve(job.worker)
+    if is_encrypted(job.meta):  # a stored encrypted job: its code gets the args decrypted, as on a node
+        keys = owner.settings.encryption_keys if owner is not None else ()
+        job = dataclasses.replace(job, args=Keyring.from_setting(keys).decrypt(job.args, job.meta))
     return owner, definition, JobContext(job, executor="async" if definition.is_async else "thread")
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 import psycopg
 
+from conveyor.engine._aging import check_aging
 from conveyor.engine._prune_plan import PruneBatch, cron_tick_age, prune_batches, ranked_rules
 from conveyor.engine.postgres import schema
 from conveyor.engine.postgres.core import PostgresCore
@@ -94,6 +95,11 @@ class PostgresCluster(PostgresCore):
             ProducerInfo(r[0], r[1], r[2], r[3], r[4], r[5].replace(tzinfo=UTC), r[6].replace(tzinfo=UTC))
             for r in rows
         ]
+
+    async def age_priorities(self, *, after: float, limit: int, now: datetime | None = None) -> list[int]:
+        check_aging(after, limit)
+        params = {"after": float(after), "limit": limit, "now": naive_utc(now)}
+        return await self._fetch_ids(self.sql["age_priorities"], params)
 
     async def rescue_jobs(
         self,

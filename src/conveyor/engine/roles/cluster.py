@@ -68,6 +68,12 @@ class Producers(Protocol):
     async def list_producers(self) -> list[ProducerInfo]:
         """Every producer row, by node then queue."""
 
+    async def age_priorities(self, *, after: float, limit: int, now: datetime | None = None) -> list[int]:
+        """Priority aging: raise by one step (``priority`` - 1; 0 is the highest) the priority of up
+        to ``limit`` available jobs with ``priority`` > 0 that have waited since ``scheduled_at``
+        more than ``after`` seconds before now, oldest first; return their ids. Each call is one
+        step: called every interval, a job keeps gaining a step per call while it waits."""
+
     async def rescue_jobs(
         self,
         *,

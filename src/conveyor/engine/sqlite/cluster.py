@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from conveyor.engine._aging import check_aging
 from conveyor.engine._prune_plan import PruneBatch, cron_tick_age, prune_batches, ranked_rules
 from conveyor.engine.sqlite.core import FILES, SqliteCore, ago
 from conveyor.engine.sqlite.database import Tx
@@ -120,6 +121,17 @@ class SqliteCluster(SqliteCore):
             ProducerInfo(r[0], r[1], r[2], r[3], orjson.loads(r[4]), parse_time(r[5]), parse_time(r[6]))
             for r in rows
         ]
+
+    async def age_priorities(self, *, after: float, limit: int, now: datetime | None = None) -> list[int]:
+        check_now(now)
+        check_aging(after, limit)
+        statement = FILES["age_priorities"]
+
+        def run(tx: Tx) -> list[int]:
+            params = {"cutoff": ago(utc_clock(now), after), "limit": limit}
+            return sorted(row[0] for row in tx.conn.execute(statement, params))
+
+        return await self.database.write(run)
 
     async def rescue_jobs(
         self,

@@ -22,6 +22,7 @@ from starlette.templating import Jinja2Templates
 from conveyor._options import QUEUE_PATTERN
 from conveyor.app import Conveyor
 from conveyor.cron import CronEntry
+from conveyor.encryption import shown_args
 from conveyor.web.dashboard.security import Access, csrf_cookie, set_csrf_cookie
 
 #: Notices an action leaves for the page it returns to: only these texts are ever shown.
@@ -64,6 +65,8 @@ def environment() -> jinja2.Environment:
     env.filters["at"] = time_at
     env.filters["since"] = time_ago
     env.globals["path_for"] = path_for
+    # Encrypted args are shown as such, never as their ciphertext (conveyor.encryption).
+    env.globals["args_of"] = lambda job: shown_args(job.args, job.meta)
     return env
 
 
