@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, TypeVar, overload
 
 from conveyor._app.binding import EngineBinding, blocking_twin
+from conveyor._app.cron_api import CronApi
 from conveyor._app.enqueuer import EnqueueHook, Enqueuer
 from conveyor._app.fleet_api import FleetApi
 from conveyor._app.jobs_api import JobsApi
@@ -50,7 +51,7 @@ H = TypeVar("H", bound=Handler)
 T = TypeVar("T")
 
 
-class Conveyor(FleetApi, JobsApi):
+class Conveyor(FleetApi, JobsApi, CronApi):
     """Enqueue, manage and run jobs stored in a database.
 
     ``Conveyor("postgresql://localhost/app", queues={"default": 10})``. Settings come from the

@@ -167,10 +167,11 @@ class Node(QueueControl):
                         limit=settings.prune_limit,
                     )
                 )
-            if crontab:
-                self.duties.append(
-                    CronScheduler(engine, telemetry, self.leadership, crontab, started_at=clock.now())
-                )
+            # Even without a crontab in code: entries stored in the database (dynamic cron) may
+            # appear at any time, and the leader reads them at every tick.
+            self.duties.append(
+                CronScheduler(engine, telemetry, self.leadership, crontab, started_at=clock.now())
+            )
         self._listener: Stoppable | None = None
         self._control_tasks: set[asyncio.Task[None]] = set()
         self.started = False

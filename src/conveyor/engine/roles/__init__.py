@@ -4,7 +4,15 @@ the required roles together; ``Abandoning`` is optional (``isinstance`` tells wh
 it). The table in ``docs/architecture.md`` ("The engine seam") lists them, and
 ``tests/test_engine_roles.py`` keeps it true."""
 
-from conveyor.engine.roles.cluster import Cluster, Cron, Leadership, Producers, Pruning, QueueStates
+from conveyor.engine.roles.cluster import (
+    Cluster,
+    Cron,
+    Leadership,
+    Producers,
+    Pruning,
+    QueueStates,
+    StoredCrons,
+)
 from conveyor.engine.roles.hot_path import HotPath
 from conveyor.engine.roles.inserting import Inserting
 from conveyor.engine.roles.jobs import Jobs
@@ -37,5 +45,6 @@ __all__ = [
     "Schema",
     "SchemaReport",
     "Stats",
+    "StoredCrons",
     "Workflows",
 ]

@@ -8,7 +8,15 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, QueueState, RescueResult
+from conveyor.fleet import (
+    CronTick,
+    LeaderInfo,
+    ProducerBeat,
+    ProducerInfo,
+    QueueState,
+    RescueResult,
+    StoredCron,
+)
 from conveyor.retention import Pruned, Retention
 
 
@@ -162,6 +170,23 @@ class Cron(Protocol):
         are absent."""
 
 
+class StoredCrons(Protocol):
+    """Cron entries stored in the database (``oban_crons``), read by the leader at every tick."""
+
+    async def list_crons(self) -> list[StoredCron]:
+        """Every stored entry, by name (``opts`` decoded, times aware UTC)."""
+
+    async def add_cron(self, cron: StoredCron) -> bool:
+        """Store a new entry; False (and nothing changed) when one of that name exists."""
+
+    async def update_cron(self, cron: StoredCron) -> bool:
+        """Replace the expression, worker, opts and paused flag of the entry named ``cron.name``
+        (its ``lock_version`` goes up by one, ``updated_at`` is now); False when none exists."""
+
+    async def delete_cron(self, name: str) -> bool:
+        """Delete the stored entry ``name``; False when none existed. Its ticks stay recorded."""
+
+
 class QueueStates(Protocol):
     """Persisted pauses and limits of queues (fleet control)."""
 
@@ -183,5 +208,5 @@ class QueueStates(Protocol):
         None)."""
 
 
-class Cluster(Leadership, Producers, Pruning, Cron, QueueStates, Protocol):
+class Cluster(Leadership, Producers, Pruning, Cron, StoredCrons, QueueStates, Protocol):
     """Every cluster duty."""
