@@ -424,6 +424,20 @@ async def test_cron_page_lists_entries_with_next_run(conveyor: Conveyor) -> None
     assert datetime.fromisoformat(found[0]).minute % 15 == 0 and datetime.fromisoformat(found[1]).minute == 0
 
 
+async def test_cron_page_lists_stored_entries_over_the_configured_ones(conveyor: Conveyor) -> None:
+    hourly = CronEntry.build("@hourly", "app.sweep", name="sweep")
+    await conveyor.add_cron("nightly", "0 2 * * *", "app.nightly", foreign=True)
+    await conveyor.add_cron("sweep", "*/5 * * * *", "app.sweep", foreign=True, paused=True)
+    async with browser_like(dashboard_app(conveyor, crontab=[hourly])) as client:
+        page = (await client.get("/cron")).text
+    rows = dict(re.findall(r'<tr data-entry="([^"]+)">(.*?)</tr>', page, re.S))
+    assert set(rows) == {"sweep", "nightly"}
+    assert 'data-state="paused"' in rows["sweep"] and "<code>*/5 * * * *</code>" in rows["sweep"]
+    assert 'data-next=""' in rows["sweep"]  # paused: no next run
+    assert 'data-state="stored"' in rows["nightly"] and "the leader" in rows["nightly"]
+    assert re.search(r'data-next="[^"]+"', rows["nightly"])
+
+
 async def test_security_headers_on_every_response(conveyor: Conveyor) -> None:
     async with browser_like(dashboard_app(conveyor)) as client:
         first = await client.get("/")
