@@ -141,3 +141,16 @@ class StoredCron:
     paused: bool = False
     inserted_at: datetime | None = None
     updated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredQueue:
+    """A queue declared in the database (``oban_queues``, Oban Pro DynamicQueues' table), as the
+    engines read and write it: ``opts`` holds its limits and pause (``local_limit``,
+    ``global_limit``, ``rate_limit``, ``paused``), ``only`` which nodes run it (``{"nodes": [...]}``;
+    empty: every node). ``conveyor.dynamic_queues`` checks and reads them."""
+
+    name: str
+    opts: dict[str, Any] = field(default_factory=dict)
+    only: dict[str, Any] = field(default_factory=dict)
+    updated_at: datetime | None = None

@@ -37,6 +37,7 @@ _RECYCLED_TABLES = (
     "conveyor_queue_starts",
     "conveyor_queue_limits",
     "oban_crons",
+    "oban_queues",
 )
 
 

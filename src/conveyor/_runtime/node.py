@@ -20,6 +20,7 @@ from conveyor._runtime.poller import Poller
 from conveyor._runtime.process_pool import ProcessPool
 from conveyor._runtime.producer import Producer
 from conveyor._runtime.queue_control import QueueControl
+from conveyor._runtime.queue_declarations import QueueDeclarations
 from conveyor._runtime.queue_states import PersistedStates
 from conveyor._runtime.runner import JobRunner
 from conveyor._runtime.stager import Stager
@@ -95,6 +96,7 @@ class Node(QueueControl):
         )
         self.producers: dict[str, Producer] = {q.name: self._producer(q) for q in settings.queues}
         self._persisted = PersistedStates()
+        self.declarations = QueueDeclarations(self, engine, settings.poll_interval, clock)
         # One poll for every queue, waking the producers of those with jobs waiting; it also brings
         # the persisted queue states, so a persisted change whose signal was missed still arrives.
         self.poller = Poller(
@@ -220,6 +222,7 @@ class Node(QueueControl):
             await producer.start()
         await self.poller.start()
         await self.stager.start()
+        await self.declarations.start()  # its first look at once: declared queues start with the node
         if self.settings.leadership:
             await self.leadership.tick()  # know at once whether we lead
             await self.leadership.start()
@@ -268,6 +271,7 @@ class Node(QueueControl):
         for duty in self.duties:
             await duty.stop()
         await self.leadership.stop()
+        await self.declarations.stop()
         await self.stager.stop()
         await self.poller.stop()
         await asyncio.gather(*(p.stop() for p in self.producers.values()))

@@ -30,3 +30,21 @@ async def test_stored_entries_are_added_listed_updated_and_deleted(any_engine: E
     assert await any_engine.delete_cron("a-entry")
     assert not await any_engine.delete_cron("a-entry")
     assert [c.name for c in await any_engine.list_crons()] == ["b-entry"]
+
+
+async def test_declared_queues_are_put_replaced_listed_and_deleted(any_engine: Engine) -> None:
+    from conveyor.fleet import StoredQueue
+
+    opts = {"local_limit": 3, "global_limit": {"allowed": 2, "partition": {"args": ["t"]}}, "paused": False}
+    await any_engine.put_stored_queue(StoredQueue("mail", opts, {"nodes": ["a", "b"]}))
+    await any_engine.put_stored_queue(StoredQueue("bulk", {"local_limit": 1}))
+    await any_engine.put_stored_queue(StoredQueue("bulk", {"local_limit": 9, "paused": True}))  # replaced
+    listed = await any_engine.list_stored_queues()
+    assert [(q.name, q.opts, q.only) for q in listed] == [
+        ("bulk", {"local_limit": 9, "paused": True}, {}),
+        ("mail", opts, {"nodes": ["a", "b"]}),
+    ]
+    assert listed[0].updated_at is not None and listed[0].updated_at.tzinfo is UTC
+    assert await any_engine.delete_stored_queue("bulk")
+    assert not await any_engine.delete_stored_queue("bulk")
+    assert [q.name for q in await any_engine.list_stored_queues()] == ["mail"]

@@ -12,6 +12,7 @@ from conveyor.engine.roles.cluster import (
     Pruning,
     QueueStates,
     StoredCrons,
+    StoredQueues,
 )
 from conveyor.engine.roles.hot_path import HotPath
 from conveyor.engine.roles.inserting import Inserting
@@ -46,5 +47,6 @@ __all__ = [
     "SchemaReport",
     "Stats",
     "StoredCrons",
+    "StoredQueues",
     "Workflows",
 ]

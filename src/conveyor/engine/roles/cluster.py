@@ -16,6 +16,7 @@ from conveyor.fleet import (
     QueueState,
     RescueResult,
     StoredCron,
+    StoredQueue,
 )
 from conveyor.retention import Pruned, Retention
 
@@ -187,6 +188,20 @@ class StoredCrons(Protocol):
         """Delete the stored entry ``name``; False when none existed. Its ticks stay recorded."""
 
 
+class StoredQueues(Protocol):
+    """Queues declared in the database (``oban_queues``), which nodes start and stop at runtime."""
+
+    async def list_stored_queues(self) -> list[StoredQueue]:
+        """Every declared queue, by name (``opts`` and ``only`` decoded: a value that is not a JSON
+        object reads as empty; ``updated_at`` aware UTC)."""
+
+    async def put_stored_queue(self, queue: StoredQueue) -> None:
+        """Declare ``queue.name`` with its ``opts`` and ``only``, or replace its declaration."""
+
+    async def delete_stored_queue(self, name: str) -> bool:
+        """Forget the declared queue ``name``; False when none was declared."""
+
+
 class QueueStates(Protocol):
     """Persisted pauses and limits of queues (fleet control)."""
 
@@ -208,5 +223,5 @@ class QueueStates(Protocol):
         None)."""
 
 
-class Cluster(Leadership, Producers, Pruning, Cron, StoredCrons, QueueStates, Protocol):
+class Cluster(Leadership, Producers, Pruning, Cron, StoredCrons, StoredQueues, QueueStates, Protocol):
     """Every cluster duty."""

@@ -104,6 +104,7 @@ OBJECTS: tuple[tuple[int, str, str], ...] = (
     (9, "index", "conveyor_failed_jobs_index"),
     (10, "index", "conveyor_workflow_step_names_index"),
     (11, "table", "oban_crons"),
+    (12, "table", "oban_queues"),
 )
 
 
