@@ -463,3 +463,40 @@ def test_cron_edit_mistakes_are_one_line(target: Target, args: list[str], fragme
     (target.cwd / "cronjobs.py").write_text(CRON_MODULE, "utf-8")
     target.states()  # installs the schema
     assert_one_line_error(target.run("cron", *args), *fragments, code=2)
+
+
+# -- conveyor declare / undeclare / declared ---------------------------------------------------------
+
+
+def test_queues_are_declared_listed_and_undeclared_from_the_command_line(target: Target) -> None:
+    target.states()  # installs the schema
+    run = target.run(
+        "declare", "reports", "3", "--global-limit", "4", "--partition", "args.tenant", "--node", "n1"
+    )
+    assert run.code == 0 and run.out.strip() == "declared queue reports (limit 3) on n1", run.err
+    shown = target.json("declare", "bulk", "2", "--rate-limit", "50/1", "--paused")
+    assert shown == {
+        "name": "bulk",
+        "opts": {"local_limit": 2, "paused": True, "rate_limit": {"allowed": 50, "period": 1.0}},
+        "only": {},
+    }
+    listed = {q["name"]: q for q in target.json("declared")}
+    assert listed["reports"]["opts"]["global_limit"] == {"allowed": 4, "partition": {"args": ["tenant"]}}
+    assert listed["reports"]["only"] == {"nodes": ["n1"]}
+    assert "every node" in target.run("declared").out
+    assert target.run("undeclare", "bulk").out.strip() == "undeclared queue bulk"
+    assert [q["name"] for q in target.json("declared")] == ["reports"]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["declare", "q", "0"], "queues.q.limit"),
+        (["declare", "bad queue", "1"], "queue"),
+        (["declare", "q", "1", "--rate-limit", "many"], "--rate-limit"),
+        (["undeclare", "missing"], "no declared queue"),
+    ],
+)
+def test_declare_mistakes_are_one_line(target: Target, args: list[str], fragment: str) -> None:
+    target.states()
+    assert_one_line_error(target.run(*args), fragment, code=2)

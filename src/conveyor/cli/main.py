@@ -14,6 +14,7 @@ from conveyor.cli.bulk import cancel, delete, retry
 from conveyor.cli.common import SchemaState, describe, inspect_database, run_blocking, schema_engine
 from conveyor.cli.cron import cron
 from conveyor.cli.dashboard import dashboard
+from conveyor.cli.declare import declare, declared, undeclare
 from conveyor.cli.fleet import pause, queues, resume, scale, stop
 from conveyor.cli.jobs import job_detail, jobs, signal_job, wait_job
 from conveyor.cli.prune import prune
@@ -194,6 +195,9 @@ for command in (
     prune,
     stats,
     cron,
+    declare,
+    undeclare,
+    declared,
     dashboard,
 ):
     main.add_command(command)
