@@ -367,7 +367,7 @@ def weekly() -> None:
 CRONTAB = '[[conveyor.crontab]]\nexpression = "*/15 * * * *"\nworker = "x.Cleanup"\nname = "cleanup"\n'
 CRON_SCHEMA = {
     "name": "str", "expression": "str", "timezone": "str", "worker": "str", "queue": "str", "args": {},
-    "next_runs": "list", "last_tick": "str",
+    "next_runs": "list", "last_tick": "str", "stored": "bool", "paused": "bool",
 }  # fmt: skip
 
 
@@ -406,3 +406,97 @@ def test_cron_mistakes_are_one_line(target: Target) -> None:
     run = target.run("cron", "--import", "no_such_module_xyz")
     assert_one_line_error(run, "no_such_module_xyz")
     assert_one_line_error(target.run("cron", "--next", "0"), "--next", code=2)
+
+
+def test_cron_entries_are_added_changed_paused_and_deleted_from_the_command_line(target: Target) -> None:
+    (target.cwd / "cronjobs.py").write_text(CRON_MODULE, "utf-8")
+    target.states()  # installs the schema
+    added = target.json(
+        "cron", "add", "nightly", "0 2 * * *", "cronjobs.weekly", "--args", "{}", "--queue", "night"
+    )
+    assert added == {
+        "name": "nightly",
+        "expression": "0 2 * * *",
+        "worker": "cronjobs.weekly",
+        "opts": {"args": {}, "timezone": "UTC", "queue": "night"},
+        "paused": False,
+    }
+    out = target.run("cron", "add", "elixir", "@hourly", "MyApp.Report", "--foreign", "--tag", "t").out
+    assert out.strip() == "added cron entry elixir: @hourly MyApp.Report (active)"
+    assert target.json("cron", "pause", "elixir")["paused"] is True
+    updated = target.json(
+        "cron", "update", "nightly", "--expression", "30 3 * * *", "--timezone", "Europe/Paris"
+    )
+    assert (updated["expression"], updated["opts"]["timezone"], updated["opts"]["queue"]) == (
+        "30 3 * * *",
+        "Europe/Paris",
+        "night",
+    )
+
+    shown = {e["name"]: e for e in target.json("cron", "--import", "cronjobs")}
+    assert (shown["nightly"]["stored"], shown["nightly"]["paused"], shown["nightly"]["queue"]) == (
+        True,
+        False,
+        "night",
+    )
+    assert shown["elixir"]["paused"] is True
+    assert any(name.startswith("cronjobs.weekly@") for name in shown)  # the code's own entry too
+    table = target.run("cron", "--import", "cronjobs").out
+    assert "elixir (paused)" in table and "nightly (stored)" in table
+
+    assert target.run("cron", "delete", "elixir").out.strip() == "deleted cron entry elixir"
+    assert set(e["name"] for e in target.json("cron")) == {"nightly"}
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["add", "x", "61 * * * *", "cronjobs.weekly"], ["61 is out of range 0-59"]),
+        (["add", "x", "* * * * *", "cronjobs.weekly", "--timezone", "Mars/Base"], ["timezone", "Mars/Base"]),
+        (["add", "x", "* * * * *", "no_such.worker"], ["worker", "--foreign"]),
+        (["add", "x", "* * * * *", "cronjobs.weekly", "--args", "[1]"], ["--args", "JSON object"]),
+        (["pause", "missing"], ["no cron entry has that name"]),
+        (["delete", "missing"], ["no stored cron entry"]),
+    ],
+)
+def test_cron_edit_mistakes_are_one_line(target: Target, args: list[str], fragments: list[str]) -> None:
+    (target.cwd / "cronjobs.py").write_text(CRON_MODULE, "utf-8")
+    target.states()  # installs the schema
+    assert_one_line_error(target.run("cron", *args), *fragments, code=2)
+
+
+# -- conveyor declare / undeclare / declared ---------------------------------------------------------
+
+
+def test_queues_are_declared_listed_and_undeclared_from_the_command_line(target: Target) -> None:
+    target.states()  # installs the schema
+    run = target.run(
+        "declare", "reports", "3", "--global-limit", "4", "--partition", "args.tenant", "--node", "n1"
+    )
+    assert run.code == 0 and run.out.strip() == "declared queue reports (limit 3) on n1", run.err
+    shown = target.json("declare", "bulk", "2", "--rate-limit", "50/1", "--paused")
+    assert shown == {
+        "name": "bulk",
+        "opts": {"local_limit": 2, "paused": True, "rate_limit": {"allowed": 50, "period": 1.0}},
+        "only": {},
+    }
+    listed = {q["name"]: q for q in target.json("declared")}
+    assert listed["reports"]["opts"]["global_limit"] == {"allowed": 4, "partition": {"args": ["tenant"]}}
+    assert listed["reports"]["only"] == {"nodes": ["n1"]}
+    assert "every node" in target.run("declared").out
+    assert target.run("undeclare", "bulk").out.strip() == "undeclared queue bulk"
+    assert [q["name"] for q in target.json("declared")] == ["reports"]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["declare", "q", "0"], "queues.q.limit"),
+        (["declare", "bad queue", "1"], "queue"),
+        (["declare", "q", "1", "--rate-limit", "many"], "--rate-limit"),
+        (["undeclare", "missing"], "no declared queue"),
+    ],
+)
+def test_declare_mistakes_are_one_line(target: Target, args: list[str], fragment: str) -> None:
+    target.states()
+    assert_one_line_error(target.run(*args), fragment, code=2)

@@ -16,10 +16,12 @@ from datetime import datetime
 from typing import Any, TypeVar, overload
 
 from conveyor._app.binding import EngineBinding, blocking_twin
+from conveyor._app.cron_api import CronApi
 from conveyor._app.enqueuer import EnqueueHook, Enqueuer
 from conveyor._app.fleet_api import FleetApi
 from conveyor._app.jobs_api import JobsApi
 from conveyor._app.node_launch import launch_node
+from conveyor._app.queues_api import DeclaredQueuesApi
 from conveyor._app.relay import check_wait, signal_job
 from conveyor._app.workflow_actions import (
     cancel_workflow,
@@ -50,7 +52,7 @@ H = TypeVar("H", bound=Handler)
 T = TypeVar("T")
 
 
-class Conveyor(FleetApi, JobsApi):
+class Conveyor(FleetApi, JobsApi, CronApi, DeclaredQueuesApi):
     """Enqueue, manage and run jobs stored in a database.
 
     ``Conveyor("postgresql://localhost/app", queues={"default": 10})``. Settings come from the

@@ -126,3 +126,31 @@ class QueueInfo:
     #: The fleet-wide limits the node claims under (None where the queue has none).
     global_limit: GlobalLimit | None = None
     rate_limit: RateLimit | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCron:
+    """A cron entry stored in the database (``oban_crons``, Oban Pro DynamicCron's table), as the
+    engines read and write it: ``opts`` holds the entry's args, time zone, back-fill and the job
+    options it was given. ``conveyor.dynamic_cron`` turns one into a ``CronEntry``."""
+
+    name: str
+    expression: str
+    worker: str
+    opts: dict[str, Any] = field(default_factory=dict)
+    paused: bool = False
+    inserted_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredQueue:
+    """A queue declared in the database (``oban_queues``, Oban Pro DynamicQueues' table), as the
+    engines read and write it: ``opts`` holds its limits and pause (``local_limit``,
+    ``global_limit``, ``rate_limit``, ``paused``), ``only`` which nodes run it (``{"nodes": [...]}``;
+    empty: every node). ``conveyor.dynamic_queues`` checks and reads them."""
+
+    name: str
+    opts: dict[str, Any] = field(default_factory=dict)
+    only: dict[str, Any] = field(default_factory=dict)
+    updated_at: datetime | None = None

@@ -36,6 +36,8 @@ _RECYCLED_TABLES = (
     "conveyor_queue_states",
     "conveyor_queue_starts",
     "conveyor_queue_limits",
+    "oban_crons",
+    "oban_queues",
 )
 
 

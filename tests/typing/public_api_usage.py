@@ -101,6 +101,19 @@ async def retention() -> int:
     return pruned.count
 
 
+async def dynamic_cron_and_queues() -> None:
+    stored = await app.add_cron("nightly", "0 2 * * *", send_welcome, {"to": "ops@example.com"}, queue="mail")
+    await app.update_cron(stored.name, expression="30 3 * * *", timezone="Europe/Paris")
+    paused: bool = app.pause_cron_sync("nightly").paused
+    del paused
+    await app.resume_cron("nightly")
+    await app.delete_cron("nightly")
+    declared = await app.declare_queue("reports", 3, global_limit={"allowed": 4}, nodes=["node-1"])
+    names: list[str] = [q.name for q in await app.declared_queues()] + [declared.name]
+    del names
+    await app.delete_declared_queue("reports")
+
+
 async def relay_and_wait(request: Request) -> None:
     done: Job = await app.wait(await send_welcome.enqueue("ada@example.com"), timeout=5)
     result: object = await send_welcome.relay("bob@example.com")

@@ -15,9 +15,10 @@ from conveyor._runtime.heartbeat import Heartbeat
 from conveyor._runtime.leadership import Leadership
 from conveyor._runtime.service import Service
 from conveyor.cron import CronEntry, floor_minute
+from conveyor.dynamic_cron import merged
 from conveyor.encryption import Keyring, sealed
 from conveyor.engine.base import Engine
-from conveyor.fleet import CronTick
+from conveyor.fleet import CronTick, StoredCron
 from conveyor.retention import Pruned, Retention
 from conveyor.telemetry import Telemetry
 
@@ -153,7 +154,12 @@ class Pruner(LeaderDuty):
 
 
 class CronScheduler(LeaderDuty):
-    """Inserts the jobs of due cron entries at each minute; the database makes each tick unique."""
+    """Inserts the jobs of due cron entries at each minute; the database makes each tick unique.
+
+    The entries are the code's (``entries``) merged with those stored in the database, read again
+    at every tick (``conveyor.dynamic_cron``): a change made on any node takes effect at the next
+    minute without a restart.
+    """
 
     name = "cron"
 
@@ -173,6 +179,8 @@ class CronScheduler(LeaderDuty):
         self.keyring = Keyring.from_setting(encryption_keys)
         self.started_at = started_at
         self._rebooted = False
+        #: Stored rows already reported as unusable, with what they held (reported again if changed).
+        self._reported: dict[str, StoredCron] = {}
 
     async def tick(self) -> None:
         if self.leadership.is_leader:
@@ -193,9 +201,10 @@ class CronScheduler(LeaderDuty):
         """Insert every tick due at ``now`` (and missed ones for back-filling entries)."""
         minute = floor_minute(now)
         ticks: list[CronTick] = []
-        backfilling = [e for e in self.entries if e.backfill and not e.expression.reboot]
+        entries = merged(self.entries, await self.engine.list_crons(), self._report)
+        backfilling = [e for e in entries if e.backfill and not e.expression.reboot]
         last = await self.engine.last_cron_ticks([e.name for e in backfilling]) if backfilling else {}
-        for entry in self.entries:
+        for entry in entries:
             if entry.expression.reboot:
                 if not self._rebooted:
                     ticks.append(self._tick(entry, floor_minute(self.started_at)))
@@ -210,6 +219,12 @@ class CronScheduler(LeaderDuty):
         if ids:
             self.telemetry.emit("cron.inserted", count=len(ids), job_ids=ids)
         return ids
+
+    def _report(self, cron: StoredCron, exc: Exception) -> None:
+        """Log a stored row that describes no entry, once per content (every minute would flood)."""
+        if self._reported.get(cron.name) != cron:
+            self._reported[cron.name] = cron
+            log.warning("stored cron entry %r is skipped: %s", cron.name, exc)
 
     def _tick(self, entry: CronEntry, moment: datetime) -> CronTick:
         job = sealed(entry.job_for(moment), self.keyring)

@@ -21,6 +21,7 @@ from conveyor._runtime.poller import Poller
 from conveyor._runtime.process_pool import ProcessPool
 from conveyor._runtime.producer import Producer
 from conveyor._runtime.queue_control import QueueControl
+from conveyor._runtime.queue_declarations import QueueDeclarations
 from conveyor._runtime.queue_states import PersistedStates
 from conveyor._runtime.runner import JobRunner
 from conveyor._runtime.stager import Stager
@@ -97,6 +98,7 @@ class Node(QueueControl):
         )
         self.producers: dict[str, Producer] = {q.name: self._producer(q) for q in settings.queues}
         self._persisted = PersistedStates()
+        self.declarations = QueueDeclarations(self, engine, settings.poll_interval, clock)
         # One poll for every queue, waking the producers of those with jobs waiting; it also brings
         # the persisted queue states, so a persisted change whose signal was missed still arrives.
         self.poller = Poller(
@@ -171,17 +173,13 @@ class Node(QueueControl):
                 )
             if settings.priority_aging_after is not None:
                 self.duties.append(PriorityAger.of(settings, engine, telemetry, self.leadership))
-            if crontab:
-                self.duties.append(
-                    CronScheduler(
-                        engine,
-                        telemetry,
-                        self.leadership,
-                        crontab,
-                        started_at=clock.now(),
-                        encryption_keys=settings.encryption_keys,
-                    )
-                )
+            # Even without a crontab in code: entries stored in the database (dynamic cron) may
+            # appear at any time, and the leader reads them at every tick.
+            keys = settings.encryption_keys
+            cron = CronScheduler(
+                engine, telemetry, self.leadership, crontab, started_at=clock.now(), encryption_keys=keys
+            )
+            self.duties.append(cron)
         self._listener: Stoppable | None = None
         self._control_tasks: set[asyncio.Task[None]] = set()
         self.started = False
@@ -230,6 +228,7 @@ class Node(QueueControl):
             await producer.start()
         await self.poller.start()
         await self.stager.start()
+        await self.declarations.start()  # its first look at once: declared queues start with the node
         if self.settings.leadership:
             await self.leadership.tick()  # know at once whether we lead
             await self.leadership.start()
@@ -278,6 +277,7 @@ class Node(QueueControl):
         for duty in self.duties:
             await duty.stop()
         await self.leadership.stop()
+        await self.declarations.stop()
         await self.stager.stop()
         await self.poller.stop()
         await asyncio.gather(*(p.stop() for p in self.producers.values()))

@@ -123,11 +123,13 @@ class QueueControl:
             self.runner.threads = self.threads
             old.shutdown(wait=False)  # its running and queued jobs still finish
 
-    async def start_queue(self, queue: str, limit: int) -> None:
+    async def start_queue(self, queue: str, limit: int, *, settings: QueueSettings | None = None) -> None:
+        """Start ``queue`` with ``limit`` (and the fleet-wide limits of ``settings``, a declared
+        queue's), or scale it when it runs already."""
         if queue in self.producers:
             self.scale(queue, limit)
             return
-        producer = self._producer(QueueSettings(queue, limit))
+        producer = self._producer(settings or QueueSettings(queue, limit))
         self.producers[queue] = producer
         await self._apply_persisted(only=queue)
         self.heartbeat.producers.append(producer)

@@ -1,5 +1,6 @@
-"""``conveyor cron``: the app's cron entries (as ``conveyor start`` would schedule them), their next
-run times and the last tick a leader inserted for each."""
+"""``conveyor cron``: the app's cron entries (as ``conveyor start`` would schedule them, those stored
+in the database included), their next run times and the last tick a leader inserted for each; its
+subcommands (``cron_edit``) change the stored ones."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from click.core import ParameterSource
 from conveyor.app import Conveyor
 from conveyor.cli.app_ref import load_app
 from conveyor.cli.common import print_json, print_table, require_schema
+from conveyor.cli.cron_edit import COMMANDS
 from conveyor.cron import MAX_BACKFILL_SPAN, CronEntry
+from conveyor.dynamic_cron import entry_of
 from conveyor.errors import ConveyorError
 from conveyor.settings import with_overrides
 
@@ -62,7 +65,9 @@ def _app(app_ref: str | None, imports: tuple[str, ...], chosen: dict[str, str | 
     return app
 
 
-def _entry_json(entry: CronEntry, runs: list[datetime], last: datetime | None) -> dict[str, Any]:
+def _entry_json(
+    entry: CronEntry, runs: list[datetime], last: datetime | None, stored: bool, paused: bool
+) -> dict[str, Any]:
     return {
         "name": entry.name,
         "expression": entry.expression.text,
@@ -72,10 +77,24 @@ def _entry_json(entry: CronEntry, runs: list[datetime], last: datetime | None) -
         "args": entry.request.args,
         "next_runs": runs,
         "last_tick": last,
+        "stored": stored,
+        "paused": paused,
     }
 
 
-@click.command(name="cron")
+def _listed(app: Conveyor) -> list[tuple[CronEntry, bool, bool]]:
+    """(entry, stored, paused) of every entry: the code's, each replaced by the stored entry of its
+    name, then the other stored ones; a stored row no entry can be made of is named on stderr."""
+    listed: dict[str, tuple[CronEntry, bool, bool]] = {e.name: (e, False, False) for e in app.crontab()}
+    for cron in app.stored_crons_sync():
+        try:
+            listed[cron.name] = (entry_of(cron), True, cron.paused)
+        except Exception as exc:  # a row of another client: said, not fatal to the listing
+            click.echo(f"stored cron entry {cron.name!r} is skipped by the leader: {exc}", err=True)
+    return list(listed.values())
+
+
+@click.group(name="cron", invoke_without_command=True)
 @click.option(
     "--app", "app_ref", default=None, metavar="MODULE:ATTR", help="Your own Conveyor, as for start."
 )
@@ -87,7 +106,9 @@ def _entry_json(entry: CronEntry, runs: list[datetime], last: datetime | None) -
 @click.option("--config", "config_file", default=None, help="Config file (TOML) with the crontab.")
 @click.option("--next", "count", default=3, show_default=True, type=click.IntRange(1, 100), help="Next runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.pass_context
 def cron(
+    context: click.Context,
     app_ref: str | None,
     imports: tuple[str, ...],
     dsn: str | None,
@@ -96,30 +117,37 @@ def cron(
     count: int,
     as_json: bool,
 ) -> None:
-    """The cron entries a node would schedule (the config file's crontab and the @job(cron=...)
-    jobs of --import or --app), their next run times and the last tick inserted."""
+    """The cron entries a node would schedule (the config file's crontab, the @job(cron=...) jobs of
+    --import or --app, and those stored in the database), their next run times and the last tick
+    inserted. The subcommands add, change, pause, resume and delete stored entries."""
+    if context.invoked_subcommand is not None:
+        return
     app = _app(app_ref, imports, {"dsn": dsn, "prefix": prefix, "config_file": config_file})
     try:
-        entries = app.crontab()
+        app.crontab()
     except (Exception, SystemExit) as exc:
         raise click.ClickException(f"cannot load the cron entries: {type(exc).__name__}: {exc}") from None
     if app.settings.database_url is not None:
         require_schema(app.settings.database_url, app.settings.prefix)
     try:
-        last = app.last_cron_ticks_sync([entry.name for entry in entries]) if entries else {}
+        listed = _listed(app)
+        last = app.last_cron_ticks_sync([entry.name for entry, _, _ in listed]) if listed else {}
     finally:
         app.close_sync()
     now = datetime.now(UTC)
-    shown = [_entry_json(entry, next_runs(entry, now, count), last.get(entry.name)) for entry in entries]
+    shown = [
+        _entry_json(entry, next_runs(entry, now, count), last.get(entry.name), stored, paused)
+        for entry, stored, paused in listed
+    ]
     if as_json:
         print_json(shown)
         return
     if not shown:
-        click.echo("no cron entries (give --import or --app, or a crontab in the config file)")
+        click.echo("no cron entries (give --import or --app, a crontab in the config file, or add one)")
         return
     rows = [
         (
-            item["name"],
+            item["name"] + (" (paused)" if item["paused"] else " (stored)" if item["stored"] else ""),
             item["expression"],
             item["timezone"],
             item["queue"],
@@ -129,3 +157,7 @@ def cron(
         for item in shown
     ]
     print_table("Cron", ("name", "schedule", "time zone", "queue", "next runs (UTC)", "last tick"), rows)
+
+
+for _command in COMMANDS:
+    cron.add_command(_command)

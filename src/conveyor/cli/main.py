@@ -36,6 +36,9 @@ LAZY_COMMANDS = {
     "prune": "conveyor.cli.prune:prune",
     "stats": "conveyor.cli.stats:stats",
     "cron": "conveyor.cli.cron:cron",
+    "declare": "conveyor.cli.declare:declare",
+    "undeclare": "conveyor.cli.declare:undeclare",
+    "declared": "conveyor.cli.declare:declared",
     "dashboard": "conveyor.cli.dashboard:dashboard",
 }
 

@@ -38,6 +38,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "workflows"),
     Migration(9, "job_stats"),
     Migration(10, "workflow_step_names"),
+    Migration(11, "dynamic_cron"),
+    Migration(12, "dynamic_queues"),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -329,7 +329,8 @@ async def test_without_auth_only_loopback_is_served(conveyor: Conveyor) -> None:
 async def test_read_only_hides_and_refuses_actions(conveyor: Conveyor) -> None:
     job_id = await conveyor.enqueue(JobRequest(worker="app.mail", args={}))
     async with browser_like(dashboard_app(conveyor, read_only=True)) as client:
-        for path in ("/", "/jobs", f"/jobs/{job_id}"):
+        await conveyor.add_cron("nightly", "0 2 * * *", "app.nightly", foreign=True)
+        for path in ("/", "/jobs", f"/jobs/{job_id}", "/cron"):
             page = (await client.get(path)).text
             assert "read-only" in page and 'action="/actions/' not in page, path
         await client.get("/jobs")
@@ -337,10 +338,12 @@ async def test_read_only_hides_and_refuses_actions(conveyor: Conveyor) -> None:
         for path, form in (
             ("/actions/jobs", {"action": "cancel", "ids": str(job_id), "confirmed": "yes"}),
             ("/actions/queues", {"action": "pause", "queue": "default"}),
+            ("/actions/cron", {"action": "delete", "name": "nightly"}),
         ):
             refused = await client.post(path, data={**form, "csrf_token": token})
             assert refused.status_code == 403 and "read-only" in refused.text
     assert (await conveyor.get_job(job_id)).state is JobState.AVAILABLE  # type: ignore[union-attr]
+    assert [c.name for c in await conveyor.stored_crons()] == ["nightly"]
 
 
 async def test_user_data_is_rendered_inert(conveyor: Conveyor) -> None:
@@ -422,6 +425,43 @@ async def test_cron_page_lists_entries_with_next_run(conveyor: Conveyor) -> None
         moment = datetime.fromisoformat(text)
         assert now < moment and (moment - now).total_seconds() <= 3600
     assert datetime.fromisoformat(found[0]).minute % 15 == 0 and datetime.fromisoformat(found[1]).minute == 0
+
+
+async def test_cron_page_lists_stored_entries_over_the_configured_ones(conveyor: Conveyor) -> None:
+    hourly = CronEntry.build("@hourly", "app.sweep", name="sweep")
+    await conveyor.add_cron("nightly", "0 2 * * *", "app.nightly", foreign=True)
+    await conveyor.add_cron("sweep", "*/5 * * * *", "app.sweep", foreign=True, paused=True)
+    async with browser_like(dashboard_app(conveyor, crontab=[hourly])) as client:
+        page = (await client.get("/cron")).text
+    rows = dict(re.findall(r'<tr data-entry="([^"]+)">(.*?)</tr>', page, re.S))
+    assert set(rows) == {"sweep", "nightly"}
+    assert 'data-state="paused"' in rows["sweep"] and "<code>*/5 * * * *</code>" in rows["sweep"]
+    assert 'data-next=""' in rows["sweep"]  # paused: no next run
+    assert 'data-state="stored"' in rows["nightly"] and "the leader" in rows["nightly"]
+    assert re.search(r'data-next="[^"]+"', rows["nightly"])
+
+
+async def test_cron_actions_pause_resume_and_delete_entries(conveyor: Conveyor) -> None:
+    await conveyor.add_cron("nightly", "0 2 * * *", "app.nightly", foreign=True)
+    async with browser_like(dashboard_app(conveyor, crontab=[])) as client:
+        page = (await client.get("/cron")).text
+        assert 'data-action="cron-pause"' in page and 'data-action="cron-delete"' in page
+        paused = await act(client, "/actions/cron", page="/cron", action="pause", name="nightly")
+        assert (
+            paused.status_code == 303
+            and paused.headers["location"] == "/cron?done=cron-pause&subject=nightly"
+        )
+        assert [c.paused for c in await conveyor.stored_crons()] == [True]
+        assert "Cron entry nightly paused" in (await client.get(paused.headers["location"])).text
+        await act(client, "/actions/cron", page="/cron", action="resume", name="nightly")
+        assert [c.paused for c in await conveyor.stored_crons()] == [False]
+        missing = await act(client, "/actions/cron", page="/cron", action="pause", name="nope")
+        assert missing.status_code == 400 and "no cron entry has that name" in missing.text
+        assert (
+            await act(client, "/actions/cron", page="/cron", action="explode", name="nightly")
+        ).status_code == 400
+        await act(client, "/actions/cron", page="/cron", action="delete", name="nightly")
+        assert await conveyor.stored_crons() == []
 
 
 async def test_security_headers_on_every_response(conveyor: Conveyor) -> None:

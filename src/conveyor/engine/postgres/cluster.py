@@ -22,6 +22,7 @@ from conveyor.fleet import (
     ProducerInfo,
     QueueState,
     RescueResult,
+    StoredCron,
     with_limits,
 )
 from conveyor.retention import Pruned, Retention
@@ -210,6 +211,47 @@ class PostgresCluster(PostgresCore):
         async with self.pool.connection() as conn:
             cur = await conn.execute(self.sql["last_cron_ticks"].encode(), {"names": list(names)})
             return {row[0]: row[1].replace(tzinfo=UTC) for row in await cur.fetchall()}
+
+    # -- stored cron entries ----------------------------------------------------------------
+    async def list_crons(self) -> list[StoredCron]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self.sql["list_crons"].encode())
+            rows = await cur.fetchall()
+        return [
+            StoredCron(
+                name=row[0],
+                expression=row[1],
+                worker=row[2],
+                opts=row[3] if isinstance(row[3], dict) else orjson.loads(row[3] or "{}"),
+                paused=bool(row[4]),
+                inserted_at=aware(row[5]),
+                updated_at=aware(row[6]),
+            )
+            for row in rows
+        ]
+
+    async def add_cron(self, cron: StoredCron) -> bool:
+        return await self._write_cron("add_cron", cron)
+
+    async def update_cron(self, cron: StoredCron) -> bool:
+        return await self._write_cron("update_cron", cron)
+
+    async def delete_cron(self, name: str) -> bool:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self.sql["delete_cron"].encode(), {"name": name})
+            return bool(await cur.fetchall())
+
+    async def _write_cron(self, statement: str, cron: StoredCron) -> bool:
+        params = {
+            "name": cron.name,
+            "expression": cron.expression,
+            "worker": cron.worker,
+            "opts": orjson.dumps(cron.opts).decode(),
+            "paused": cron.paused,
+        }
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self.sql[statement].encode(), params)
+            return bool(await cur.fetchall())
 
     # -- queue state -------------------------------------------------------------------------
     async def save_queue_state(

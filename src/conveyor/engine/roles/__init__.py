@@ -4,7 +4,16 @@ the required roles together; ``Abandoning`` and ``BlockingInserts`` are optional
 whether an engine has one). The table in ``docs/architecture.md`` ("The engine seam") lists them, and
 ``tests/test_engine_roles.py`` keeps it true."""
 
-from conveyor.engine.roles.cluster import Cluster, Cron, Leadership, Producers, Pruning, QueueStates
+from conveyor.engine.roles.cluster import (
+    Cluster,
+    Cron,
+    Leadership,
+    Producers,
+    Pruning,
+    QueueStates,
+    StoredCrons,
+    StoredQueues,
+)
 from conveyor.engine.roles.hot_path import HotPath
 from conveyor.engine.roles.inserting import BlockingInsert, BlockingInserts, Inserting
 from conveyor.engine.roles.jobs import Jobs
@@ -39,5 +48,7 @@ __all__ = [
     "Schema",
     "SchemaReport",
     "Stats",
+    "StoredCrons",
+    "StoredQueues",
     "Workflows",
 ]

@@ -8,7 +8,16 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from conveyor.fleet import CronTick, LeaderInfo, ProducerBeat, ProducerInfo, QueueState, RescueResult
+from conveyor.fleet import (
+    CronTick,
+    LeaderInfo,
+    ProducerBeat,
+    ProducerInfo,
+    QueueState,
+    RescueResult,
+    StoredCron,
+    StoredQueue,
+)
 from conveyor.retention import Pruned, Retention
 
 
@@ -168,6 +177,37 @@ class Cron(Protocol):
         are absent."""
 
 
+class StoredCrons(Protocol):
+    """Cron entries stored in the database (``oban_crons``), read by the leader at every tick."""
+
+    async def list_crons(self) -> list[StoredCron]:
+        """Every stored entry, by name (``opts`` decoded, times aware UTC)."""
+
+    async def add_cron(self, cron: StoredCron) -> bool:
+        """Store a new entry; False (and nothing changed) when one of that name exists."""
+
+    async def update_cron(self, cron: StoredCron) -> bool:
+        """Replace the expression, worker, opts and paused flag of the entry named ``cron.name``
+        (its ``lock_version`` goes up by one, ``updated_at`` is now); False when none exists."""
+
+    async def delete_cron(self, name: str) -> bool:
+        """Delete the stored entry ``name``; False when none existed. Its ticks stay recorded."""
+
+
+class StoredQueues(Protocol):
+    """Queues declared in the database (``oban_queues``), which nodes start and stop at runtime."""
+
+    async def list_stored_queues(self) -> list[StoredQueue]:
+        """Every declared queue, by name (``opts`` and ``only`` decoded: a value that is not a JSON
+        object reads as empty; ``updated_at`` aware UTC)."""
+
+    async def put_stored_queue(self, queue: StoredQueue) -> None:
+        """Declare ``queue.name`` with its ``opts`` and ``only``, or replace its declaration."""
+
+    async def delete_stored_queue(self, name: str) -> bool:
+        """Forget the declared queue ``name``; False when none was declared."""
+
+
 class QueueStates(Protocol):
     """Persisted pauses and limits of queues (fleet control)."""
 
@@ -189,5 +229,5 @@ class QueueStates(Protocol):
         None)."""
 
 
-class Cluster(Leadership, Producers, Pruning, Cron, QueueStates, Protocol):
+class Cluster(Leadership, Producers, Pruning, Cron, StoredCrons, StoredQueues, QueueStates, Protocol):
     """Every cluster duty."""

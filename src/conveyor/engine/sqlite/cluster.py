@@ -29,6 +29,7 @@ from conveyor.fleet import (
     ProducerInfo,
     QueueState,
     RescueResult,
+    StoredCron,
     with_limits,
 )
 from conveyor.retention import Pruned, Retention
@@ -263,6 +264,44 @@ class SqliteCluster(SqliteCore):
         statement = FILES["last_cron_ticks"]
         rows = await self.database.read(lambda conn: conn.execute(statement, params).fetchall())
         return {row[0]: parse_time(row[1]) for row in rows}
+
+    # -- stored cron entries ----------------------------------------------------------------
+    async def list_crons(self) -> list[StoredCron]:
+        statement = FILES["list_crons"]
+        rows = await self.database.read(lambda conn: conn.execute(statement).fetchall())
+        return [
+            StoredCron(
+                name=row[0],
+                expression=row[1],
+                worker=row[2],
+                opts=orjson.loads(row[3] or "{}"),
+                paused=bool(row[4]),
+                inserted_at=parse_optional_time(row[5]),
+                updated_at=parse_optional_time(row[6]),
+            )
+            for row in rows
+        ]
+
+    async def add_cron(self, cron: StoredCron) -> bool:
+        return await self._write_cron("add_cron", cron)
+
+    async def update_cron(self, cron: StoredCron) -> bool:
+        return await self._write_cron("update_cron", cron)
+
+    async def delete_cron(self, name: str) -> bool:
+        statement, params = FILES["delete_cron"], {"name": name}
+        return bool(await self.database.write(lambda tx: tx.conn.execute(statement, params).fetchall()))
+
+    async def _write_cron(self, name: str, cron: StoredCron) -> bool:
+        statement = FILES[name]
+        params = {
+            "name": cron.name,
+            "expression": cron.expression,
+            "worker": cron.worker,
+            "opts": orjson.dumps(cron.opts).decode(),
+            "paused": int(cron.paused),
+        }
+        return bool(await self.database.write(lambda tx: tx.conn.execute(statement, params).fetchall()))
 
     # -- queue state -------------------------------------------------------------------------
     async def save_queue_state(

@@ -1,6 +1,7 @@
 """The actions: cancel, retry or delete jobs (picked, or every job a filter matches), pause, resume
-or scale a queue, and the token login. Each is a POST carrying the session's CSRF token; a read-only
-dashboard refuses them all (403) before reading anything else."""
+or scale a queue, pause, resume or delete a cron entry (dynamic cron), and the token login. Each is
+a POST carrying the session's CSRF token; a read-only dashboard refuses them all (403) before
+reading anything else."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from conveyor.web.dashboard.security import SESSION_COOKIE, cookie_path, csrf_ok
 
 JOB_ACTIONS = ("cancel", "retry", "delete")
 QUEUE_ACTIONS = ("pause", "resume", "scale")
+CRON_ACTIONS = ("pause", "resume", "delete")
 #: The states each action can change a job from.
 ACTS_ON = {
     "cancel": frozenset(CANCELLABLE_STATES),
@@ -151,6 +153,24 @@ async def queue_action(request: Request) -> Response:
     else:
         await dash.conveyor.resume_queue(queue)
     return back_to(request, form, route_path(request, "overview"), done=action, subject=queue)
+
+
+async def cron_action(request: Request) -> Response:
+    """Pause, resume or delete a cron entry through ``Conveyor.pause_cron`` and the others (an entry
+    of the app's crontab is stored first, paused); the leader acts from its next tick."""
+    dash = dashboard_of(request)
+    form = await _accepted(dash, request)
+    if isinstance(form, Response):
+        return form
+    action, name = first(form, "action"), str(first(form, "name", ""))
+    if action not in CRON_ACTIONS:
+        return _unknown(CRON_ACTIONS)
+    change = {"pause": dash.conveyor.pause_cron, "resume": dash.conveyor.resume_cron}.get(action)
+    try:
+        await (dash.conveyor.delete_cron(name) if change is None else change(name))
+    except ValidationError as exc:
+        return PlainTextResponse(str(exc), status_code=400)
+    return back_to(request, form, route_path(request, "cron"), done=f"cron-{action}", subject=name)
 
 
 async def login_page(request: Request) -> Response:

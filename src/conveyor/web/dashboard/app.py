@@ -74,6 +74,7 @@ def dashboard_app(
         Route("/cron", pages.cron, name="cron"),
         Route("/actions/jobs", actions.job_action, methods=["POST"], name="job_action"),
         Route("/actions/queues", actions.queue_action, methods=["POST"], name="queue_action"),
+        Route("/actions/cron", actions.cron_action, methods=["POST"], name="cron_action"),
         Route("/login", actions.login_page, methods=["GET"], name="login_page"),
         Route("/login", actions.login, methods=["POST"], name="login"),
         Route("/logout", actions.logout, methods=["POST"], name="logout"),

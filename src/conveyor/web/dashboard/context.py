@@ -33,6 +33,9 @@ NOTICES = {
     "pause": "Pause sent for queue {subject}.",
     "resume": "Resume sent for queue {subject}.",
     "scale": "Scale sent for queue {subject}.",
+    "cron-pause": "Cron entry {subject} paused from the next tick.",
+    "cron-resume": "Cron entry {subject} resumed from the next tick.",
+    "cron-delete": "Stored cron entry {subject} deleted.",
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -9,6 +10,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from conveyor import _options as opt
+from conveyor.cron import CronEntry
+from conveyor.dynamic_cron import entry_of
 from conveyor.errors import ValidationError
 from conveyor.filters import JobFilter
 from conveyor.fleet import QueueInfo
@@ -264,14 +267,24 @@ async def nodes(request: Request) -> Response:
 
 async def cron(request: Request) -> Response:
     """The entries the live nodes announce (what runs, whatever this process imported), then those
-    of this app's own configuration that no live node announces."""
+    of this app's own configuration that no live node announces, each replaced by the entry stored
+    in the database under its name (dynamic cron), then the other stored entries."""
     dash = dashboard_of(request)
     listed = {found.entry.name: (found.entry, found.nodes) for found in await dash.conveyor.fleet_crontab()}
     for entry in dash.crontab():
         listed.setdefault(entry.name, (entry, ()))
-    last = await dash.conveyor.cron_ticks(list(listed)) if listed else {}
+    stored: dict[str, tuple[CronEntry, bool]] = {}
+    for row in await dash.conveyor.stored_crons():
+        with contextlib.suppress(Exception):  # a row no entry can be made of: the leader skips it too
+            stored[row.name] = (entry_of(row), row.paused)
+    names = [*listed, *(name for name in stored if name not in listed)]
+    last = await dash.conveyor.cron_ticks(names) if names else {}
     now = datetime.now(UTC)
-    rows = [
-        CronRow(entry, last.get(name), next_run(entry, now), nodes) for name, (entry, nodes) in listed.items()
-    ]
+    rows = []
+    for name in names:
+        # A name is announced or configured (``listed``), stored, or both; stored wins.
+        entry, paused = stored[name] if name in stored else (listed[name][0], False)
+        nodes = listed[name][1] if name in listed else ()
+        upcoming = None if paused else next_run(entry, now)
+        rows.append(CronRow(entry, last.get(name), upcoming, nodes, stored=name in stored, paused=paused))
     return render(dash, request, "cron.html", {"page": "cron", "rows": rows})

@@ -18,6 +18,9 @@ class CronRow:
     next: datetime | None
     #: The live nodes that announce the entry (none: only this app's own configuration lists it).
     nodes: tuple[str, ...] = ()
+    #: Stored in the database (dynamic cron): the leader runs it whatever the nodes announce.
+    stored: bool = False
+    paused: bool = False
 
 
 def next_run(entry: CronEntry, after: datetime) -> datetime | None:

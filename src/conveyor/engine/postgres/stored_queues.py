@@ -1,0 +1,42 @@
+"""Queues declared in the database (dynamic queues, ``oban_queues``) on PostgreSQL."""
+
+from __future__ import annotations
+
+import orjson
+
+from conveyor.engine.postgres.core import PostgresCore
+from conveyor.engine.postgres.rows import aware
+from conveyor.fleet import StoredQueue
+
+
+class PostgresStoredQueues(PostgresCore):
+    """``list_stored_queues``, ``put_stored_queue``, ``delete_stored_queue``."""
+
+    async def list_stored_queues(self) -> list[StoredQueue]:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self.sql["list_stored_queues"].encode())
+            rows = await cur.fetchall()
+        return [
+            StoredQueue(name=row[0], opts=_mapping(row[1]), only=_mapping(row[2]), updated_at=aware(row[3]))
+            for row in rows
+        ]
+
+    async def put_stored_queue(self, queue: StoredQueue) -> None:
+        params = {
+            "name": queue.name,
+            "opts": orjson.dumps(queue.opts).decode(),
+            "only": orjson.dumps(queue.only).decode(),
+        }
+        async with self.pool.connection() as conn:
+            await conn.execute(self.sql["put_stored_queue"].encode(), params)
+
+    async def delete_stored_queue(self, name: str) -> bool:
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(self.sql["delete_stored_queue"].encode(), {"name": name})
+            return bool(await cur.fetchall())
+
+
+def _mapping(value: object) -> dict[str, object]:
+    """A jsonb column as a dict (another client may have stored something else: read as empty)."""
+    loaded = orjson.loads(value) if isinstance(value, str | bytes) else value
+    return loaded if isinstance(loaded, dict) else {}

@@ -1,0 +1,1 @@
+DELETE FROM oban_crons WHERE name = :name RETURNING name;

@@ -1,0 +1,1 @@
+DELETE FROM oban_queues WHERE name = :name RETURNING name;

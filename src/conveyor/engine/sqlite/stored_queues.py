@@ -1,0 +1,52 @@
+"""Queues declared in the database (dynamic queues, ``oban_queues``) on SQLite."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import orjson
+
+from conveyor.engine.sqlite.core import FILES, SqliteCore
+from conveyor.engine.sqlite.rows import parse_optional_time
+from conveyor.fleet import StoredQueue
+
+
+class SqliteStoredQueues(SqliteCore):
+    """``list_stored_queues``, ``put_stored_queue``, ``delete_stored_queue``."""
+
+    async def list_stored_queues(self) -> list[StoredQueue]:
+        def run(conn: sqlite3.Connection) -> list[StoredQueue]:
+            rows = conn.execute(FILES["list_stored_queues"]).fetchall()
+            return [
+                StoredQueue(
+                    name=row[0],
+                    opts=_mapping(row[1]),
+                    only=_mapping(row[2]),
+                    updated_at=parse_optional_time(row[3]),
+                )
+                for row in rows
+            ]
+
+        return await self.database.read(run)
+
+    async def put_stored_queue(self, queue: StoredQueue) -> None:
+        statement = FILES["put_stored_queue"]
+        params = {
+            "name": queue.name,
+            "opts": orjson.dumps(queue.opts).decode(),
+            "only": orjson.dumps(queue.only).decode(),
+        }
+        await self.database.write(lambda tx: tx.conn.execute(statement, params))
+
+    async def delete_stored_queue(self, name: str) -> bool:
+        statement, params = FILES["delete_stored_queue"], {"name": name}
+        return bool(await self.database.write(lambda tx: tx.conn.execute(statement, params).fetchall()))
+
+
+def _mapping(text: str | None) -> dict[str, object]:
+    """A JSON column as a dict (another client may have stored something else: read as empty)."""
+    try:
+        loaded = orjson.loads(text or "{}")
+    except orjson.JSONDecodeError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
