@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from conveyor.filters import JobFilter
     from conveyor.inbox import receive, receive_sync, signals, wait_for_signal, wait_for_signal_sync
     from conveyor.job import ExistingJobId, Job, JobId, JobState
-    from conveyor.job_ids import JobIds
+    from conveyor.job_ids import JobIds, WorkflowIds
     from conveyor.outcomes import Cancel, Discard, Record, Snooze
     from conveyor.progress import progress, progress_sync
     from conveyor.queue_settings import QueueSettings
@@ -76,6 +76,7 @@ _LOCATIONS = {
     "JobFilter": "conveyor.filters",
     "JobId": "conveyor.job",
     "JobIds": "conveyor.job_ids",
+    "WorkflowIds": "conveyor.job_ids",
     "JobNotFoundError": "conveyor.errors",
     "JobRequest": "conveyor.request",
     "JobState": "conveyor.job",
@@ -180,6 +181,7 @@ __all__ = [
     "WaitTimeoutError",
     "WorkerNotFoundError",
     "Workflow",
+    "WorkflowIds",
     "WorkflowStatus",
     "current_app",
     "current_job",

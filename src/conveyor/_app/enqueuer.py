@@ -16,7 +16,7 @@ from conveyor._app.binding import EngineBinding
 from conveyor._app.workflow_actions import enqueue_workflow
 from conveyor.batch import Batch
 from conveyor.errors import ConveyorError, ValidationError
-from conveyor.job_ids import JobIds, job_ids
+from conveyor.job_ids import JobIds, WorkflowIds, job_ids
 from conveyor.request import JobRequest, check_requests
 from conveyor.testing.execute import run_inline, run_inline_sync
 from conveyor.testing.modes import effective_mode
@@ -88,10 +88,8 @@ class Enqueuer:
             return await run_inline(self._app, list(transformed(requests, transform)))
         if isinstance(requests, Workflow):
             workflow = requests
-            return job_ids(
-                await self._binding.run(
-                    lambda e: enqueue_workflow(e, workflow, conn=conn, now=now, transform=transform), conn
-                )
+            return await self._binding.run(
+                lambda e: enqueue_workflow(e, workflow, conn=conn, now=now, transform=transform), conn
             )
         inserted = transformed(requests, transform)
         return job_ids(await self._binding.run(lambda e: e.insert(inserted, conn=conn, now=now), conn))
@@ -123,7 +121,8 @@ class Enqueuer:
                     )
                 steps, hold = requests.requests()
                 steps = list(transformed(steps, transform))
-                return job_ids(engine.insert_sync(steps, conn=conn, now=now, hold=hold))
+                ids = engine.insert_sync(steps, conn=conn, now=now, hold=hold)
+                return WorkflowIds.of(ids, (step.name for step in requests.steps), requests.id)
             check_requests(requests)
             return job_ids(engine.insert_sync(transformed(requests, transform), conn=conn, now=now))
         return self._binding.call_blocking(self.enqueue_many, requests, None, now, transform)

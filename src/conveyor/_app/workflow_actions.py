@@ -4,7 +4,7 @@ calls."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +13,7 @@ from conveyor.engine.base import Engine
 from conveyor.errors import StepExistsError, ValidationError
 from conveyor.filters import JobFilter
 from conveyor.job import Job, JobState
+from conveyor.job_ids import WorkflowIds
 from conveyor.request import JobRequest
 from conveyor.workflow import RUN_IF, Workflow, WorkflowStatus, step_name
 
@@ -32,7 +33,7 @@ async def enqueue_workflow(
     conn: Any = None,
     now: datetime | None = None,
     transform: Callable[[JobRequest], JobRequest] | None = None,
-) -> Sequence[int]:
+) -> WorkflowIds:
     """Insert every step atomically (those with dependencies suspended); steps added to a stored
     workflow whose dependencies already ended settle at once. ``transform``: the app's enqueue hooks."""
     requests, hold = workflow.requests()
@@ -54,7 +55,7 @@ async def enqueue_workflow(
         # writes are committed (or in the caller's transaction): either way someone settles them.
         await engine.add_dependents(workflow.id, workflow.new_dependents(), conn=conn)
         await engine.settle_steps([int(ids[i]) for i in hold], now=now, conn=conn)
-    return ids
+    return WorkflowIds.of(ids, (step.name for step in workflow.steps), workflow.id)
 
 
 async def _refuse_stored_names(engine: Engine, workflow: Workflow) -> None:
