@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from conveyor.stats import JobCount, JobStats, QueueCounts, StatsBucket, StatsQuery
     from conveyor.unique import Unique
     from conveyor.workflow import Workflow, WorkflowStatus
+    from conveyor.workflow_state import WorkflowState
 
 #: Where each other public name lives. They are imported on first use (PEP 562): importing the whole
 #: package costs about 180 ms, and a process that needs a few names (a process-pool worker loading a
@@ -104,6 +105,7 @@ _LOCATIONS = {
     "WaitTimeoutError": "conveyor.errors",
     "WorkerNotFoundError": "conveyor.errors",
     "Workflow": "conveyor.workflow",
+    "WorkflowState": "conveyor.workflow_state",
     "WorkflowStatus": "conveyor.workflow",
     "current_app": "conveyor.current_app",
     "current_job": "conveyor.context",
@@ -182,6 +184,7 @@ __all__ = [
     "WorkerNotFoundError",
     "Workflow",
     "WorkflowIds",
+    "WorkflowState",
     "WorkflowStatus",
     "current_app",
     "current_job",

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conveyor.errors import ValidationError
-from conveyor.job import Job, JobState
-from conveyor.recorded import UnreadableResultError, decode_result
+from conveyor.job import Job
 from conveyor.request import JobRequest
+from conveyor.workflow_state import WorkflowState, WorkflowStatus
+
+__all__ = ["Step", "Workflow", "WorkflowState", "WorkflowStatus", "step_name"]
 
 #: The meta keys a step carries; a request's own meta must not hold them.
 STEP_META = (
@@ -290,53 +292,6 @@ class Workflow:
             if deps:
                 held.append(position)
         return requests, held
-
-
-@dataclass(frozen=True, slots=True)
-class WorkflowStatus:
-    """Where a workflow stands, as ``app.workflow_status(workflow_id)`` read it: each step's job by
-    name, and what follows from them (states, counts, finished, results).
-
-    A snapshot: read it again for news. A workflow id with no steps stored gives empty ``steps``.
-    """
-
-    #: The workflow's id (``Workflow.id``, a batch's ``Batch.id``).
-    id: str
-    #: ``Mapping[str, Job]``: each step's ``Job`` (its state, attempt, errors, meta) by step name, a
-    #: sub-workflow's steps named ``"<sub-workflow>.<step>"``; in the order the steps were inserted
-    #: (by job id), steps added later by ``extend_workflow`` last.
-    steps: Mapping[str, Job]
-
-    @property
-    def counts(self) -> dict[JobState, int]:
-        """How many steps are in each state (states with no step are left out)."""
-        counts: dict[JobState, int] = {}
-        for job in self.steps.values():
-            counts[job.state] = counts.get(job.state, 0) + 1
-        return counts
-
-    @property
-    def states(self) -> dict[str, JobState]:
-        """Each step's state by name."""
-        return {name: job.state for name, job in self.steps.items()}
-
-    @property
-    def finished(self) -> bool:
-        """True when the workflow has steps and every one is in a final state (completed, cancelled
-        or discarded)."""
-        return bool(self.steps) and all(job.state.is_final for job in self.steps.values())
-
-    @property
-    def results(self) -> dict[str, Any]:
-        """The recorded result of each step that recorded one (``Record``, ``record=True``), by
-        name; a result that cannot be decoded is left out."""
-        found: dict[str, Any] = {}
-        for name, job in self.steps.items():
-            try:
-                found[name] = decode_result(job.meta)
-            except (LookupError, UnreadableResultError):
-                continue
-        return found
 
 
 def step_name(job: Job) -> str | None:

@@ -8,8 +8,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from conveyor import Batch, Conveyor, JobIds, JobRequest, Workflow, WorkflowIds
+from conveyor import Batch, Conveyor, JobIds, JobRequest, JobState, Workflow, WorkflowIds, WorkflowState
 from conveyor.engine.base import Engine
+from conveyor.testing import drain_queue
+from tests.conformance import jobs
 from tests.conformance.conftest import BLOCKING_CALLER_CONNECTIONS
 
 ELSEWHERE = "not-run-here"  # a queue no node runs: the jobs stay as inserted
@@ -70,3 +72,59 @@ def test_a_callers_connection_names_the_steps_too(engine_name: str, any_engine: 
         ids = app.enqueue_many_sync(workflow, conn=conn)
     assert isinstance(ids, WorkflowIds) and list(ids.by_name) == ["a", "b", "c", "d"]
     app.close_sync()
+
+
+# -- one state for the whole workflow --------------------------------------------------------------
+async def test_status_gives_one_state_a_phase_and_progress(app: Conveyor) -> None:
+    workflow = (
+        Workflow()
+        .add("a", jobs.flow_step.new(label="a"))
+        .add("b", jobs.flow_step.new(label="b").with_options(meta={"progress": {"done": 1, "total": 4}}))
+        .add("c", jobs.flow_step.new(label="c"), deps=["a", "b"])
+    )
+    assert (await app.workflow_status(workflow.id)).state is None  # nothing stored yet
+    await app.enqueue_many(workflow)
+    status = await app.workflow_status(workflow.id)
+    assert status.state is WorkflowState.RUNNING and not status.finished
+    assert status.phase == ("a", "b") and status.ready == ("a", "b") and status.waiting == ("c",)
+    assert status.running == () and status.failed_step is None
+    assert status.progress == pytest.approx((0 + 0.25 + 0) / 3)
+    assert status.steps["a"].state is JobState.AVAILABLE  # .steps as before
+    await drain_queue("flow", app=app)
+    done = await app.workflow_status(workflow.id)
+    assert done.state is WorkflowState.COMPLETED and done.progress == 1.0 and done.phase == ()
+
+
+async def test_a_discarded_step_fails_the_workflow_and_a_cancel_cancels_it(app: Conveyor) -> None:
+    jobs.FLOW["fail"] = True
+    failing = (
+        Workflow()
+        .add("a", jobs.flow_step.new(label="a"))
+        .add("b", jobs.flow_fails.new(label="b"), deps=["a"])
+        .add("c", jobs.flow_step.new(label="c"), deps=["b"])
+    )
+    await app.enqueue_many(failing)
+    await drain_queue("flow", app=app, with_safety=True)
+    status = await app.workflow_status(failing.id)
+    assert status.state is WorkflowState.FAILED and status.failed_step == "b"
+    assert status.states["c"] is JobState.CANCELLED and status.progress == 1.0
+
+    cancelled = (
+        Workflow().add("a", jobs.flow_step.new(label="a")).add("b", jobs.flow_step.new(label="b"), deps=["a"])
+    )
+    await app.enqueue_many(cancelled)
+    await app.cancel_workflow(cancelled.id)
+    status = await app.workflow_status(cancelled.id)
+    assert status.state is WorkflowState.CANCELLED and status.failed_step == "a"
+
+
+async def test_a_batch_whose_callbacks_were_not_called_for_completes(app: Conveyor) -> None:
+    batch = Batch(
+        on_completed=jobs.flow_callback.new(kind="completed"),
+        on_exhausted=jobs.flow_callback.new(kind="exhausted"),
+    ).add_many(jobs.flow_step.new(label=f"n{n}") for n in range(3))
+    await app.enqueue_many(batch)
+    await drain_queue("flow", app=app)
+    status = await app.workflow_status(batch.id)
+    assert JobState.CANCELLED in status.counts  # on_exhausted: its condition did not hold
+    assert status.state is WorkflowState.COMPLETED and status.failed_step is None
