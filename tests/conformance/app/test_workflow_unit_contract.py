@@ -3,16 +3,27 @@ waiting for it, one workflow per key, and its outcome kept after its jobs are pr
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from conveyor import Batch, Conveyor, JobIds, JobRequest, JobState, Workflow, WorkflowIds, WorkflowState
 from conveyor.engine.base import Engine
+from conveyor.errors import (
+    JobCancelledError,
+    JobDiscardedError,
+    ValidationError,
+    WaitTimeoutError,
+    WorkflowCancelledError,
+    WorkflowFailedError,
+    WorkflowNotFoundError,
+)
 from conveyor.testing import drain_queue
 from tests.conformance import jobs
-from tests.conformance.conftest import BLOCKING_CALLER_CONNECTIONS
+from tests.conformance.conftest import BLOCKING_CALLER_CONNECTIONS, started_node
 
 ELSEWHERE = "not-run-here"  # a queue no node runs: the jobs stay as inserted
 
@@ -56,13 +67,13 @@ async def test_sub_workflows_batches_and_grafts_name_their_steps(app: Conveyor) 
     inner = Workflow().add("x", request(n=1)).add("y", request(n=2), deps=["x"])
     outer = Workflow().add("root", request(n=0)).add_workflow("sub", inner, deps=["root"])
     ids = await app.enqueue_many(outer)
-    assert list(ids.by_name) == ["root", "sub.x", "sub.y"]  # type: ignore[attr-defined]
+    assert list(ids.by_name) == ["root", "sub.x", "sub.y"]
     batch = Batch(on_completed=request(done=True)).add_many(request(n=n) for n in range(2))
     batch_ids = await app.enqueue_many(batch)
     assert isinstance(batch_ids, WorkflowIds) and len(batch_ids.by_name) == 3
     graft = (await app.extend_workflow(outer.id)).add("z", request(n=3), deps=["sub.y"])
     grafted = await app.enqueue_many(graft)
-    assert list(grafted.by_name) == ["z"]  # type: ignore[attr-defined]
+    assert list(grafted.by_name) == ["z"]
 
 
 def test_a_callers_connection_names_the_steps_too(engine_name: str, any_engine: Engine) -> None:
@@ -128,3 +139,68 @@ async def test_a_batch_whose_callbacks_were_not_called_for_completes(app: Convey
     status = await app.workflow_status(batch.id)
     assert JobState.CANCELLED in status.counts  # on_exhausted: its condition did not hold
     assert status.state is WorkflowState.COMPLETED and status.failed_step is None
+
+
+# -- waiting for a workflow --------------------------------------------------------------------
+@pytest.fixture
+async def flow_node(engine_name: str, tmp_path: Path) -> AsyncIterator[Conveyor]:
+    """A started node running queue "flow" on each engine."""
+    jobs.FLOW.clear()
+    async with started_node(engine_name, tmp_path, queues={"flow": 5}, poll_interval=0.05) as app:
+        jobs.FLOW["app"] = app
+        yield app
+
+
+async def test_wait_workflow_returns_the_completed_status(flow_node: Conveyor) -> None:
+    workflow = (
+        Workflow()
+        .add("a", jobs.flow_step.new(label="a", pause=0.05))
+        .add("b", jobs.flow_step.new(label="b"), deps=["a"])
+        .add("c", jobs.flow_join.new(label="c"), deps=["a", "b"])
+    )
+    await flow_node.enqueue_many(workflow)
+    done = await flow_node.wait_workflow(workflow.id, timeout=20)
+    assert done.state is WorkflowState.COMPLETED and done.results["c"] == {"a": "A", "b": "B"}
+    again = await asyncio.to_thread(flow_node.wait_workflow_sync, workflow.id, timeout=5)
+    assert again.state is WorkflowState.COMPLETED  # already over: at once, and from plain code too
+
+
+async def test_wait_workflow_raises_naming_the_failed_or_cancelled_step(flow_node: Conveyor) -> None:
+    failing = (
+        Workflow()
+        .add("fetch", jobs.flow_step.new(label="fetch"))
+        .add("render", jobs.flow_fails.new(label="render"), deps=["fetch"])
+        .add("publish", jobs.flow_step.new(label="publish"), deps=["render"])
+    )
+    await flow_node.enqueue_many(failing)
+    with pytest.raises(WorkflowFailedError, match=r"at step 'render'.*render failed") as failed:
+        await flow_node.wait_workflow(failing.id, timeout=20)
+    assert isinstance(failed.value, JobDiscardedError) and failed.value.step == "render"
+    assert failed.value.job.state is JobState.DISCARDED
+    assert failed.value.status.states["publish"] is JobState.CANCELLED
+
+    held = (
+        Workflow()
+        .add("later", jobs.flow_step.new(label="later").with_options(schedule_in=60))
+        .add("after", jobs.flow_step.new(label="after"), deps=["later"])
+    )
+    await flow_node.enqueue_many(held)
+    waiting = asyncio.create_task(flow_node.wait_workflow(held.id, timeout=20))
+    await asyncio.sleep(0.1)
+    await flow_node.cancel_workflow(held.id)
+    with pytest.raises(WorkflowCancelledError, match="cancelled at step 'later'") as cancelled:
+        await waiting
+    assert isinstance(cancelled.value, JobCancelledError) and cancelled.value.step == "later"
+
+
+async def test_wait_workflow_times_out_and_refuses_what_is_not_there(flow_node: Conveyor) -> None:
+    held = Workflow().add("later", jobs.flow_step.new(label="later").with_options(schedule_in=60))
+    ids = await flow_node.enqueue_many(held)
+    with pytest.raises(WaitTimeoutError, match=f"workflow '{held.id}' did not finish within 0.1s") as late:
+        await flow_node.wait_workflow(held.id, timeout=0.1)
+    assert late.value.job_id == ids.by_name["later"] and late.value.state is WorkflowState.RUNNING
+    with pytest.raises(WorkflowNotFoundError, match="no workflow with id 'nope'"):
+        await flow_node.wait_workflow("nope", timeout=1)
+    for bad in ({"workflow_id": ""}, {"workflow_id": 7}, {"workflow_id": "x", "timeout": -1}):
+        with pytest.raises(ValidationError):
+            await flow_node.wait_workflow(bad.pop("workflow_id"), **bad)  # type: ignore[arg-type]
