@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from conveyor._options import check_lock_key
 from conveyor.errors import ValidationError
 from conveyor.job import Job
 from conveyor.request import JobRequest
@@ -90,6 +91,10 @@ class Workflow:
     ignore: Iterable[str] = ()
     #: The id shared by the steps (a new UUID unless given, e.g. to add steps to a running one).
     id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    #: One unfinished workflow per lock: enqueueing this workflow while another holding the same
+    #: lock has a step not yet final inserts nothing and returns that workflow's step ids (a
+    #: ``WorkflowIds`` whose ``conflict`` is True). None: no lock.
+    lock: str | None = None
     _steps: dict[str, Step] = field(default_factory=dict, init=False, repr=False)
     _groups: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False, repr=False)
     #: Names of steps stored before (``Workflow.adding_to``): dependencies may name them.
@@ -98,6 +103,8 @@ class Workflow:
     def __post_init__(self) -> None:
         if self.name is not None:
             _check_name(self.name, "workflow.name")
+        if self.lock is not None:
+            self.lock = check_lock_key("workflow.lock", self.lock)
         self.ignore = _check_ignore(self.ignore)
         if (
             not isinstance(self.id, str)
@@ -150,9 +157,17 @@ class Workflow:
             raise ValidationError("name", name, "is already a step of this workflow")
         if not isinstance(request, JobRequest):
             raise ValidationError(f"step {name!r}", request, "must be a JobRequest (e.g. my_job.new(...))")
+        if request.unique is not None and request.unique.queueing_lock is not None:
+            raise ValidationError(
+                f"step {name!r}.queueing_lock",
+                request.unique.queueing_lock,
+                "a step cannot hold a queueing lock: give the workflow one (Workflow(lock=...))",
+            )
         if request.unique is not None:
             raise ValidationError(
-                f"step {name!r}.unique", request.unique, "unique jobs cannot be workflow steps (yet)"
+                f"step {name!r}.unique",
+                request.unique,
+                "unique jobs cannot be workflow steps: make the workflow unique (Workflow(lock=...))",
             )
         taken = sorted(key for key in STEP_META if key in request.meta)
         if taken:

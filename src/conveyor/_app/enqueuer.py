@@ -119,6 +119,12 @@ class Enqueuer:
                     raise ValidationError(
                         "conn", conn, "steps added to a stored workflow need the async enqueue_many"
                     )
+                if requests.lock is not None:
+                    raise ValidationError(
+                        "conn",
+                        conn,
+                        f"a workflow with a lock ({requests.lock!r}) is enqueued in a transaction of its own",
+                    )
                 steps, hold = requests.requests()
                 steps = list(transformed(steps, transform))
                 ids = engine.insert_sync(steps, conn=conn, now=now, hold=hold)

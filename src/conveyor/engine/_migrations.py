@@ -38,6 +38,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "workflows"),
     Migration(9, "job_stats"),
     Migration(10, "workflow_step_names"),
+    Migration(11, "workflow_records"),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -4,9 +4,11 @@ waiting for it, one workflow per key, and its outcome kept after its jobs are pr
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import pickle
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,8 +24,8 @@ from conveyor.errors import (
     WorkflowNotFoundError,
 )
 from conveyor.testing import drain_queue
-from tests.conformance import jobs
-from tests.conformance.conftest import BLOCKING_CALLER_CONNECTIONS, started_node
+from tests.conformance import jobs, workflow_procs
+from tests.conformance.conftest import ADDRESSES, BLOCKING_CALLER_CONNECTIONS, started_node
 
 ELSEWHERE = "not-run-here"  # a queue no node runs: the jobs stay as inserted
 
@@ -204,3 +206,59 @@ async def test_wait_workflow_times_out_and_refuses_what_is_not_there(flow_node: 
     for bad in ({"workflow_id": ""}, {"workflow_id": 7}, {"workflow_id": "x", "timeout": -1}):
         with pytest.raises(ValidationError):
             await flow_node.wait_workflow(bad.pop("workflow_id"), **bad)  # type: ignore[arg-type]
+
+
+# -- one workflow per lock ---------------------------------------------------------------------
+async def test_one_unfinished_workflow_per_lock(app: Conveyor) -> None:
+    first = await app.enqueue_many(diamond(lock="build:docs"))
+    assert not first.conflict
+    second = diamond(lock="build:docs")
+    again = await app.enqueue_many(second)
+    # Nothing inserted: the holder's steps come back, as existing ids, by name.
+    assert again.conflict and again.workflow_id == first.workflow_id and again.by_name == first.by_name
+    assert all(i.conflict for i in again) and (await app.workflow_status(second.id)).state is None
+    other = await app.enqueue_many(diamond(lock="build:site"))  # another lock: its own workflow
+    assert not other.conflict
+    # Once the holder is finished (here: cancelled), the lock is free again.
+    await app.cancel_workflow(first.workflow_id)
+    third = await app.enqueue_many(second)
+    assert not third.conflict and third.workflow_id == second.id
+
+
+def test_eight_processes_racing_make_one_workflow(engine_name: str, any_engine: Engine) -> None:
+    url, prefix = ADDRESSES[engine_name](any_engine)
+    context = multiprocessing.get_context("spawn")
+    start = context.Event()
+    results: Any = context.Queue()
+    workers = [
+        context.Process(target=workflow_procs.enqueue_one, args=(url, prefix, "race", start, results))
+        for _ in range(8)
+    ]
+    for worker in workers:
+        worker.start()
+    start.set()
+    outcomes = [results.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join(30)
+    assert not [o for o in outcomes if o.startswith("error")], outcomes
+    assert sum(o.endswith(" new") for o in outcomes) == 1, outcomes
+    assert len({o.split()[0] for o in outcomes}) == 1, outcomes  # all name the one workflow
+
+
+async def test_locks_and_unique_steps_are_refused_clearly(
+    app: Conveyor, engine_name: str, any_engine: Engine
+) -> None:
+    with pytest.raises(ValidationError, match=r"step 'a'.queueing_lock='k'.*Workflow\(lock=...\)"):
+        Workflow().add("a", request(n=1).with_options(queueing_lock="k"))
+    with pytest.raises(ValidationError, match=r"step 'a'.unique"):
+        Workflow().add("a", request(n=1).with_options(unique={"period": 60}))
+    for bad in ("", 7, "a\x00b", "x" * 10_000):
+        with pytest.raises(ValidationError, match=r"workflow\.lock"):
+            Workflow(lock=bad)  # type: ignore[arg-type]
+    # A caller's transaction cannot hold the lock's turn: refused, nothing written.
+    with (
+        BLOCKING_CALLER_CONNECTIONS[engine_name](any_engine) as conn,
+        pytest.raises(ValidationError, match="a transaction of its own"),
+    ):
+        await asyncio.to_thread(app.enqueue_many_sync, diamond(lock="k"), conn=conn)
+    assert await app.count_jobs() == 0

@@ -94,6 +94,7 @@ OBJECTS: tuple[tuple[int, str, str], ...] = (
     (9, "index", "conveyor_failed_jobs_index"),
     (9, "function", "conveyor_count_estimate"),
     (10, "index", "conveyor_workflow_step_names_index"),
+    (11, "table", "conveyor_workflows"),
 )
 #: Index name -> other names that stand in for it (``a|b`` above): created only when none exists.
 STAND_INS = stand_ins(OBJECTS)

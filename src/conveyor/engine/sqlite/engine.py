@@ -78,19 +78,37 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay, Sqlite
             return JobIds()
 
         def run(tx: Tx) -> JobIds:
-            builder = InsertRows(utc_clock(now))
-            chunks = inserter.chunk_requests(first, rest)
-            steps = inserter.holding(
-                inserter.insert_steps(chunks, builder, tx.db.token, notify=tx.db.shared), hold
-            )
-            done = inserter.run_sync(tx.conn, steps)
-            for queue in done.queues:
-                tx.notify("insert", {"queue": queue}, builder.clock_text, written=True)
-            return done.ids
+            return _insert_in(tx, first, rest, now, hold)
 
         # Not retried as a whole: it consumes the caller's iterable (taking the lock is retried).
         with step_names_kept():
             return await self.database.write(run, retry=False)
+
+    async def insert_locked_workflow(
+        self,
+        requests: Sequence[JobRequest],
+        *,
+        workflow_id: str,
+        name: str | None,
+        lock: str,
+        now: datetime | None = None,
+        hold: Sequence[int] = (),
+    ) -> JobIds | str:
+        steps = list(requests)
+
+        # One write transaction (one writer at a time, across processes): let go of the lock for
+        # finished holders, read the holder, or take the lock and insert.
+        def run(tx: Tx) -> JobIds | str:
+            tx.conn.execute(FILES["workflow_lock_release"], {"lock": lock})
+            holder = tx.conn.execute(FILES["workflow_lock_holder"], {"lock": lock}).fetchone()
+            if holder is not None:
+                return str(holder[0])
+            claim = {"id": workflow_id, "name": name, "lock": lock, "now": time_text(utc_clock(now))}
+            tx.conn.execute(FILES["workflow_lock_claim"], claim)
+            return _insert_in(tx, steps, iter(()), now, hold)
+
+        with step_names_kept():
+            return await self.database.write(run)
 
     def insert_sync(
         self,
@@ -165,3 +183,16 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay, Sqlite
 
     def explain(self, exc: BaseException) -> str | None:
         return f"SQLite error: {one_line(str(exc))}" if isinstance(exc, sqlite3.Error) else None
+
+
+def _insert_in(
+    tx: Tx, first: list[JobRequest], rest: Any, now: datetime | None, hold: Sequence[int]
+) -> JobIds:
+    """Insert the requests (``first``, then the iterator ``rest``) in the write transaction ``tx``."""
+    builder = InsertRows(utc_clock(now))
+    chunks = inserter.chunk_requests(first, rest)
+    steps = inserter.holding(inserter.insert_steps(chunks, builder, tx.db.token, notify=tx.db.shared), hold)
+    done = inserter.run_sync(tx.conn, steps)
+    for queue in done.queues:
+        tx.notify("insert", {"queue": queue}, builder.clock_text, written=True)
+    return done.ids

@@ -103,6 +103,7 @@ OBJECTS: tuple[tuple[int, str, str], ...] = (
     (8, "index", "conveyor_workflow_waiting_index"),
     (9, "index", "conveyor_failed_jobs_index"),
     (10, "index", "conveyor_workflow_step_names_index"),
+    (11, "table", "conveyor_workflows"),
 )
 
 
