@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from conveyor.stats import JobCount, JobStats, QueueCounts, StatsBucket, StatsQuery
     from conveyor.unique import Unique
     from conveyor.workflow import Workflow, WorkflowStatus
+    from conveyor.workflow_record import WorkflowRecord
     from conveyor.workflow_state import WorkflowState
 
 #: Where each other public name lives. They are imported on first use (PEP 562): importing the whole
@@ -113,6 +114,7 @@ _LOCATIONS = {
     "WorkflowTimeoutError": "conveyor.errors",
     "WorkerNotFoundError": "conveyor.errors",
     "Workflow": "conveyor.workflow",
+    "WorkflowRecord": "conveyor.workflow_record",
     "WorkflowState": "conveyor.workflow_state",
     "WorkflowStatus": "conveyor.workflow",
     "current_app": "conveyor.current_app",
@@ -195,6 +197,7 @@ __all__ = [
     "WorkflowFailedError",
     "WorkflowIds",
     "WorkflowNotFoundError",
+    "WorkflowRecord",
     "WorkflowState",
     "WorkflowStatus",
     "WorkflowTimeoutError",

@@ -10,6 +10,7 @@ from typing import Any
 
 from conveyor.job import Job, JobState
 from conveyor.recorded import UnreadableResultError, decode_result
+from conveyor.workflow_record import OUTCOMES, WorkflowRecord
 
 #: The steps waiting in line to run (queued, or between attempts): with the running ones, the phase.
 READY_STATES = (JobState.AVAILABLE, JobState.SCHEDULED, JobState.RETRYABLE)
@@ -75,11 +76,16 @@ class WorkflowStatus:
     #: sub-workflow's steps named ``"<sub-workflow>.<step>"``; in the order the steps were inserted
     #: (by job id), steps added later by ``extend_workflow`` last.
     steps: Mapping[str, Job]
+    #: How the workflow's pruned steps ended (``WorkflowRecord``), kept after the pruner deleted
+    #: them: with every step pruned, ``state``, ``counts``, ``failed_step``, ``finished`` and
+    #: ``progress`` come from it. None when no step of it was pruned.
+    record: WorkflowRecord | None = None
 
     @property
     def counts(self) -> dict[JobState, int]:
-        """How many steps are in each state (states with no step are left out)."""
-        counts: dict[JobState, int] = {}
+        """How many steps are in each state (states with no step are left out), pruned steps
+        counted from the ``record``."""
+        counts: dict[JobState, int] = dict(self.record.counts) if self.record is not None else {}
         for job in self.steps.values():
             counts[job.state] = counts.get(job.state, 0) + 1
         return counts
@@ -93,32 +99,42 @@ class WorkflowStatus:
     def finished(self) -> bool:
         """True when the workflow has steps and every one is in a final state (completed, cancelled
         or discarded)."""
-        return bool(self.steps) and all(job.state.is_final for job in self.steps.values())
+        if not self.steps:
+            return self.record is not None
+        return all(job.state.is_final for job in self.steps.values())
 
     @property
     def state(self) -> WorkflowState | None:
         """The workflow's one state (see ``WorkflowState`` for how it follows from the steps'), or
         None when no step of it is stored."""
-        if not self.steps:
+        if not self.steps and self.record is None:
             return None
         if not self.finished:
             return WorkflowState.RUNNING
-        if self.failed_step is None:
-            return WorkflowState.COMPLETED
-        failed = self.steps[self.failed_step]
-        return WorkflowState.FAILED if failed.state is JobState.DISCARDED else WorkflowState.CANCELLED
+        return self._outcome()[0]
+
+    def _outcome(self) -> tuple[WorkflowState, str | None]:
+        """The finished workflow's state and failed step: the worse of the stored steps' and the
+        record's (failed over cancelled over completed)."""
+        found: tuple[WorkflowState, str | None] = (WorkflowState.COMPLETED, None)
+        discarded = [name for name, job in self.steps.items() if job.state is JobState.DISCARDED]
+        cancelled = [
+            name for name, job in self.steps.items() if job.state is JobState.CANCELLED and not _skipped(job)
+        ]
+        if discarded:
+            found = (WorkflowState.FAILED, discarded[0])
+        elif cancelled:
+            found = (WorkflowState.CANCELLED, cancelled[0])
+        record = self.record
+        if record is not None and OUTCOMES.index(record.state) > OUTCOMES.index(found[0].value):
+            return WorkflowState(record.state), record.failed_step
+        return found
 
     @property
     def failed_step(self) -> str | None:
         """The step that made the workflow fail, in insertion order: the first discarded step, else
         the first cancelled one (``run_if`` steps whose condition did not hold aside); None if none."""
-        discarded = [name for name, job in self.steps.items() if job.state is JobState.DISCARDED]
-        if discarded:
-            return discarded[0]
-        cancelled = [
-            name for name, job in self.steps.items() if job.state is JobState.CANCELLED and not _skipped(job)
-        ]
-        return cancelled[0] if cancelled else None
+        return self._outcome()[1]
 
     @property
     def running(self) -> tuple[str, ...]:
@@ -147,9 +163,11 @@ class WorkflowStatus:
         """How far the workflow is, from 0.0 to 1.0: the mean over its steps of each step's part
         (1 for a final step; ``done`` / ``total``, or ``percent`` / 100, as it reported with
         ``progress(...)`` for a step under way; 0 for one that reported neither). 0.0 with no steps."""
+        pruned = self.record.steps if self.record is not None else 0  # final: 1 each
         if not self.steps:
-            return 0.0
-        return sum(step_fraction(job) for job in self.steps.values()) / len(self.steps)
+            return 1.0 if pruned else 0.0
+        done = sum(step_fraction(job) for job in self.steps.values()) + pruned
+        return done / (len(self.steps) + pruned)
 
     @property
     def results(self) -> dict[str, Any]:

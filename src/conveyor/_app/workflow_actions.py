@@ -110,7 +110,10 @@ async def extend_workflow(engine: Engine, workflow_id: str) -> Workflow:
 
 async def workflow_status(engine: Engine, workflow_id: str) -> WorkflowStatus:
     jobs = await engine.workflow_jobs(check_workflow_id(workflow_id))
-    return WorkflowStatus(workflow_id, {name: job for job in jobs if (name := step_name(job)) is not None})
+    # Read after the steps: a prune in between may count a step in both, never in neither.
+    record = await engine.workflow_record(workflow_id)
+    steps = {name: job for job in jobs if (name := step_name(job)) is not None}
+    return WorkflowStatus(workflow_id, steps, record)
 
 
 async def cancel_workflow(engine: Engine, workflow_id: str, *, now: datetime | None = None) -> list[int]:

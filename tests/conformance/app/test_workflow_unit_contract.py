@@ -7,12 +7,24 @@ import asyncio
 import multiprocessing
 import pickle
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conveyor import Batch, Conveyor, JobIds, JobRequest, JobState, Workflow, WorkflowIds, WorkflowState
+from conveyor import (
+    Batch,
+    Conveyor,
+    JobIds,
+    JobRequest,
+    JobState,
+    PruneRule,
+    Retention,
+    Workflow,
+    WorkflowIds,
+    WorkflowState,
+)
 from conveyor.engine.base import Engine
 from conveyor.errors import (
     JobCancelledError,
@@ -262,3 +274,60 @@ async def test_locks_and_unique_steps_are_refused_clearly(
     ):
         await asyncio.to_thread(app.enqueue_many_sync, diamond(lock="k"), conn=conn)
     assert await app.count_jobs() == 0
+
+
+# -- history that outlives retention -------------------------------------------------------------
+async def test_a_pruned_workflow_is_still_told_by_its_record(app: Conveyor) -> None:
+    jobs.FLOW["fail"] = True
+    workflow = (
+        Workflow(name="report")
+        .add("fetch", jobs.flow_step.new(label="fetch"))
+        .add("render", jobs.flow_fails.new(label="render"), deps=["fetch"])
+        .add("publish", jobs.flow_step.new(label="publish"), deps=["render"])
+        .add("notes", jobs.flow_step.new(label="notes"))
+    )
+    await app.enqueue_many(workflow)
+    await drain_queue("flow", app=app, with_safety=True)
+    before = await app.workflow_status(workflow.id)
+    assert before.state is WorkflowState.FAILED and before.record is None
+    later = datetime.now(UTC) + timedelta(days=2)
+    # Completed steps go first (a rule for them alone), the others in a second prune: the record
+    # adds the two passes up, and keeps the worse outcome.
+    completed_only = Retention(max_age=None, rules=[PruneRule(states="completed", max_age=60)])
+    assert (await app.prune(completed_only, now=later)).count == 2
+    half = await app.workflow_status(workflow.id)
+    assert list(half.steps) == ["render", "publish"] and half.record is not None
+    assert half.state is WorkflowState.FAILED and half.failed_step == "render"
+    assert half.counts == {JobState.COMPLETED: 2, JobState.DISCARDED: 1, JobState.CANCELLED: 1}
+    await app.prune(Retention(max_age=60), now=later)
+    after = await app.workflow_status(workflow.id)
+    assert after.steps == {} and after.finished and after.progress == 1.0
+    assert after.state is WorkflowState.FAILED and after.failed_step == "render"
+    assert after.counts == {JobState.COMPLETED: 2, JobState.DISCARDED: 1, JobState.CANCELLED: 1}
+    assert after.record is not None and after.record.name == "report" and after.record.steps == 4
+    # Its own retention (a week by default, from when the workflow ended: about now), then forgotten.
+    await app.prune(Retention(max_age=60), now=later + timedelta(days=4))
+    assert (await app.workflow_status(workflow.id)).state is WorkflowState.FAILED
+    await app.prune(Retention(max_age=60), now=later + timedelta(days=6))
+    assert (await app.workflow_status(workflow.id)).state is None
+
+
+async def test_a_completed_batch_is_recorded_completed(app: Conveyor) -> None:
+    batch = Batch(on_exhausted=jobs.flow_callback.new(kind="exhausted")).add_many(
+        jobs.flow_step.new(label=f"n{n}") for n in range(3)
+    )
+    await app.enqueue_many(batch)
+    await drain_queue("flow", app=app)
+    await app.prune(Retention(max_age=0), now=datetime.now(UTC) + timedelta(minutes=1))
+    status = await app.workflow_status(batch.id)
+    assert status.steps == {} and status.state is WorkflowState.COMPLETED and status.failed_step is None
+    # A rule of its own for the records: an hour here.
+    await app.prune(Retention(max_age=0, workflow_records=3600), now=datetime.now(UTC) + timedelta(hours=2))
+    assert (await app.workflow_status(batch.id)).state is None
+
+
+def test_bad_record_retention_is_refused() -> None:
+    with pytest.raises(ValidationError, match="workflow_records"):
+        Retention(workflow_records=-1)
+    with pytest.raises(ValidationError, match="prune_workflow_records"):
+        Conveyor("sqlite:///:memory:", prune_workflow_records="soon")

@@ -19,12 +19,15 @@ from conveyor.engine.postgres.listener import PostgresListener
 from conveyor.engine.postgres.relay import PostgresRelay
 from conveyor.engine.postgres.rows import naive_utc
 from conveyor.engine.postgres.stats import PostgresStats
+from conveyor.engine.postgres.workflow_records import PostgresWorkflowRecords
 from conveyor.fleet import QueuePoll, QueueState, with_limits
 from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest
 
 
-class PostgresEngine(PostgresJobs, PostgresHotPath, PostgresCluster, PostgresRelay, PostgresStats):
+class PostgresEngine(
+    PostgresJobs, PostgresWorkflowRecords, PostgresHotPath, PostgresCluster, PostgresRelay, PostgresStats
+):
     """Runs every Conveyor statement on PostgreSQL through an async psycopg pool.
 
     Fetching and acking, the statements a busy node runs hundreds of times a second, have a second

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from conveyor.job import Job, JobState
 from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest
+from conveyor.workflow_record import WorkflowRecord
 
 
 class Workflows(Protocol):
@@ -64,3 +65,8 @@ class Workflows(Protocol):
         insert nothing and return that workflow's id. One transaction, in which enqueuers of one
         lock go one at a time, so of any number racing, one inserts and the others get its id.
         A finished holder lets go of the lock here. Row in ``conveyor_workflows`` (migration 11)."""
+
+    async def workflow_record(self, workflow_id: str) -> WorkflowRecord | None:
+        """The record of how the workflow ended, kept once the pruner deleted steps of it
+        (``conveyor_workflows``, migration 11); None when none was pruned (or the record expired).
+        ``prune_jobs`` writes it as it deletes steps, in the same transaction, summing passes."""

@@ -36,13 +36,14 @@ from conveyor.engine.sqlite.listener import SqliteListener
 from conveyor.engine.sqlite.relay import SqliteRelay
 from conveyor.engine.sqlite.rows import InsertRows, check_now, time_text, utc_clock
 from conveyor.engine.sqlite.stats import SqliteStats
+from conveyor.engine.sqlite.workflow_records import SqliteWorkflowRecords
 from conveyor.errors import one_line
 from conveyor.fleet import QueuePoll, QueueState, with_limits
 from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest
 
 
-class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay, SqliteStats):
+class SqliteEngine(SqliteJobs, SqliteWorkflowRecords, SqliteHotPath, SqliteCluster, SqliteRelay, SqliteStats):
     """Runs every Conveyor statement on one SQLite database file (or ``:memory:``)."""
 
     name = "sqlite"
