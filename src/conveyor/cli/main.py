@@ -19,6 +19,7 @@ from conveyor.cli.jobs import job_detail, jobs, signal_job, wait_job
 from conveyor.cli.prune import prune
 from conveyor.cli.start import start
 from conveyor.cli.stats import stats
+from conveyor.cli.workflows import workflow
 from conveyor.engine.urls import engine_from_url, install_sql
 from conveyor.errors import ConveyorError
 from conveyor.settings import Settings, load_settings
@@ -191,6 +192,7 @@ for command in (
     delete,
     signal_job,
     wait_job,
+    workflow,
     prune,
     stats,
     cron,
