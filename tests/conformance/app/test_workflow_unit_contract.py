@@ -326,6 +326,19 @@ async def test_a_completed_batch_is_recorded_completed(app: Conveyor) -> None:
     assert (await app.workflow_status(batch.id)).state is None
 
 
+async def test_a_locked_workflows_row_goes_with_its_record(app: Conveyor, any_engine: Engine) -> None:
+    workflow = Workflow(lock="nightly").add("a", jobs.flow_step.new(label="a"))
+    await app.enqueue_many(workflow)
+    await drain_queue("flow", app=app)
+    soon = datetime.now(UTC) + timedelta(hours=2)
+    kept = Retention(max_age=60, workflow_records=3 * 3600)  # records: three hours after the end
+    await app.prune(kept, now=soon)
+    assert (await app.workflow_status(workflow.id)).state is WorkflowState.COMPLETED  # recorded
+    await app.prune(kept, now=soon + timedelta(hours=2))
+    assert (await app.workflow_status(workflow.id)).state is None  # the locked row went too
+    assert not (await app.enqueue_many(Workflow(lock="nightly").add("a", request(n=1)))).conflict
+
+
 def test_bad_record_retention_is_refused() -> None:
     with pytest.raises(ValidationError, match="workflow_records"):
         Retention(workflow_records=-1)
