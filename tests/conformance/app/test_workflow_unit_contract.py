@@ -236,6 +236,11 @@ async def test_one_unfinished_workflow_per_lock(app: Conveyor) -> None:
     third = await app.enqueue_many(second)
     assert not third.conflict and third.workflow_id == second.id
 
+    # A batch takes a lock the same way.
+    first_batch = await app.enqueue_many(Batch(lock="thumbs").add(request(n=1)))
+    second_batch = await app.enqueue_many(Batch(lock="thumbs").add(request(n=2)))
+    assert second_batch.conflict and second_batch.workflow_id == first_batch.workflow_id
+
 
 def test_eight_processes_racing_make_one_workflow(engine_name: str, any_engine: Engine) -> None:
     url, prefix = ADDRESSES[engine_name](any_engine)
@@ -267,6 +272,8 @@ async def test_locks_and_unique_steps_are_refused_clearly(
     for bad in ("", 7, "a\x00b", "x" * 10_000):
         with pytest.raises(ValidationError, match=r"workflow\.lock"):
             Workflow(lock=bad)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match=r"batch\.lock"):
+            Batch(lock=bad)  # type: ignore[arg-type]
     # A caller's transaction cannot hold the lock's turn: refused, nothing written.
     with (
         BLOCKING_CALLER_CONNECTIONS[engine_name](any_engine) as conn,
