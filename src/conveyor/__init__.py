@@ -37,11 +37,15 @@ if TYPE_CHECKING:
         ValidationError,
         WaitTimeoutError,
         WorkerNotFoundError,
+        WorkflowCancelledError,
+        WorkflowFailedError,
+        WorkflowNotFoundError,
+        WorkflowTimeoutError,
     )
     from conveyor.filters import JobFilter
     from conveyor.inbox import receive, receive_sync, signals, wait_for_signal, wait_for_signal_sync
     from conveyor.job import ExistingJobId, Job, JobId, JobState
-    from conveyor.job_ids import JobIds
+    from conveyor.job_ids import JobIds, WorkflowIds
     from conveyor.outcomes import Cancel, Discard, Record, Snooze
     from conveyor.progress import progress, progress_sync
     from conveyor.queue_settings import QueueSettings
@@ -51,6 +55,8 @@ if TYPE_CHECKING:
     from conveyor.stats import JobCount, JobStats, QueueCounts, StatsBucket, StatsQuery
     from conveyor.unique import Unique
     from conveyor.workflow import Workflow, WorkflowStatus
+    from conveyor.workflow_record import WorkflowRecord
+    from conveyor.workflow_state import WorkflowState
 
 #: Where each other public name lives. They are imported on first use (PEP 562): importing the whole
 #: package costs about 180 ms, and a process that needs a few names (a process-pool worker loading a
@@ -78,6 +84,7 @@ _LOCATIONS = {
     "JobFilter": "conveyor.filters",
     "JobId": "conveyor.job",
     "JobIds": "conveyor.job_ids",
+    "WorkflowIds": "conveyor.job_ids",
     "JobNotFoundError": "conveyor.errors",
     "JobRequest": "conveyor.request",
     "JobState": "conveyor.job",
@@ -103,8 +110,14 @@ _LOCATIONS = {
     "UnsupportedConnectionError": "conveyor.errors",
     "ValidationError": "conveyor.errors",
     "WaitTimeoutError": "conveyor.errors",
+    "WorkflowCancelledError": "conveyor.errors",
+    "WorkflowFailedError": "conveyor.errors",
+    "WorkflowNotFoundError": "conveyor.errors",
+    "WorkflowTimeoutError": "conveyor.errors",
     "WorkerNotFoundError": "conveyor.errors",
     "Workflow": "conveyor.workflow",
+    "WorkflowRecord": "conveyor.workflow_record",
+    "WorkflowState": "conveyor.workflow_state",
     "WorkflowStatus": "conveyor.workflow",
     "current_app": "conveyor.current_app",
     "current_job": "conveyor.context",
@@ -183,7 +196,14 @@ __all__ = [
     "WaitTimeoutError",
     "WorkerNotFoundError",
     "Workflow",
+    "WorkflowCancelledError",
+    "WorkflowFailedError",
+    "WorkflowIds",
+    "WorkflowNotFoundError",
+    "WorkflowRecord",
+    "WorkflowState",
     "WorkflowStatus",
+    "WorkflowTimeoutError",
     "current_app",
     "current_job",
     "job",

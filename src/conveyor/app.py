@@ -23,14 +23,7 @@ from conveyor._app.jobs_api import JobsApi
 from conveyor._app.node_launch import launch_node
 from conveyor._app.queues_api import DeclaredQueuesApi
 from conveyor._app.relay import check_wait, signal_job
-from conveyor._app.workflow_actions import (
-    cancel_workflow,
-    dependency_results,
-    extend_workflow,
-    retry_workflow,
-    step_of_current_job,
-    workflow_status,
-)
+from conveyor._app.workflow_api import WorkflowApi
 from conveyor._options import check_job_id
 from conveyor._resolver import Resolver
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
@@ -41,18 +34,18 @@ from conveyor.current_app import bind_app, set_default_app, unbind_app, using_ap
 from conveyor.engine.base import Engine
 from conveyor.engine.urls import default_database_url
 from conveyor.job import Job, JobId, JobState
-from conveyor.job_ids import JobIds
+from conveyor.job_ids import JobIds, WorkflowIds
 from conveyor.request import JobRequest
 from conveyor.settings import load_settings
 from conveyor.telemetry import Handler, Telemetry
 from conveyor.testing.modes import check_mode, effective_mode
-from conveyor.workflow import Workflow, WorkflowStatus
+from conveyor.workflow import Workflow
 
 H = TypeVar("H", bound=Handler)
 T = TypeVar("T")
 
 
-class Conveyor(FleetApi, JobsApi, CronApi, DeclaredQueuesApi):
+class Conveyor(FleetApi, JobsApi, CronApi, DeclaredQueuesApi, WorkflowApi):
     """Enqueue, manage and run jobs stored in a database.
 
     ``Conveyor("postgresql://localhost/app", queues={"default": 10})``. Settings come from the
@@ -273,6 +266,16 @@ class Conveyor(FleetApi, JobsApi, CronApi, DeclaredQueuesApi):
         connection whose transaction the insert joins."""
         return self.enqueue_many_sync((request,), conn=conn, now=now)[0]
 
+    @overload
+    async def enqueue_many(
+        self, requests: Workflow | Batch, *, conn: Any = None, now: datetime | None = None
+    ) -> WorkflowIds: ...
+
+    @overload
+    async def enqueue_many(
+        self, requests: Iterable[JobRequest], *, conn: Any = None, now: datetime | None = None
+    ) -> JobIds: ...
+
     async def enqueue_many(
         self,
         requests: Iterable[JobRequest] | Workflow | Batch,
@@ -281,9 +284,20 @@ class Conveyor(FleetApi, JobsApi, CronApi, DeclaredQueuesApi):
         now: datetime | None = None,
     ) -> JobIds:
         """Insert many jobs atomically, streamed in chunks; return their ids in order, as a
-        ``JobIds`` (an immutable sequence of ``JobId`` values, 8 bytes an id). A ``Workflow``
-        inserts its steps, in the order they were added (see ``conveyor.workflow``)."""
+        ``JobIds`` (an immutable sequence of ``JobId`` values, 8 bytes an id). A ``Workflow`` (or
+        ``Batch``) inserts its steps, in the order they were added (see ``conveyor.workflow``), and
+        returns a ``WorkflowIds``: that ``JobIds`` plus ``by_name``, each step's id by name."""
         return await self._enqueuer.enqueue_many(requests, conn, now, self._enqueuer.transform())
+
+    @overload
+    def enqueue_many_sync(
+        self, requests: Workflow | Batch, *, conn: Any = None, now: datetime | None = None
+    ) -> WorkflowIds: ...
+
+    @overload
+    def enqueue_many_sync(
+        self, requests: Iterable[JobRequest], *, conn: Any = None, now: datetime | None = None
+    ) -> JobIds: ...
 
     def enqueue_many_sync(
         self,
@@ -303,41 +317,6 @@ class Conveyor(FleetApi, JobsApi, CronApi, DeclaredQueuesApi):
         None to leave them as they are. Hooks apply in the order they were added. Returns a function
         that removes the hook."""
         return self._enqueuer.add_hook(hook)
-
-    # -- workflows ---------------------------------------------------------------------------
-    async def extend_workflow(self, workflow_id: str) -> Workflow:
-        """A ``Workflow`` that adds steps to a stored one (a running step grafting more work): add
-        steps, which may depend on the stored ones, then ``enqueue_many`` it."""
-        return await self._binding.run(lambda e: extend_workflow(e, workflow_id))
-
-    async def workflow_status(self, workflow_id: str) -> WorkflowStatus:
-        """Each step's job by name, and counts by state."""
-        return await self._binding.run(lambda e: workflow_status(e, workflow_id))
-
-    async def dependency_results(self) -> dict[str, Any]:
-        """Inside a workflow step: the recorded results of the steps it depends on, by name."""
-        workflow_id, deps = step_of_current_job()
-        return dependency_results(await self.workflow_status(workflow_id), deps)
-
-    def dependency_results_sync(self) -> dict[str, Any]:
-        """``dependency_results`` for a blocking (thread) step."""
-        workflow_id, deps = step_of_current_job()  # read here: the job's context is this thread's
-        return dependency_results(self._binding.call_blocking(self.workflow_status, workflow_id), deps)
-
-    async def cancel_workflow(self, workflow_id: str) -> list[int]:
-        """Cancel every unfinished step of the workflow; return the ids cancelled. Steps waiting to
-        run only on some ending of their dependencies (``run_if``: a batch's ``on_cancelled`` and
-        ``on_exhausted``) are left to settle, so they run as when those steps are cancelled."""
-        return await self._binding.run(lambda e: cancel_workflow(e, workflow_id))
-
-    async def retry_workflow(self, workflow_id: str) -> list[int]:
-        """Run the cancelled and discarded steps again, each once its dependencies have completed."""
-        return await self._binding.run(lambda e: retry_workflow(e, workflow_id))
-
-    extend_workflow_sync = blocking_twin(extend_workflow)
-    workflow_status_sync = blocking_twin(workflow_status)
-    cancel_workflow_sync = blocking_twin(cancel_workflow)
-    retry_workflow_sync = blocking_twin(retry_workflow)
 
     # -- relay: waiting for jobs, signals to jobs ------------------------------------------------
     async def wait(self, job_id: int, *, timeout: float | None = None, through_retries: bool = False) -> Job:

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from conveyor._options import check_lock_key
 from conveyor.errors import ValidationError
 from conveyor.request import JobRequest
 from conveyor.workflow import POLICIES, Workflow
@@ -47,9 +48,14 @@ class Batch:
     name: str | None = None
     #: The batch's id (its workflow's): ``app.workflow_status(batch.id)`` follows it.
     id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    #: One unfinished batch per lock (``Workflow(lock=...)``): enqueueing it while another holding
+    #: the lock is unfinished returns that one's ids as a conflict. None: no lock.
+    lock: str | None = None
     _jobs: list[JobRequest] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.lock is not None:
+            self.lock = check_lock_key("batch.lock", self.lock)
         for kind in CALLBACKS:
             callback = getattr(self, kind)
             if callback is not None and not isinstance(callback, JobRequest):
@@ -76,7 +82,7 @@ class Batch:
         """The batch as the workflow that stores it."""
         if not self._jobs:
             raise ValidationError("batch", self.name or self.id, "has no jobs")
-        workflow = Workflow(name=self.name, id=self.id)
+        workflow = Workflow(name=self.name, id=self.id, lock=self.lock)
         names = [f"job-{n}" for n in range(len(self._jobs))]
         for name, request in zip(names, self._jobs, strict=True):
             workflow.add(name, request)

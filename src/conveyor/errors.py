@@ -114,11 +114,14 @@ class JobEndedError(ConveyorError):
     """A job someone waited for (``Conveyor.wait``, ``relay``) ended without completing; ``job`` is
     the job as stored then (state, errors, meta)."""
 
-    def __init__(self, job: Any, what: str) -> None:
+    def __init__(self, job: Any, what: str, *, workflow: Any = None) -> None:
         self.job = job
         last = job.errors[-1].get("error") if job.errors and isinstance(job.errors[-1], dict) else None
         detail = f": {str(last).splitlines()[-1][:300]}" if last else ""
-        super().__init__(f"job {job.id} ({job.worker}) {what}{detail}")
+        where = ""
+        if workflow is not None:
+            where = f"workflow {workflow.id!r} {workflow.state.value} at step {workflow.failed_step!r}: "
+        super().__init__(f"{where}job {job.id} ({job.worker}) {what}{detail}")
 
 
 class JobCancelledError(JobEndedError):
@@ -143,6 +146,34 @@ class JobFailedError(JobEndedError):
         super().__init__(job, f"failed attempt {job.attempt} of {job.max_attempts} (it will be retried)")
 
 
+class WorkflowCancelledError(JobCancelledError):
+    """The awaited workflow (``Conveyor.wait_workflow``) ended cancelled; ``job`` is the step that
+    did (``step`` its name), ``status`` the workflow's ``WorkflowStatus`` then."""
+
+    def __init__(self, status: Any) -> None:
+        self.status = status
+        self.step: str = status.failed_step
+        JobEndedError.__init__(self, status.steps[self.step], "was cancelled", workflow=status)
+
+
+class WorkflowFailedError(JobDiscardedError):
+    """The awaited workflow (``Conveyor.wait_workflow``) failed: a step was discarded. ``job`` is
+    that step (``step`` its name), ``status`` the workflow's ``WorkflowStatus`` then."""
+
+    def __init__(self, status: Any) -> None:
+        self.status = status
+        self.step: str = status.failed_step
+        JobEndedError.__init__(self, status.steps[self.step], "was discarded", workflow=status)
+
+
+class WorkflowNotFoundError(ConveyorError, LookupError):
+    """No step of the requested workflow is stored (nor a record of its outcome)."""
+
+    def __init__(self, workflow_id: str) -> None:
+        self.workflow_id = workflow_id
+        super().__init__(f"no workflow with id {workflow_id!r}")
+
+
 class WaitTimeoutError(ConveyorError, TimeoutError):
     """Waiting for a job took longer than the timeout given. The job itself goes on: a wait never
     changes the job it waits for."""
@@ -154,6 +185,25 @@ class WaitTimeoutError(ConveyorError, TimeoutError):
         self.state = state
         seen = getattr(state, "value", state) or "not seen yet"
         super().__init__(f"job {job_id} did not finish within {timeout:g}s (it was {seen})")
+
+
+class WorkflowTimeoutError(WaitTimeoutError):
+    """Waiting for a workflow (``wait_workflow``) took longer than the timeout given; the workflow
+    goes on. ``status`` is its ``WorkflowStatus`` as last read, ``state`` its ``WorkflowState``,
+    ``job_id`` the step waited for last."""
+
+    def __init__(self, status: Any, job_id: int, timeout: float) -> None:
+        self.workflow_id: str = status.id
+        self.status = status
+        self.job_id = job_id
+        self.timeout = timeout
+        self.state = status.state
+        waiting = ", ".join((*status.phase, *status.waiting)[:5])
+        ConveyorError.__init__(
+            self,
+            f"workflow {status.id!r} did not finish within {timeout:g}s (it was {status.state.value}"
+            f"{', at ' + waiting if waiting else ''})",
+        )
 
 
 class SignalTimeoutError(ConveyorError, TimeoutError):

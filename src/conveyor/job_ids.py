@@ -167,6 +167,64 @@ class JobIds(Sequence[JobId]):
         return _unpickled, (self._ids, self._conflicts)
 
 
+class WorkflowIds(JobIds):
+    """What ``enqueue_many(workflow)`` (or a ``Batch``) returns: the steps' ids in the order they
+    were added, as a ``JobIds`` (so code reading ``ids[0]`` or ``len(ids)`` is unchanged), plus
+    ``by_name``, each step's id by its name, and ``workflow_id``.
+
+    ``conflict`` is True when the workflow was refused as a duplicate of a stored one (``Workflow(
+    unique=...)``): the ids and names are then the stored workflow's, ``workflow_id`` its id.
+    Slicing or adding gives a plain ``JobIds``."""
+
+    __slots__ = ("_names", "conflict", "workflow_id")
+
+    _names: tuple[str, ...]
+    #: The id of the workflow the steps belong to.
+    workflow_id: str
+    #: True: the workflow matched a stored one (its uniqueness), whose steps these are.
+    conflict: bool
+
+    @classmethod
+    def of(
+        cls, ids: Iterable[int], names: Iterable[str], workflow_id: str, *, conflict: bool = False
+    ) -> WorkflowIds:
+        """The ids of a workflow's steps, ``names`` giving each one's step name in the same order."""
+        plain = job_ids(ids)
+        made = cls.__new__(cls)
+        made._ids, made._conflicts = plain._ids, plain._conflicts
+        made._names = tuple(names)
+        if len(made._names) != len(made._ids):
+            raise ValueError(f"{len(made._names)} step names for {len(made._ids)} ids")
+        made.workflow_id = workflow_id
+        made.conflict = conflict
+        return made
+
+    @property
+    def by_name(self) -> dict[str, JobId]:
+        """Each step's id (a ``JobId``) by step name, in the order the steps were added (a
+        sub-workflow's steps named ``"<sub-workflow>.<step>"``)."""
+        return dict(zip(self._names, self, strict=True))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The step names, in the order of the ids."""
+        return self._names
+
+    def __repr__(self) -> str:
+        return (
+            f"WorkflowIds({self.workflow_id!r}, {dict(zip(self._names, self._ids.tolist(), strict=True))!r})"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _workflow_unpickled, (self._ids, self._conflicts, self._names, self.workflow_id, self.conflict)
+
+
+def _workflow_unpickled(
+    ids: array[int], conflicts: bytearray | None, names: tuple[str, ...], workflow_id: str, conflict: bool
+) -> WorkflowIds:
+    return WorkflowIds.of(JobIds._adopt(ids, conflicts), names, workflow_id, conflict=conflict)
+
+
 #: Ids a ``JobIds`` repr shows at most: the first and last half of them beyond that.
 REPR_IDS = 20
 

@@ -190,12 +190,16 @@ def check_distinct(rules: Iterable[PruneRule], field_name: str = "prune_rules") 
 @dataclass(frozen=True, slots=True)
 class Retention:
     """The whole policy a prune applies: the rules, the default for jobs no rule matches
-    (``max_age``, None for no age limit; ``keep_per_queue``), and the table-wide ``max_rows``."""
+    (``max_age``, None for no age limit; ``keep_per_queue``), the table-wide ``max_rows``, and how
+    long workflow records are kept (``workflow_records``)."""
 
     max_age: float | None = 86_400.0
     keep_per_queue: int | None = None
     rules: tuple[PruneRule, ...] = ()
     max_rows: int | None = None
+    #: Seconds a workflow's record (how it ended, written as its steps are pruned) is kept after
+    #: the workflow ended; None: kept until deleted by hand.
+    workflow_records: float | None = 604_800.0
     #: The rules in precedence order: most specific first, then as listed.
     ordered: tuple[PruneRule, ...] = field(init=False, repr=False, compare=False)
 
@@ -208,11 +212,16 @@ class Retention:
             keep_per_queue: int | None = None,
             rules: Iterable[PruneRule | Mapping[str, Any]] = (),
             max_rows: int | None = None,
+            workflow_records: float | timedelta | str | None = 604_800.0,
         ) -> None: ...
 
     def __post_init__(self) -> None:
         if self.max_age is not None:
             object.__setattr__(self, "max_age", parse_duration(self.max_age, "max_age"))
+        if self.workflow_records is not None:
+            object.__setattr__(
+                self, "workflow_records", parse_duration(self.workflow_records, "workflow_records")
+            )
         if self.keep_per_queue is not None:
             _rows(self.keep_per_queue, "keep_per_queue", 1)
         if self.max_rows is not None:

@@ -41,6 +41,7 @@ DURATIONS = POSITIVE_DURATIONS | {
     "ack_delay",
     "ack_max_delay",
     "prune_max_age",
+    "prune_workflow_records",
     "progress_interval",
     "unfit_job_patience",
 }
@@ -48,7 +49,7 @@ DURATIONS = POSITIVE_DURATIONS | {
 MAX_DURATION = opt.MAX_DELAY_SECONDS
 BOOLEANS = frozenset({"notifications", "leadership", "prune", "mixed_fleet", "synchronous_commit"})
 #: Durations that may also be None (``foreign_producer_timeout``: derived from the interval).
-OPTIONAL_DURATIONS = frozenset({"foreign_producer_timeout", "priority_aging_after"})
+OPTIONAL_DURATIONS = frozenset({"foreign_producer_timeout", "priority_aging_after", "prune_workflow_records"})
 COUNTS = frozenset({"stage_limit", "ack_batch_size", "pool_size", "prune_limit", "priority_aging_limit"})
 OPTIONAL_COUNTS = frozenset({"threads", "processes", "prune_keep_per_queue", "prune_max_rows"})
 #: Optional settings an environment variable can unset with "none" (or an empty text).

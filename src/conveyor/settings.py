@@ -141,6 +141,9 @@ class Settings:
     prune_rules: tuple[PruneRule, ...] = ()
     #: Keep at most this many final jobs in the whole table, whatever their age (None: no cap).
     prune_max_rows: int | None = None
+    #: Seconds the record of a workflow whose steps were pruned (how it ended, read by
+    #: ``workflow_status``) is kept after the workflow ended (None: until deleted by hand).
+    prune_workflow_records: float | None = 604_800.0
     #: App-level cron entries (besides ``@job(cron=...)``).
     crontab: tuple[CronEntry, ...] = ()
     #: The logging level ``conveyor start`` sets up (the library itself never configures logging).
@@ -199,6 +202,7 @@ class Settings:
             keep_per_queue=self.prune_keep_per_queue,
             rules=self.prune_rules,
             max_rows=self.prune_max_rows,
+            workflow_records=self.prune_workflow_records,
         )
 
     @property

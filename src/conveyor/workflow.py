@@ -14,10 +14,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from conveyor._options import check_lock_key
 from conveyor.errors import ValidationError
-from conveyor.job import Job, JobState
-from conveyor.recorded import UnreadableResultError, decode_result
+from conveyor.job import Job
 from conveyor.request import JobRequest
+from conveyor.workflow_state import WorkflowState, WorkflowStatus
+
+__all__ = ["Step", "Workflow", "WorkflowState", "WorkflowStatus", "step_name"]
 
 #: The meta keys a step carries; a request's own meta must not hold them.
 STEP_META = (
@@ -88,6 +91,10 @@ class Workflow:
     ignore: Iterable[str] = ()
     #: The id shared by the steps (a new UUID unless given, e.g. to add steps to a running one).
     id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    #: One unfinished workflow per lock: enqueueing this workflow while another holding the same
+    #: lock has a step not yet final inserts nothing and returns that workflow's step ids (a
+    #: ``WorkflowIds`` whose ``conflict`` is True). None: no lock.
+    lock: str | None = None
     _steps: dict[str, Step] = field(default_factory=dict, init=False, repr=False)
     _groups: dict[str, tuple[str, ...]] = field(default_factory=dict, init=False, repr=False)
     #: Names of steps stored before (``Workflow.adding_to``): dependencies may name them.
@@ -96,6 +103,8 @@ class Workflow:
     def __post_init__(self) -> None:
         if self.name is not None:
             _check_name(self.name, "workflow.name")
+        if self.lock is not None:
+            self.lock = check_lock_key("workflow.lock", self.lock)
         self.ignore = _check_ignore(self.ignore)
         if (
             not isinstance(self.id, str)
@@ -148,9 +157,17 @@ class Workflow:
             raise ValidationError("name", name, "is already a step of this workflow")
         if not isinstance(request, JobRequest):
             raise ValidationError(f"step {name!r}", request, "must be a JobRequest (e.g. my_job.new(...))")
+        if request.unique is not None and request.unique.queueing_lock is not None:
+            raise ValidationError(
+                f"step {name!r}.queueing_lock",
+                request.unique.queueing_lock,
+                "a step cannot hold a queueing lock: give the workflow one (Workflow(lock=...))",
+            )
         if request.unique is not None:
             raise ValidationError(
-                f"step {name!r}.unique", request.unique, "unique jobs cannot be workflow steps (yet)"
+                f"step {name!r}.unique",
+                request.unique,
+                "unique jobs cannot be workflow steps: make the workflow unique (Workflow(lock=...))",
             )
         taken = sorted(key for key in STEP_META if key in request.meta)
         if taken:
@@ -290,53 +307,6 @@ class Workflow:
             if deps:
                 held.append(position)
         return requests, held
-
-
-@dataclass(frozen=True, slots=True)
-class WorkflowStatus:
-    """Where a workflow stands, as ``app.workflow_status(workflow_id)`` read it: each step's job by
-    name, and what follows from them (states, counts, finished, results).
-
-    A snapshot: read it again for news. A workflow id with no steps stored gives empty ``steps``.
-    """
-
-    #: The workflow's id (``Workflow.id``, a batch's ``Batch.id``).
-    id: str
-    #: ``Mapping[str, Job]``: each step's ``Job`` (its state, attempt, errors, meta) by step name, a
-    #: sub-workflow's steps named ``"<sub-workflow>.<step>"``; in the order the steps were inserted
-    #: (by job id), steps added later by ``extend_workflow`` last.
-    steps: Mapping[str, Job]
-
-    @property
-    def counts(self) -> dict[JobState, int]:
-        """How many steps are in each state (states with no step are left out)."""
-        counts: dict[JobState, int] = {}
-        for job in self.steps.values():
-            counts[job.state] = counts.get(job.state, 0) + 1
-        return counts
-
-    @property
-    def states(self) -> dict[str, JobState]:
-        """Each step's state by name."""
-        return {name: job.state for name, job in self.steps.items()}
-
-    @property
-    def finished(self) -> bool:
-        """True when the workflow has steps and every one is in a final state (completed, cancelled
-        or discarded)."""
-        return bool(self.steps) and all(job.state.is_final for job in self.steps.values())
-
-    @property
-    def results(self) -> dict[str, Any]:
-        """The recorded result of each step that recorded one (``Record``, ``record=True``), by
-        name; a result that cannot be decoded is left out."""
-        found: dict[str, Any] = {}
-        for name, job in self.steps.items():
-            try:
-                found[name] = decode_result(job.meta)
-            except (LookupError, UnreadableResultError):
-                continue
-        return found
 
 
 def step_name(job: Job) -> str | None:

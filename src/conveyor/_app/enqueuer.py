@@ -17,7 +17,7 @@ from conveyor._app.workflow_actions import enqueue_workflow
 from conveyor.batch import Batch
 from conveyor.encryption import ENCRYPTED_WORKERS, Keyring, sealed
 from conveyor.errors import ConveyorError, ValidationError
-from conveyor.job_ids import JobIds, job_ids
+from conveyor.job_ids import JobIds, WorkflowIds, job_ids
 from conveyor.request import JobRequest, check_requests
 from conveyor.testing.execute import run_inline, run_inline_sync
 from conveyor.testing.modes import effective_mode
@@ -97,10 +97,8 @@ class Enqueuer:
             return await run_inline(self._app, list(transformed(requests, transform)))
         if isinstance(requests, Workflow):
             workflow = requests
-            return job_ids(
-                await self._binding.run(
-                    lambda e: enqueue_workflow(e, workflow, conn=conn, now=now, transform=transform), conn
-                )
+            return await self._binding.run(
+                lambda e: enqueue_workflow(e, workflow, conn=conn, now=now, transform=transform), conn
             )
         inserted = transformed(requests, transform)
         return job_ids(await self._binding.run(lambda e: e.insert(inserted, conn=conn, now=now), conn))
@@ -130,9 +128,16 @@ class Enqueuer:
                     raise ValidationError(
                         "conn", conn, "steps added to a stored workflow need the async enqueue_many"
                     )
+                if requests.lock is not None:
+                    raise ValidationError(
+                        "conn",
+                        conn,
+                        f"a workflow with a lock ({requests.lock!r}) is enqueued in a transaction of its own",
+                    )
                 steps, hold = requests.requests()
                 steps = list(transformed(steps, transform))
-                return job_ids(engine.insert_sync(steps, conn=conn, now=now, hold=hold))
+                ids = engine.insert_sync(steps, conn=conn, now=now, hold=hold)
+                return WorkflowIds.of(ids, (step.name for step in requests.steps), requests.id)
             check_requests(requests)
             return job_ids(engine.insert_sync(transformed(requests, transform), conn=conn, now=now))
         if not inline and not isinstance(requests, Workflow | Batch):

@@ -4,7 +4,7 @@ calls."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -12,7 +12,8 @@ from conveyor.context import current_job
 from conveyor.engine.base import Engine
 from conveyor.errors import StepExistsError, ValidationError
 from conveyor.filters import JobFilter
-from conveyor.job import Job, JobState
+from conveyor.job import ExistingJobId, Job, JobState
+from conveyor.job_ids import WorkflowIds
 from conveyor.request import JobRequest
 from conveyor.workflow import RUN_IF, Workflow, WorkflowStatus, step_name
 
@@ -32,12 +33,14 @@ async def enqueue_workflow(
     conn: Any = None,
     now: datetime | None = None,
     transform: Callable[[JobRequest], JobRequest] | None = None,
-) -> Sequence[int]:
+) -> WorkflowIds:
     """Insert every step atomically (those with dependencies suspended); steps added to a stored
     workflow whose dependencies already ended settle at once. ``transform``: the app's enqueue hooks."""
     requests, hold = workflow.requests()
     if transform is not None:
         requests = [transform(request) for request in requests]
+    if workflow.lock is not None:
+        return await _enqueue_locked(engine, workflow, requests, hold, conn, now)
     if workflow.existing:
         await _refuse_stored_names(engine, workflow)
     try:
@@ -54,7 +57,37 @@ async def enqueue_workflow(
         # writes are committed (or in the caller's transaction): either way someone settles them.
         await engine.add_dependents(workflow.id, workflow.new_dependents(), conn=conn)
         await engine.settle_steps([int(ids[i]) for i in hold], now=now, conn=conn)
-    return ids
+    return WorkflowIds.of(ids, (step.name for step in workflow.steps), workflow.id)
+
+
+async def _enqueue_locked(
+    engine: Engine,
+    workflow: Workflow,
+    requests: list[JobRequest],
+    hold: list[int],
+    conn: Any,
+    now: datetime | None,
+) -> WorkflowIds:
+    """A workflow with a lock: inserted holding it, or the unfinished holder's steps returned."""
+    if conn is not None:
+        raise ValidationError(
+            "conn",
+            conn,
+            f"a workflow with a lock ({workflow.lock!r}) is enqueued in a transaction of its own",
+        )
+    assert workflow.lock is not None
+    try:
+        found = await engine.insert_locked_workflow(
+            requests, workflow_id=workflow.id, name=workflow.name, lock=workflow.lock, now=now, hold=hold
+        )
+    except StepExistsError:
+        await _refuse_stored_names(engine, workflow)
+        raise
+    if not isinstance(found, str):
+        return WorkflowIds.of(found, (step.name for step in workflow.steps), workflow.id)
+    steps = [(name, job) for job in await engine.workflow_jobs(found) if (name := step_name(job)) is not None]
+    ids = [ExistingJobId(job.id) for _, job in steps]
+    return WorkflowIds.of(ids, (name for name, _ in steps), found, conflict=True)
 
 
 async def _refuse_stored_names(engine: Engine, workflow: Workflow) -> None:
@@ -77,7 +110,10 @@ async def extend_workflow(engine: Engine, workflow_id: str) -> Workflow:
 
 async def workflow_status(engine: Engine, workflow_id: str) -> WorkflowStatus:
     jobs = await engine.workflow_jobs(check_workflow_id(workflow_id))
-    return WorkflowStatus(workflow_id, {name: job for job in jobs if (name := step_name(job)) is not None})
+    # Read after the steps: a prune in between may count a step in both, never in neither.
+    record = await engine.workflow_record(workflow_id)
+    steps = {name: job for job in jobs if (name := step_name(job)) is not None}
+    return WorkflowStatus(workflow_id, steps, record)
 
 
 async def cancel_workflow(engine: Engine, workflow_id: str, *, now: datetime | None = None) -> list[int]:

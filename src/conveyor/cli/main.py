@@ -39,6 +39,7 @@ LAZY_COMMANDS = {
     "declare": "conveyor.cli.declare:declare",
     "undeclare": "conveyor.cli.declare:undeclare",
     "declared": "conveyor.cli.declare:declared",
+    "workflow": "conveyor.cli.workflows:workflow",
     "dashboard": "conveyor.cli.dashboard:dashboard",
 }
 

@@ -40,6 +40,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "workflow_step_names"),
     Migration(11, "dynamic_cron"),
     Migration(12, "dynamic_queues"),
+    Migration(13, "workflow_records"),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

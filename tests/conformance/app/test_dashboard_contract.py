@@ -152,6 +152,9 @@ async def test_job_detail_shows_result_progress_errors_and_workflow(conveyor: Co
         assert 'data-block="result"' in done and "&#34;counted&#34;: 3" in done
         assert '<progress max="6.0" value="3.0"' in done and "halfway" in done
         assert '<svg class="workflow"' in done
+        # The workflow as a whole: failed at its second step, every step final (100%).
+        assert 'data-workflow-state="failed"' in done and "<span data-workflow-failed>fail</span>" in done
+        assert 'aria-label="workflow progress"></progress> 100%' in done
         for step in ids:  # every step is drawn as a link to its job
             assert f'href="/jobs/{step}"' in done
         failed = (await client.get(f"/jobs/{ids[1]}")).text

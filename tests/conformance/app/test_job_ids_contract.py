@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from conveyor import Conveyor, ExistingJobId, JobFilter, JobId, JobIds, JobRequest, Workflow
+from conveyor import Conveyor, ExistingJobId, JobFilter, JobId, JobIds, JobRequest, Workflow, WorkflowIds
 from conveyor.engine.base import Engine
 from tests.conformance import api_jobs
 from tests.conformance.conftest import BLOCKING_CALLER_CONNECTIONS
@@ -37,8 +37,9 @@ async def app(any_engine: Engine) -> AsyncIterator[Conveyor]:
 
 
 def assert_new_ids(ids: Any, count: int) -> None:
-    """``ids`` is a ``JobIds`` of ``count`` new jobs, numbered in input order."""
-    assert type(ids) is JobIds and len(ids) == count
+    """``ids`` is a ``JobIds`` of ``count`` new jobs, numbered in input order (a workflow's: a
+    ``WorkflowIds``, the ``JobIds`` that also names its steps)."""
+    assert type(ids) in (JobIds, WorkflowIds) and len(ids) == count
     assert all(type(i) is JobId and not i.conflict for i in ids)
     if count:
         assert ids == list(range(ids[0], ids[0] + count)) and ids.tolist() == list(ids)

@@ -158,6 +158,10 @@ class PostgresCluster(PostgresCore):
             age = cron_tick_age(retention)
             if age is not None:
                 await conn.execute(self.sql["prune_cron_ticks"].encode(), {"max_age": age, "now": clock})
+            records = retention.workflow_records
+            if records is not None:
+                params = {"max_age": records, "now": clock}
+                await conn.execute(self.sql["prune_workflow_records"].encode(), params)
         return pruned
 
     async def _prune_batch(
@@ -165,7 +169,12 @@ class PostgresCluster(PostgresCore):
     ) -> Pruned:
         name = "prune_by_age" if batch.keep is None else "prune_by_count"
         statement = self.sql.compose(
-            name, governed="prune_governed", spared="prune_spared", waiting_step="waiting_step"
+            name,
+            governed="prune_governed",
+            spared="prune_spared",
+            waiting_step="waiting_step",
+            deleted_columns="deleted_columns",
+            record_workflows="record_workflows",
         )
         params = {
             **batch.flags(),

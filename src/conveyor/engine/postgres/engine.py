@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from conveyor._options import check_queues
@@ -18,15 +18,23 @@ from conveyor.engine.postgres.hot_path import PostgresHotPath
 from conveyor.engine.postgres.jobs import PostgresJobs
 from conveyor.engine.postgres.listener import PostgresListener
 from conveyor.engine.postgres.relay import PostgresRelay
+from conveyor.engine.postgres.rows import naive_utc
 from conveyor.engine.postgres.stats import PostgresStats
 from conveyor.engine.postgres.stored_queues import PostgresStoredQueues
+from conveyor.engine.postgres.workflow_records import PostgresWorkflowRecords
 from conveyor.fleet import QueuePoll, QueueState, with_limits
 from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest
 
 
 class PostgresEngine(
-    PostgresJobs, PostgresHotPath, PostgresCluster, PostgresRelay, PostgresStats, PostgresStoredQueues
+    PostgresJobs,
+    PostgresWorkflowRecords,
+    PostgresHotPath,
+    PostgresCluster,
+    PostgresRelay,
+    PostgresStats,
+    PostgresStoredQueues,
 ):
     """Runs every Conveyor statement on PostgreSQL through an async psycopg pool.
 
@@ -63,6 +71,31 @@ class PostgresEngine(
                 return await self._inserter.insert(driver, requests, now, hold)
             async with self.pool.connection() as own:
                 return await self._inserter.insert(own, requests, now, hold, side=self.pool)
+
+    async def insert_locked_workflow(
+        self,
+        requests: Sequence[JobRequest],
+        *,
+        workflow_id: str,
+        name: str | None,
+        lock: str,
+        now: datetime | None = None,
+        hold: Sequence[int] = (),
+    ) -> JobIds | str:
+        # One transaction: wait for the lock's earlier enqueuers (an advisory lock of the
+        # transaction), read its holder afresh (READ COMMITTED: each statement sees what committed
+        # before it began, the earlier enqueuer's workflow included), then take it and insert.
+        at = naive_utc(now) or datetime.now(UTC).replace(tzinfo=None)
+        with step_names_kept():
+            async with self.pool.connection() as own, own.transaction():
+                await own.execute(self.sql["workflow_lock_take"].encode(), {"key": f"{self.prefix}:{lock}"})
+                cur = await own.execute(self.sql["workflow_lock_holder"].encode(), {"lock": lock})
+                holder = await cur.fetchone()
+                if holder is not None:
+                    return str(holder[0])
+                claim = {"id": workflow_id, "name": name, "lock": lock, "now": at}
+                await own.execute(self.sql["workflow_lock_claim"].encode(), claim)
+                return await self._inserter.insert(own, requests, now, hold)
 
     def insert_sync(
         self,

@@ -7,6 +7,9 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from conveyor.job import Job, JobState
+from conveyor.job_ids import JobIds
+from conveyor.request import JobRequest
+from conveyor.workflow_record import WorkflowRecord
 
 
 class Workflows(Protocol):
@@ -46,3 +49,24 @@ class Workflows(Protocol):
 
     async def workflow_jobs(self, workflow_id: str) -> list[Job]:
         """The steps of a workflow, in id order."""
+
+    async def insert_locked_workflow(
+        self,
+        requests: Sequence[JobRequest],
+        *,
+        workflow_id: str,
+        name: str | None,
+        lock: str,
+        now: datetime | None = None,
+        hold: Sequence[int] = (),
+    ) -> JobIds | str:
+        """Insert a new workflow's steps (as ``insert`` with ``hold``) holding ``lock``, unless an
+        unfinished workflow (a step not completed, cancelled or discarded) holds it already: then
+        insert nothing and return that workflow's id. One transaction, in which enqueuers of one
+        lock go one at a time, so of any number racing, one inserts and the others get its id.
+        A finished holder lets go of the lock here. Row in ``conveyor_workflows`` (migration 13)."""
+
+    async def workflow_record(self, workflow_id: str) -> WorkflowRecord | None:
+        """The record of how the workflow ended, kept once the pruner deleted steps of it
+        (``conveyor_workflows``, migration 13); None when none was pruned (or the record expired).
+        ``prune_jobs`` writes it as it deletes steps, in the same transaction, summing passes."""

@@ -22,6 +22,7 @@ from conveyor.engine.sqlite.rows import (
     time_text,
     utc_clock,
 )
+from conveyor.engine.sqlite.workflow_records import record_workflows
 from conveyor.fleet import (
     CronTick,
     LeaderInfo,
@@ -198,6 +199,9 @@ class SqliteCluster(SqliteCore):
             age = cron_tick_age(retention)
             if age is not None:
                 conn.execute(FILES["prune_cron_ticks"], {"cutoff": ago(clock, age)})
+            if retention.workflow_records is not None:
+                cutoff = ago(clock, retention.workflow_records)
+                conn.execute(FILES["prune_workflow_records"], {"cutoff": cutoff})
             return pruned
 
         return await self.database.write(run)
@@ -384,5 +388,9 @@ def _prune_batch(conn: sqlite3.Connection, batch: PruneBatch, limit: int, clock:
         "keep": batch.keep,
         "limit": limit,
     }
-    states = conn.execute(FILES.compose(name, governed="prune_governed", spared="prune_spared"), params)
-    return Pruned.of((state, 1) for (state,) in states.fetchall())
+    statement = FILES.compose(
+        name, governed="prune_governed", spared="prune_spared", deleted_columns="deleted_columns"
+    )
+    deleted = conn.execute(statement, params).fetchall()
+    record_workflows(conn, deleted)
+    return Pruned.of((row[1], 1) for row in deleted)

@@ -37,13 +37,22 @@ from conveyor.engine.sqlite.relay import SqliteRelay
 from conveyor.engine.sqlite.rows import InsertRows, check_now, time_text, utc_clock
 from conveyor.engine.sqlite.stats import SqliteStats
 from conveyor.engine.sqlite.stored_queues import SqliteStoredQueues
+from conveyor.engine.sqlite.workflow_records import SqliteWorkflowRecords
 from conveyor.errors import one_line
 from conveyor.fleet import QueuePoll, QueueState, with_limits
 from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest
 
 
-class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay, SqliteStats, SqliteStoredQueues):
+class SqliteEngine(
+    SqliteJobs,
+    SqliteWorkflowRecords,
+    SqliteHotPath,
+    SqliteCluster,
+    SqliteRelay,
+    SqliteStats,
+    SqliteStoredQueues,
+):
     """Runs every Conveyor statement on one SQLite database file (or ``:memory:``)."""
 
     name = "sqlite"
@@ -94,20 +103,38 @@ class SqliteEngine(SqliteJobs, SqliteHotPath, SqliteCluster, SqliteRelay, Sqlite
         """The write transaction of one insert on the engine's writer connection."""
 
         def run(tx: Tx) -> JobIds:
-            builder = InsertRows(utc_clock(now))
-            chunks = inserter.chunk_requests(first, rest)
-            steps = inserter.holding(
-                inserter.insert_steps(chunks, builder, tx.db.token, notify=tx.db.shared), hold
-            )
-            done = inserter.run_sync(tx.conn, steps)
-            for queue in done.queues:
-                tx.notify("insert", {"queue": queue}, builder.clock_text, written=True)
-            return done.ids
+            return _insert_in(tx, first, rest, now, hold)
 
         return run
 
     def blocking_inserts(self) -> SqliteBlockingInsert:
         return SqliteBlockingInsert(self)
+
+    async def insert_locked_workflow(
+        self,
+        requests: Sequence[JobRequest],
+        *,
+        workflow_id: str,
+        name: str | None,
+        lock: str,
+        now: datetime | None = None,
+        hold: Sequence[int] = (),
+    ) -> JobIds | str:
+        steps = list(requests)
+
+        # One write transaction (one writer at a time, across processes): let go of the lock for
+        # finished holders, read the holder, or take the lock and insert.
+        def run(tx: Tx) -> JobIds | str:
+            tx.conn.execute(FILES["workflow_lock_release"], {"lock": lock})
+            holder = tx.conn.execute(FILES["workflow_lock_holder"], {"lock": lock}).fetchone()
+            if holder is not None:
+                return str(holder[0])
+            claim = {"id": workflow_id, "name": name, "lock": lock, "now": time_text(utc_clock(now))}
+            tx.conn.execute(FILES["workflow_lock_claim"], claim)
+            return _insert_in(tx, steps, iter(()), now, hold)
+
+        with step_names_kept():
+            return await self.database.write(run)
 
     def insert_sync(
         self,
@@ -202,3 +229,16 @@ class SqliteBlockingInsert:
 
     def close(self) -> None:
         """Nothing of its own to release: the engine holds the database."""
+
+
+def _insert_in(
+    tx: Tx, first: list[JobRequest], rest: Any, now: datetime | None, hold: Sequence[int]
+) -> JobIds:
+    """Insert the requests (``first``, then the iterator ``rest``) in the write transaction ``tx``."""
+    builder = InsertRows(utc_clock(now))
+    chunks = inserter.chunk_requests(first, rest)
+    steps = inserter.holding(inserter.insert_steps(chunks, builder, tx.db.token, notify=tx.db.shared), hold)
+    done = inserter.run_sync(tx.conn, steps)
+    for queue in done.queues:
+        tx.notify("insert", {"queue": queue}, builder.clock_text, written=True)
+    return done.ids

@@ -105,6 +105,7 @@ OBJECTS: tuple[tuple[int, str, str], ...] = (
     (10, "index", "conveyor_workflow_step_names_index"),
     (11, "table", "oban_crons"),
     (12, "table", "oban_queues"),
+    (13, "table", "conveyor_workflows"),
 )
 
 

@@ -16,6 +16,9 @@ doomed AS (
     FOR UPDATE SKIP LOCKED
 ),
 deleted AS (
-    DELETE FROM {prefix}.oban_jobs AS j USING doomed WHERE j.id = doomed.id RETURNING j.state
-)
+    DELETE FROM {prefix}.oban_jobs AS j USING doomed WHERE j.id = doomed.id
+    RETURNING {deleted_columns}
+),
+-- The workflows of the deleted steps keep a record of how they ended (record_workflows.sql).
+{record_workflows}
 SELECT state::text, count(*) FROM deleted GROUP BY state;

@@ -1,3 +1,4 @@
+DROP TABLE IF EXISTS {prefix}.conveyor_workflows;
 DROP TABLE IF EXISTS {prefix}.conveyor_rate_starts;
 DROP TABLE IF EXISTS {prefix}.conveyor_queue_starts;
 DROP TABLE IF EXISTS {prefix}.conveyor_queue_limits;

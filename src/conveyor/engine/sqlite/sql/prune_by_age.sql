@@ -19,4 +19,4 @@ WHERE id IN (
     )
     LIMIT :limit
 )
-RETURNING state;
+RETURNING {deleted_columns};

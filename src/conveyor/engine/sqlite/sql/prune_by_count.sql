@@ -12,4 +12,4 @@ WHERE id IN (
     ORDER BY j.id DESC
     LIMIT :limit OFFSET :keep
 )
-RETURNING state;
+RETURNING {deleted_columns};

@@ -1,3 +1,4 @@
+DROP TABLE IF EXISTS conveyor_workflows;
 DROP TABLE IF EXISTS conveyor_rate_starts;
 DROP TABLE IF EXISTS conveyor_queue_starts;
 DROP TABLE IF EXISTS conveyor_queue_limits;
