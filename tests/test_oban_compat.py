@@ -221,14 +221,21 @@ def catalog(dsn: str, schema: str) -> dict[str, list[tuple[Any, ...]]]:
         }
 
 
+#: Oban Pro's tables (dynamic cron, dynamic queues), which Conveyor creates under Pro's names and
+#: oban-py (the open-source library) does not.
+PRO_TABLES = ("oban_crons", "oban_queues")
+
+
+def _conveyors(name: str) -> bool:
+    return name.startswith("conveyor_") or name.startswith(PRO_TABLES)
+
+
 def without_conveyor(snapshot: dict[str, list[tuple[Any, ...]]]) -> dict[str, list[tuple[Any, ...]]]:
-    """The snapshot without Conveyor's own objects, all named conveyor_*: tables and what belongs to
-    them, and its indexes on oban_jobs (unique jobs, ordered locks), listed under the table's name."""
+    """The snapshot without Conveyor's own objects, all named conveyor_* (and Pro's tables, see
+    PRO_TABLES): tables and what belongs to them, and its indexes on oban_jobs (unique jobs, ordered locks), listed under the table's name."""
 
     def ours(row: tuple[Any, ...]) -> bool:
-        return row[0].startswith("conveyor_") or (
-            len(row) > 1 and isinstance(row[1], str) and row[1].startswith("conveyor_")
-        )
+        return _conveyors(row[0]) or (len(row) > 1 and isinstance(row[1], str) and _conveyors(row[1]))
 
     return {kind: [row for row in rows if not ours(row)] for kind, rows in snapshot.items()}
 

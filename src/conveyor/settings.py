@@ -225,7 +225,7 @@ def _shown(name: str, value: Any) -> str:
     from conveyor.engine.postgres.dsn import mask
 
     if name.endswith("_url") and isinstance(value, str):
-        return mask(value)
+        return repr(mask(value))
     if name == "encryption_keys":
         return repr(tuple(f"<key {key_id(decode_key(text, i))}>" for i, text in enumerate(value)))
     return repr(value)

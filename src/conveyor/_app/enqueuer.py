@@ -64,6 +64,8 @@ class Enqueuer:
             return None
 
         def chained(request: JobRequest) -> JobRequest:
+            if not isinstance(request, JobRequest):
+                return request  # not a request: the insert's own check names it (by its place in the stream)
             for transform in transforms:
                 request = transform(request)
                 if not isinstance(request, JobRequest):  # say whose it was, before the insert trips on it
