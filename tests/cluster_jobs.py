@@ -12,7 +12,8 @@ import os
 import psycopg
 from psycopg import sql
 
-from conveyor import current_job, job
+from conveyor import Chunk, current_job, job
+from conveyor.job import Job
 
 
 def _table(prefix: str, name: str) -> sql.Composed:
@@ -105,3 +106,16 @@ async def sleeps_first(first: float, later: float = 0.0) -> int:
     context = current_job()
     await asyncio.sleep(first if context.attempt == 1 else later)
     return context.attempt
+
+
+@job(queue="chunked", chunk=Chunk(size=3, timeout=0.2))
+async def record_chunk(jobs: list[Job]) -> None:
+    """A chunk worker: record a start of each of its jobs in ``<prefix>.runs`` (args ``dsn``,
+    ``prefix``), then sleep 30 s when its jobs are on their first attempt (a node to kill mid-chunk)."""
+    dsn, prefix = jobs[0].args["dsn"], jobs[0].args["prefix"]
+    insert = sql.SQL("INSERT INTO {} (job_id, pid, attempt) VALUES (%s, %s, %s)").format(runs_table(prefix))
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        for one in jobs:
+            await conn.execute(insert, (one.id, os.getpid(), one.attempt))
+    if any(one.attempt == 1 for one in jobs):
+        await asyncio.sleep(30)
