@@ -29,6 +29,8 @@ from conveyor.job import Job
 class _Gathering:
     """The jobs waiting for the next call of one worker on one queue."""
 
+    definition: JobDefinition
+    kind: ExecutorKind
     waiting: list[tuple[Job, asyncio.Future[Any]]] = field(default_factory=list)
     timer: Timer | None = None
 
@@ -55,21 +57,30 @@ class Chunker:
         chunk = definition.chunk
         assert chunk is not None
         key = (definition.name, context.job.queue)
-        gathering = self._gatherings.setdefault(key, _Gathering())
+        gathering = self._gatherings.get(key)
+        if gathering is None:
+            gathering = self._gatherings[key] = _Gathering(definition, kind)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         gathering.waiting.append((context.job, future))
         if len(gathering.waiting) >= chunk.size:
-            self._call(key, definition, kind)
+            self._call(key)
         elif gathering.timer is None:
-            gathering.timer = self.clock.call_later(chunk.seconds, lambda: self._call(key, definition, kind))
+            gathering.timer = self.clock.call_later(chunk.seconds, lambda: self._call(key))
         # A cancel of this job's task cancels the future: the job leaves its chunk (or its share
         # of a call under way is dropped).
         return await future
 
-    def _call(self, key: tuple[str, str], definition: JobDefinition, kind: ExecutorKind) -> None:
+    def flush(self, queue: str) -> None:
+        """Call every chunk of ``queue`` now, full or not: the node is stopping, and a chunk's
+        timeout may be longer than its shutdown grace."""
+        for key in [key for key in self._gatherings if key[1] == queue]:
+            self._call(key)
+
+    def _call(self, key: tuple[str, str]) -> None:
         gathering = self._gatherings.pop(key, None)
         if gathering is None:
             return
+        definition, kind = gathering.definition, gathering.kind
         if gathering.timer is not None:
             gathering.timer.cancel()
         members = [(job, future) for job, future in gathering.waiting if not future.done()]

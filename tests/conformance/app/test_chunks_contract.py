@@ -91,8 +91,35 @@ async def test_an_error_raised_by_a_chunk_retries_all_its_jobs(node: tuple[Conve
     ids = await app.enqueue_many([cj.fail_all.new(tag=tag, n=n) for n in range(2)])
     for job_id in ids:
         failed = await settle(app, job_id, JobState.RETRYABLE)
-        assert failed.attempt == 1 and "RuntimeError: the bulk insert failed" in failed.errors[-1]["error"]
+        text = failed.errors[-1]["error"]
+        assert failed.attempt == 1 and "RuntimeError: the bulk insert failed" in text
+        assert text.count("raise RuntimeError") == 1  # one traceback each, however many share it
     assert cj.CALLS[tag] == [[0, 1]]
+
+
+async def test_a_stopping_node_calls_its_unfilled_chunks_at_once(engine_name: str, tmp_path: Path) -> None:
+    """A chunk's timeout (60 s here, on a clock that never moves) may outlast the shutdown grace:
+    the jobs waiting for it run at the stop instead of being given back."""
+    schemas: list[str] = []
+    app = Conveyor(engine=ENGINES[engine_name](tmp_path, schemas), clock=FakeClock(), **NODE)
+    reader = Conveyor(engine=ENGINES[engine_name](tmp_path, schemas))
+    try:
+        await app.install()
+        await app.start()
+        tag = uuid.uuid4().hex
+        ids = await app.enqueue_many([cj.gather.new(tag=tag, n=n) for n in range(2)])
+        for job_id in ids:
+            await settle(app, job_id, JobState.EXECUTING)
+        await app.stop(grace=5)
+        assert cj.CALLS[tag] == [[0, 1]]
+        for job_id in ids:
+            done = await reader.get_job(job_id)
+            assert done is not None and done.state is JobState.COMPLETED
+    finally:
+        await app.stop(grace=1)
+        await reader.close()
+        for schema in schemas:
+            release_schema(schema)
 
 
 @pytest.mark.parametrize(
