@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from conveyor import _options as opt
 from conveyor.errors import ValidationError
@@ -58,3 +59,19 @@ class ChunkResult:
                     "must be an exception or an outcome (Snooze, Cancel, Discard)",
                 )
         object.__setattr__(self, "outcomes", dict(self.outcomes))
+
+
+def check_chunk_options(name: str, options: dict[str, Any]) -> Chunk | None:
+    """Take the ``chunk`` option out of a decorator's ``options``; refuse it with those a chunk
+    worker cannot take."""
+    chunk = options.pop("chunk", None)
+    if chunk is None:
+        return None
+    if not isinstance(chunk, Chunk):
+        raise ValidationError("chunk", chunk, "must be a Chunk(size=..., timeout=...)")
+    if options.get("executor") == "process":  # the value of ExecutorKind.PROCESS too
+        # The jobs of a chunk are gathered on the node's loop; one call cannot span processes.
+        raise ValidationError("executor", "process", f"{name} is a chunk worker: use async or thread")
+    if options.get("record"):
+        raise ValidationError("record", True, f"{name} is a chunk worker: one return serves many jobs")
+    return chunk

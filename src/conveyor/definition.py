@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from conveyor import _options as opt
 from conveyor.arguments import Arguments
-from conveyor.chunk import Chunk
+from conveyor.chunk import Chunk, check_chunk_options
 from conveyor.cron_expression import CronExpression, load_zone
 from conveyor.encryption import ENCRYPTED_WORKERS
 from conveyor.errors import ValidationError
@@ -113,7 +113,7 @@ class JobDefinition:
 def _build_definition(target: Any, *, is_class: bool, is_async: bool, **options: Any) -> JobDefinition:
     check_option_names(options, DECORATOR_OPTIONS + RUN_OPTIONS)
     name = options.pop("name", None) or f"{target.__module__}.{target.__qualname__}"
-    chunk = _check_chunk(name, options)
+    chunk = check_chunk_options(name, options)
     # A chunk's code takes the list of jobs, not their args: its args are stored as given.
     arguments = None if is_class or chunk is not None else Arguments(target, name)
     timeout = options.pop("timeout", None)
@@ -163,21 +163,6 @@ def _build_definition(target: Any, *, is_class: bool, is_async: bool, **options:
         timezone=timezone,
         arguments=arguments,
     )
-
-
-def _check_chunk(name: str, options: dict[str, Any]) -> Chunk | None:
-    """The ``chunk`` option, refused with the options a chunk cannot take."""
-    chunk = options.pop("chunk", None)
-    if chunk is None:
-        return None
-    if not isinstance(chunk, Chunk):
-        raise ValidationError("chunk", chunk, "must be a Chunk(size=..., timeout=...)")
-    if options.get("executor") in (ExecutorKind.PROCESS, ExecutorKind.PROCESS.value):
-        # The jobs of a chunk are gathered on the node's loop; one call cannot span processes.
-        raise ValidationError("executor", "process", f"{name} is a chunk worker: use async or thread")
-    if options.get("record"):
-        raise ValidationError("record", True, f"{name} is a chunk worker: one return serves many jobs")
-    return chunk
 
 
 class JobFunction(Generic[P, R]):
@@ -330,6 +315,10 @@ class JobCall(Generic[P, R]):
 def job(fn: Callable[P, R], /) -> JobFunction[P, R]: ...
 @overload
 def job(
+    *, chunk: Chunk, **options: Any
+) -> Callable[[Callable[[list[Job]], Any]], JobFunction[..., Any]]: ...  # args as keywords
+@overload
+def job(
     *,
     queue: str = ...,
     priority: int = ...,
@@ -341,7 +330,7 @@ def job(
     executor: ExecutorKind | str = ...,
     record: bool = ...,
     encrypted: bool = ...,
-    chunk: Chunk | None = ...,
+    chunk: None = ...,
     name: str | None = ...,
     cron: str | None = ...,
     timezone: str = ...,
