@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from conveyor import Cancel, Chunk, ChunkResult, Discard, Snooze, job
 from conveyor.job import Job
 
@@ -37,3 +39,10 @@ def fail_all(jobs: list[Job]) -> None:
     """A thread chunk whose error ends all its jobs."""
     _note(jobs)
     raise RuntimeError("the bulk insert failed")
+
+
+@job(queue="chunky", max_attempts=3, timeout=5, chunk=Chunk(size=1, timeout=60))
+async def too_slow(jobs: list[Job]) -> None:
+    """A chunk that never ends by itself: its worker's timeout ends it."""
+    _note(jobs)
+    await asyncio.Event().wait()

@@ -97,6 +97,16 @@ async def test_an_error_raised_by_a_chunk_retries_all_its_jobs(node: tuple[Conve
     assert cj.CALLS[tag] == [[0, 1]]
 
 
+async def test_the_workers_timeout_bounds_the_chunks_call(node: tuple[Conveyor, FakeClock]) -> None:
+    app, clock = node
+    tag = uuid.uuid4().hex
+    job_id = await app.enqueue(cj.too_slow.new(tag=tag, n=0))
+    await poll(lambda: cj.CALLS.get(tag), what="the chunk's call")
+    await advance(clock, 6)
+    failed = await settle(app, job_id, JobState.RETRYABLE)
+    assert "JobTimeout: job exceeded its timeout of 5s" in failed.errors[-1]["error"]
+
+
 async def test_a_stopping_node_calls_its_unfilled_chunks_at_once(engine_name: str, tmp_path: Path) -> None:
     """A chunk's timeout (60 s here, on a clock that never moves) may outlast the shutdown grace:
     the jobs waiting for it run at the stop instead of being given back."""
