@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import logging
 from collections.abc import Callable
 from concurrent.futures import Executor
 from contextlib import AbstractContextManager, nullcontext
@@ -23,6 +24,8 @@ from conveyor.chunk import ChunkResult
 from conveyor.context import JobContext
 from conveyor.definition import ExecutorKind, JobDefinition
 from conveyor.job import Job
+
+log = logging.getLogger("conveyor.job")
 
 
 @dataclass(slots=True)
@@ -115,6 +118,10 @@ class Chunker:
                     future.set_exception(exc)
             return
         outcomes = value.outcomes if isinstance(value, ChunkResult) else {}
+        strangers = set(outcomes) - {job.id for job in jobs}
+        if strangers:  # a mistake in the code: say so, rather than end jobs it did not name
+            text = "%s returned outcomes for jobs not in its chunk: %s"
+            log.warning(text, definition.name, sorted(strangers))
         shared = None if isinstance(value, ChunkResult) else value
         for job, future in members:
             if future.done():
