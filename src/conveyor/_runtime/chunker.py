@@ -51,6 +51,9 @@ class Chunker:
         self.threads = threads
         self.scope = scope
         self._gatherings: dict[tuple[str, str], _Gathering] = {}
+        #: Call each job at once in a chunk of its own (``testing.drain_queue`` runs jobs one by
+        #: one: a chunk would only ever fill by its timeout).
+        self.alone = False
         #: Calls under way, kept so their tasks are not collected before they end.
         self._calls: set[asyncio.Task[None]] = set()
 
@@ -65,7 +68,7 @@ class Chunker:
             gathering = self._gatherings[key] = _Gathering(definition, kind)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         gathering.waiting.append((context.job, future))
-        if len(gathering.waiting) >= chunk.size:
+        if len(gathering.waiting) >= chunk.size or self.alone:
             self._call(key)
         elif gathering.timer is None:
             gathering.timer = self.clock.call_later(chunk.seconds, lambda: self._call(key))

@@ -14,7 +14,9 @@ import pytest
 
 from conveyor import Chunk, ChunkResult, Conveyor, JobState, ValidationError, job
 from conveyor._runtime.clock import FakeClock
+from conveyor.engine.base import Engine
 from conveyor.job import Job
+from conveyor.testing import drain_queue, process_job
 from tests.conformance import chunk_jobs as cj
 from tests.conformance.app.test_fake_time_contract import advance, settle
 from tests.conformance.conftest import ENGINES, release_schema
@@ -130,6 +132,22 @@ async def test_a_stopping_node_calls_its_unfilled_chunks_at_once(engine_name: st
         await reader.close()
         for schema in schemas:
             release_schema(schema)
+
+
+async def test_testing_runs_a_chunk_worker_one_job_at_a_time(any_engine: Engine) -> None:
+    """``drain_queue`` runs jobs one by one, so each is a chunk of its own, called at once (never
+    after the chunk's 60 s timeout); ``process_job`` calls the code with a chunk of one."""
+    app = Conveyor(engine=any_engine, testing="manual", clock=FakeClock())
+    tag = uuid.uuid4().hex
+    try:
+        with app.as_current():
+            await app.enqueue_many([cj.gather.new(tag=tag, n=n) for n in range(2)])
+            assert (await drain_queue("chunky"))["completed"] == 2
+            assert cj.CALLS[tag] == [[0], [1]]
+            assert await process_job(cj.gather.new(tag=tag, n=7)) is None
+            assert cj.CALLS[tag][-1] == [7]
+    finally:
+        await app.close()
 
 
 @pytest.mark.parametrize(
