@@ -4,15 +4,19 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from conveyor import Cancel, Chunk, ChunkResult, Discard, Snooze, job
 from conveyor.job import Job
 
 CALLS: dict[str, list[list[int]]] = {}
+#: The thread each tag's last call ran in.
+THREADS: dict[str, str] = {}
 
 
 def _note(jobs: list[Job]) -> None:
     CALLS.setdefault(jobs[0].args["tag"], []).append(sorted(j.args["n"] for j in jobs))
+    THREADS[jobs[0].args["tag"]] = threading.current_thread().name
 
 
 @job(queue="chunky", max_attempts=3, chunk=Chunk(size=3, timeout=60))

@@ -4,6 +4,7 @@ acked by what the call returned for it. On every engine, on fake time."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
@@ -130,6 +131,26 @@ async def test_a_stopping_node_calls_its_unfilled_chunks_at_once(engine_name: st
     finally:
         await app.stop(grace=1)
         await reader.close()
+        for schema in schemas:
+            release_schema(schema)
+
+
+async def test_a_process_queue_runs_its_chunk_workers_on_the_loop(engine_name: str, tmp_path: Path) -> None:
+    """A queue whose default executor is ``process`` (on a node without a process pool) runs a
+    chunk worker where its chunk is gathered: an async one on the loop."""
+    schemas: list[str] = []
+    queues = {"chunky": {"limit": 10, "executor": "process"}}
+    app = Conveyor(engine=ENGINES[engine_name](tmp_path, schemas), **{**NODE, "queues": queues})
+    try:
+        await app.install()
+        await app.start()
+        tag = uuid.uuid4().hex
+        ids = await app.enqueue_many([cj.gather.new(tag=tag, n=n) for n in range(3)])
+        for job_id in ids:
+            await settle(app, job_id, JobState.COMPLETED)
+        assert cj.CALLS[tag] == [[0, 1, 2]] and cj.THREADS[tag] == threading.main_thread().name
+    finally:
+        await app.stop(grace=1)
         for schema in schemas:
             release_schema(schema)
 
