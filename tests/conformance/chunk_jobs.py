@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from conveyor import Cancel, Chunk, ChunkResult, Discard, Snooze, job
+from conveyor import Cancel, Chunk, ChunkResult, Discard, Snooze, job, worker
 from conveyor.job import Job
 
 CALLS: dict[str, list[list[int]]] = {}
@@ -50,3 +50,11 @@ async def too_slow(jobs: list[Job]) -> None:
     """A chunk that never ends by itself: its worker's timeout ends it."""
     _note(jobs)
     await asyncio.Event().wait()
+
+
+@worker(queue="chunky", chunk=Chunk(size=2, timeout=60))
+class GatherInThread:
+    """A class chunk worker whose ``process`` gets the list (a blocking one: run in a thread)."""
+
+    def process(self, jobs: list[Job]) -> None:
+        _note(jobs)

@@ -110,6 +110,16 @@ async def test_the_workers_timeout_bounds_the_chunks_call(node: tuple[Conveyor, 
     assert "JobTimeout: job exceeded its timeout of 5s" in failed.errors[-1]["error"]
 
 
+async def test_a_worker_class_gets_its_chunk_in_process(node: tuple[Conveyor, FakeClock]) -> None:
+    app, _ = node
+    tag = uuid.uuid4().hex
+    new = cj.GatherInThread.new  # type: ignore[attr-defined]
+    ids = await app.enqueue_many([new(tag=tag, n=n) for n in range(2)])
+    for job_id in ids:
+        await settle(app, job_id, JobState.COMPLETED)
+    assert cj.CALLS[tag] == [[0, 1]] and cj.THREADS[tag] != threading.main_thread().name
+
+
 async def test_a_stopping_node_calls_its_unfilled_chunks_at_once(engine_name: str, tmp_path: Path) -> None:
     """A chunk's timeout (60 s here, on a clock that never moves) may outlast the shutdown grace:
     the jobs waiting for it run at the stop instead of being given back."""
