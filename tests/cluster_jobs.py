@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 import psycopg
 from psycopg import sql
 
-from conveyor import current_job, job
+from conveyor import Chunk, current_job, job
+from conveyor.job import Job
 
 
 def _table(prefix: str, name: str) -> sql.Composed:
@@ -105,3 +107,14 @@ async def sleeps_first(first: float, later: float = 0.0) -> int:
     context = current_job()
     await asyncio.sleep(first if context.attempt == 1 else later)
     return context.attempt
+
+
+@job(queue="chunked", chunk=Chunk(size=3, timeout=0.2))
+def record_chunk(jobs: list[Job]) -> None:
+    """A chunk worker: append a start of each of its jobs (``job_id pid attempt``) to the file named
+    by the ``log`` arg (any engine's processes can), then sleep 30 s when its jobs are on their
+    first attempt (a node to kill mid-chunk). A thread chunk worker."""
+    with open(jobs[0].args["log"], "a") as log:
+        log.writelines(f"{one.id} {os.getpid()} {one.attempt}\n" for one in jobs)
+    if any(one.attempt == 1 for one in jobs):
+        time.sleep(30)

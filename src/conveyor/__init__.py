@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from conveyor._runtime.clock import Clock, FakeClock, SystemClock
     from conveyor.app import Conveyor
     from conveyor.batch import Batch
+    from conveyor.chunk import Chunk, ChunkResult
     from conveyor.context import JobContext, current_job
     from conveyor.current_app import NoCurrentAppError, current_app
     from conveyor.definition import ExecutorKind, JobDefinition, job, worker
@@ -64,6 +65,8 @@ if TYPE_CHECKING:
 _LOCATIONS = {
     "Batch": "conveyor.batch",
     "Cancel": "conveyor.outcomes",
+    "Chunk": "conveyor.chunk",
+    "ChunkResult": "conveyor.chunk",
     "EncryptionError": "conveyor.encryption",
     "Clock": "conveyor._runtime.clock",
     "Conveyor": "conveyor.app",
@@ -149,6 +152,8 @@ def __dir__() -> list[str]:
 __all__ = [
     "Batch",
     "Cancel",
+    "Chunk",
+    "ChunkResult",
     "Clock",
     "Conveyor",
     "ConveyorError",

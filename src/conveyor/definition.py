@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from conveyor import _options as opt
 from conveyor.arguments import Arguments
+from conveyor.chunk import Chunk, check_chunk_options
 from conveyor.cron_expression import CronExpression, load_zone
 from conveyor.encryption import ENCRYPTED_WORKERS
 from conveyor.errors import ValidationError
@@ -50,7 +51,17 @@ class ExecutorKind(enum.StrEnum):
 
 
 #: Options that only the decorators take (they shape how the job runs, not the row).
-RUN_OPTIONS = ("timeout", "backoff", "executor", "record", "name", "cron", "timezone", "encrypted")
+RUN_OPTIONS = (
+    "timeout",
+    "backoff",
+    "executor",
+    "record",
+    "name",
+    "cron",
+    "timezone",
+    "encrypted",
+    "chunk",
+)
 
 DECORATOR_OPTIONS = tuple(o for o in ENQUEUE_OPTIONS if o not in ("scheduled_at", "schedule_in"))
 
@@ -76,6 +87,8 @@ class JobDefinition:
     timezone: str = "UTC"
     #: Store the args encrypted (``conveyor.encryption``, keys from ``Settings.encryption_keys``).
     encrypted: bool = False
+    #: Run the code once for a list of jobs (``conveyor.chunk``); None: once per job.
+    chunk: Chunk | None = None
     #: A function's signature and typed parameters (``conveyor.arguments``); None for a class.
     arguments: Arguments | None = field(default=None, repr=False, compare=False)
     #: A request with the defaults and no args (set at construction).
@@ -100,7 +113,9 @@ class JobDefinition:
 def _build_definition(target: Any, *, is_class: bool, is_async: bool, **options: Any) -> JobDefinition:
     check_option_names(options, DECORATOR_OPTIONS + RUN_OPTIONS)
     name = options.pop("name", None) or f"{target.__module__}.{target.__qualname__}"
-    arguments = None if is_class else Arguments(target, name)
+    chunk = check_chunk_options(name, options)
+    # A chunk's code takes the list of jobs, not their args: its args are stored as given.
+    arguments = None if is_class or chunk is not None else Arguments(target, name)
     timeout = options.pop("timeout", None)
     if timeout is not None:
         timeout = opt.check_delay("timeout", timeout)
@@ -143,6 +158,7 @@ def _build_definition(target: Any, *, is_class: bool, is_async: bool, **options:
         executor=executor,
         record=record,
         encrypted=encrypted,
+        chunk=chunk,
         cron=cron,
         timezone=timezone,
         arguments=arguments,
@@ -167,7 +183,12 @@ class JobFunction(Generic[P, R]):
         """A request to run this function later with these arguments, bound as a call would bind
         them (``ArgumentError``, a ``ValidationError``, when they do not fit)."""
         arguments = self.definition.arguments
-        assert arguments is not None
+        if arguments is None:  # a chunk worker: its code takes jobs, its args are stored as given
+            if args:
+                raise ValidationError(
+                    "args", args, f"{self.definition.name} is a chunk worker: give its args as keywords"
+                )
+            return self.definition.template.with_args(dict(kwargs))
         return self.definition.template.with_args(arguments.bind(args, kwargs))
 
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId:
@@ -294,6 +315,10 @@ class JobCall(Generic[P, R]):
 def job(fn: Callable[P, R], /) -> JobFunction[P, R]: ...
 @overload
 def job(
+    *, chunk: Chunk, **options: Any
+) -> Callable[[Callable[[list[Job]], Any]], JobFunction[..., Any]]: ...  # args as keywords
+@overload
+def job(
     *,
     queue: str = ...,
     priority: int = ...,
@@ -305,6 +330,7 @@ def job(
     executor: ExecutorKind | str = ...,
     record: bool = ...,
     encrypted: bool = ...,
+    chunk: None = ...,
     name: str | None = ...,
     cron: str | None = ...,
     timezone: str = ...,

@@ -13,7 +13,10 @@ from starlette.requests import Request
 
 from conveyor import (
     Batch,
+    Chunk,
+    ChunkResult,
     Conveyor,
+    Discard,
     Job,
     JobContext,
     JobFilter,
@@ -62,7 +65,15 @@ class Publish:
         return Snooze(5) if job.attempt < 2 else None
 
 
+@job(queue="events", chunk=Chunk(size=100, timeout=timedelta(seconds=1)))
+async def store_events(jobs: list[Job]) -> ChunkResult | None:
+    bad = [j for j in jobs if "kind" not in j.args]
+    return ChunkResult({j.id: Discard("no kind") for j in bad}) if bad else None
+
+
 async def enqueue() -> None:
+    event: JobId = await store_events.enqueue(kind="click", user=7)
+    del event
     one: JobId = await send_welcome.enqueue("ada@example.com", retries=1)
     same: JobId = send_welcome.enqueue_sync("ada@example.com")
     later: JobId = await send_welcome.options(queue="mail", priority=1, schedule_in=60).enqueue(

@@ -30,7 +30,10 @@ class BaseExceptionRaised(Exception):
 
 
 def start_call(definition: JobDefinition, job: Job) -> Any:
-    """Start the job's code: a function gets the args as keywords, a class instance gets the job."""
+    """Start the job's code: a function gets the args as keywords, a class instance gets the job
+    (a chunk worker's code gets a chunk of this one job: ``testing.process_job``, inline mode)."""
+    if definition.chunk is not None:
+        return (definition.target().process if definition.is_class else definition.target)([job])
     if definition.is_class:
         return definition.target().process(job)
     try:

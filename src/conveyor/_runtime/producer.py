@@ -262,6 +262,7 @@ class Producer(Service):
 
     async def drain(self, timeout: float) -> list[tuple[int, int]]:
         """Wait up to ``timeout`` for running jobs; cancel the rest and return their (id, attempt)."""
+        self.runner.chunker.flush(self.queue)  # jobs waiting for a chunk to fill run now
         if self.running:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._idle.wait(), timeout)

@@ -15,6 +15,7 @@ from typing import Any
 
 from conveyor._oban_py import translate_result
 from conveyor._resolver import Resolver
+from conveyor._runtime.chunker import Chunker
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
 from conveyor._runtime.invoke import call_async, call_blocking
 from conveyor._runtime.job_report import JobReport
@@ -83,12 +84,16 @@ class JobRunner:
         self.threads = threads
         self.processes = processes
         self.clock = clock
+        #: Where the jobs of chunk workers wait for their shared call.
+        self.chunker = Chunker(clock, threads, self.blocking_scope)
 
     def executor_for(self, definition: JobDefinition, queue_default: ExecutorKind) -> ExecutorKind:
         """The worker's own choice wins, then the queue's, then async-or-thread by the code's kind."""
         kind = definition.executor
         if kind is ExecutorKind.AUTO:
             kind = queue_default
+        if definition.chunk is not None and kind is ExecutorKind.PROCESS:
+            kind = ExecutorKind.AUTO  # a chunk is gathered on the loop: a process queue runs it here
         if kind is ExecutorKind.AUTO or (kind is ExecutorKind.ASYNC and not definition.is_async):
             kind = ExecutorKind.ASYNC if definition.is_async else ExecutorKind.THREAD
         return kind
@@ -190,6 +195,8 @@ class JobRunner:
     async def _execute(self, definition: JobDefinition, kind: ExecutorKind, context: JobContext) -> Any:
         """Run the job on its executor, within its timeout on the node's clock (every executor
         alike, so fake time in tests moves all of them)."""
+        if definition.chunk is not None:  # its timeout bounds the shared call, not the gathering
+            return await self.chunker.run(definition, kind, context)
         timeout = definition.timeout
         if timeout is None:
             return await self._start(definition, kind, context)

@@ -129,6 +129,7 @@ async def _drain(
     # Threads of the caller's run its jobs without the app's per-thread upkeep (Django's would
     # close the caller's own connection, in the middle of its test).
     runner.in_caller_thread = not isinstance(threads, ThreadPoolExecutor)
+    runner.chunker.alone = True  # one job at a time: a chunk worker gets each in a chunk of one
     while True:
         if with_scheduled:
             waiting = JobFilter(queues=(queue,), states=(JobState.SCHEDULED, JobState.RETRYABLE))
