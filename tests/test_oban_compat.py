@@ -232,7 +232,8 @@ def _conveyors(name: str) -> bool:
 
 def without_conveyor(snapshot: dict[str, list[tuple[Any, ...]]]) -> dict[str, list[tuple[Any, ...]]]:
     """The snapshot without Conveyor's own objects, all named conveyor_* (and Pro's tables, see
-    PRO_TABLES): tables and what belongs to them, and its indexes on oban_jobs (unique jobs, ordered locks), listed under the table's name."""
+    PRO_TABLES): tables and what belongs to them, and its indexes on oban_jobs (unique jobs, ordered
+    locks), listed under the table's name."""
 
     def ours(row: tuple[Any, ...]) -> bool:
         return _conveyors(row[0]) or (len(row) > 1 and isinstance(row[1], str) and _conveyors(row[1]))
