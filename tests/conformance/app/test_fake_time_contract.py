@@ -169,7 +169,6 @@ async def test_a_killed_leaders_jobs_run_on_a_follower_well_before_its_lease_end
     while (await second.get_job(job_id)).state is not JobState.COMPLETED:  # type: ignore[union-attr]
         assert clock.monotonic() - killed < 15 + 5 + 2, await second.get_job(job_id)
         await advance(clock, 0.5)
-        await asyncio.sleep(0.02)
     took = clock.monotonic() - killed
     assert second.node is not None and second.node.leadership.is_leader
     done = await second.get_job(job_id)
@@ -308,7 +307,8 @@ async def test_a_persisted_queue_state_reaches_a_node_that_missed_its_signal(mak
     engine = await app.engine()
     assert app.node is not None
     producer = app.node.producers["capped"]
-    await asyncio.sleep(0.05)  # the first poll is over
+    poller = app.node.poller
+    await until("the first poll is over", lambda: poller.ticks >= 1)
 
     # Written to the table only: no node hears of it.
     await engine.save_queue_state("conveyor", "capped", limit=2, limits={"global_limit": 2})
