@@ -34,6 +34,8 @@ class Service(ABC):
         #: Ticks run to the end so far: the proof that a round has passed (a test waits for the
         #: next one to show something did not happen in it, instead of sleeping a while).
         self.ticks = 0
+        #: Whether a tick is running now (a test waits for a service at rest before counting).
+        self.ticking = False
 
     @abstractmethod
     async def tick(self) -> None:
@@ -65,7 +67,11 @@ class Service(ABC):
         while not self._stopping:
             self._woken = False
             try:
-                await self.tick()
+                self.ticking = True
+                try:
+                    await self.tick()
+                finally:
+                    self.ticking = False
                 self.ticks += 1
                 failures = 0
             except Exception:

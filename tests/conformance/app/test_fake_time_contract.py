@@ -187,9 +187,19 @@ async def test_cron_inserts_one_job_per_minute(make: AppFactory) -> None:
     # The minute the node started in, then each of the next three minutes: once each.
     inserted = await poll(lambda: app.list_jobs(quick), lambda found: len(found) >= 4, what="four cron jobs")
     assert len(inserted) == 4
+    assert app.node is not None
+    cron = next(duty for duty in app.node.duties if duty.name == "cron")
+    await until("the cron tick at rest", lambda: not cron.ticking)
+    ticked = cron.ticks
     await advance(clock, 25, step=5)  # up to hh:mm:55 of the same minute: nothing more
-    await asyncio.sleep(0.3)
-    assert len(await app.list_jobs(quick)) == 4
+    # Proof that nothing came in those 25 s: the next minute's tick, run after them (timers fire
+    # in order), finds the four alone and adds one.
+    # (Its timer is set when the last tick ended, on fake time that may have moved on meanwhile.)
+    while cron.ticks == ticked:
+        assert clock.now() < start + timedelta(minutes=5), "no cron tick in the next minute"
+        await advance(clock, 1, step=1)
+    assert cron.ticks == ticked + 1
+    assert len(await app.list_jobs(quick)) == 5
 
 
 async def test_old_finished_jobs_are_pruned_by_age(make: AppFactory) -> None:
