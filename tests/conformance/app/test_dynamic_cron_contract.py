@@ -55,9 +55,12 @@ async def advance(clock: FakeClock, seconds: float, step: float = 5) -> None:
 
 
 async def args_of_jobs(app: Conveyor, count: int) -> list[int]:
-    """The ``n`` of the cron jobs once there are ``count`` (and no more after a moment)."""
+    """The ``n`` of the cron jobs once there are ``count``, and no more once the node's cron is
+    asleep until its next tick (fake time stands still here: none can come after that)."""
     await poll(lambda: app.list_jobs(QUICK), lambda found: len(found) >= count, what=f"{count} cron jobs")
-    await asyncio.sleep(0.2)
+    assert app.node is not None
+    cron = next(duty for duty in app.node.duties if duty.name == "cron")
+    await poll(lambda: cron.asleep, what="the cron scheduler asleep until its next tick", every=0.005)
     found = await app.list_jobs(QUICK)
     assert len(found) == count, [job.args for job in found]
     return [job.args["n"] for job in sorted(found, key=lambda job: job.id)]

@@ -189,7 +189,7 @@ async def test_cron_inserts_one_job_per_minute(make: AppFactory) -> None:
     assert len(inserted) == 4
     assert app.node is not None
     cron = next(duty for duty in app.node.duties if duty.name == "cron")
-    await until("the cron tick at rest", lambda: not cron.ticking)
+    await until("the cron tick at rest", lambda: cron.asleep)
     ticked = cron.ticks
     await advance(clock, 25, step=5)  # up to hh:mm:55 of the same minute: nothing more
     # Proof that nothing came in those 25 s: the next minute's tick, run after them (timers fire
