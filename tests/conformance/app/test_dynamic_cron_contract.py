@@ -16,6 +16,7 @@ from conveyor import Conveyor, JobFilter
 from conveyor._runtime.clock import FakeClock
 from conveyor._runtime.duties import CronScheduler
 from conveyor._runtime.leadership import Leadership
+from conveyor._runtime.service import Service
 from conveyor.errors import ValidationError
 from conveyor.telemetry import Telemetry
 from tests.conformance import hardening_jobs as hj
@@ -46,12 +47,29 @@ async def make(engine_name: str, tmp_path: Path) -> AsyncIterator[AppFactory]:
         release_schema(schema)
 
 
-async def advance(clock: FakeClock, seconds: float, step: float = 5) -> None:
+async def advance(clock: FakeClock, node: Conveyor, seconds: float, step: float = 5) -> None:
+    """Move fake time in steps; after each, the node's services have done what came due (each is
+    asleep again until its next timer) before time moves on."""
+    assert node.node is not None
+    running = node.node
+    services: list[Service] = [
+        running.heartbeat,
+        running.poller,
+        running.stager,
+        running.declarations,
+        running.leadership,
+        *running.duties,
+        *running.producers.values(),
+    ]
     moved = 0.0
     while moved < seconds:
         await clock.advance(min(step, seconds - moved))
         moved += step
-        await asyncio.sleep(0.01)
+        await poll(
+            lambda: all(service.asleep for service in services if service.is_running),
+            what="the node's services asleep",
+            every=0.002,
+        )
 
 
 async def args_of_jobs(app: Conveyor, count: int) -> list[int]:
@@ -78,26 +96,26 @@ async def test_entries_changed_by_another_process_take_effect_at_the_next_tick(m
     await editor.add_cron("every-minute", "* * * * *", hj.quick, {"n": 1})
     await node.start()
     assert await args_of_jobs(node, 1) == [1]  # the minute the node started in
-    await advance(clock, 60)
+    await advance(clock, node, 60)
     assert await args_of_jobs(node, 2) == [1, 1]
 
     await editor.pause_cron("every-minute")
-    await advance(clock, 120)
+    await advance(clock, node, 120)
     assert await args_of_jobs(node, 2) == [1, 1]
     assert [c.paused for c in await editor.stored_crons()] == [True]
 
     await editor.resume_cron("every-minute")
     await editor.update_cron("every-minute", args={"n": 2})
-    await advance(clock, 60)
+    await advance(clock, node, 60)
     assert await args_of_jobs(node, 3) == [1, 1, 2]
 
     await editor.update_cron("every-minute", expression="0 0 1 1 *")  # next January
-    await advance(clock, 60)
+    await advance(clock, node, 60)
     assert await args_of_jobs(node, 3) == [1, 1, 2]
 
     await editor.update_cron("every-minute", expression="* * * * *")
     await editor.delete_cron("every-minute")
-    await advance(clock, 120)
+    await advance(clock, node, 120)
     assert await args_of_jobs(node, 3) == [1, 1, 2]
     assert await editor.stored_crons() == []
 
@@ -116,14 +134,14 @@ async def test_a_code_entry_is_paused_and_changed_at_runtime_and_comes_back_when
     assert await args_of_jobs(node, 1) == [1]
     stored = await node.pause_cron("in-code")  # the code entry is stored, paused
     assert stored.paused and stored.opts["args"] == {"n": 1} and stored.worker == hj.quick.definition.name
-    await advance(clock, 120)
+    await advance(clock, node, 120)
     assert await args_of_jobs(node, 1) == [1]
     await node.update_cron("in-code", args={"n": 5})
     await node.resume_cron("in-code")
-    await advance(clock, 60)
+    await advance(clock, node, 60)
     assert await args_of_jobs(node, 2) == [1, 5]  # the stored version replaces the code's
     await node.delete_cron("in-code")
-    await advance(clock, 60)
+    await advance(clock, node, 60)
     assert await args_of_jobs(node, 3) == [1, 5, 1]  # the code's own again
 
 
