@@ -16,12 +16,11 @@ from conveyor import Conveyor, JobFilter
 from conveyor._runtime.clock import FakeClock
 from conveyor._runtime.duties import CronScheduler
 from conveyor._runtime.leadership import Leadership
-from conveyor._runtime.service import Service
 from conveyor.errors import ValidationError
 from conveyor.telemetry import Telemetry
 from tests.conformance import hardening_jobs as hj
 from tests.conformance.conftest import ENGINES, engines_on_one_database, release_schema
-from tests.helpers import poll
+from tests.helpers import nodes_asleep, poll
 
 AppFactory = Callable[..., Conveyor]
 NODE = {"queues": {"default": 5}, "poll_interval": 30.0, "stage_interval": 30.0, "heartbeat_interval": 10.0}
@@ -48,28 +47,12 @@ async def make(engine_name: str, tmp_path: Path) -> AsyncIterator[AppFactory]:
 
 
 async def advance(clock: FakeClock, node: Conveyor, seconds: float, step: float = 5) -> None:
-    """Move fake time in steps; after each, the node's services have done what came due (each is
-    asleep again until its next timer) before time moves on."""
-    assert node.node is not None
-    running = node.node
-    services: list[Service] = [
-        running.heartbeat,
-        running.poller,
-        running.stager,
-        running.declarations,
-        running.leadership,
-        *running.duties,
-        *running.producers.values(),
-    ]
+    """Move fake time in steps; after each, the node has done what came due (``nodes_asleep``)."""
     moved = 0.0
     while moved < seconds:
         await clock.advance(min(step, seconds - moved))
         moved += step
-        await poll(
-            lambda: all(service.asleep for service in services if service.is_running),
-            what="the node's services asleep",
-            every=0.002,
-        )
+        await nodes_asleep(node)
 
 
 async def args_of_jobs(app: Conveyor, count: int) -> list[int]:

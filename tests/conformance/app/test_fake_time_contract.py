@@ -20,16 +20,19 @@ from conveyor.limits import GlobalLimit
 from tests.conformance import hardening_jobs as hj
 from tests.conformance import relay_jobs
 from tests.conformance.conftest import ENGINES, release_schema
-from tests.helpers import poll
+from tests.helpers import nodes_asleep, poll
 
 AppFactory = Callable[..., Conveyor]
+#: The apps of the running test (``make``): the nodes ``advance`` lets catch up after each step.
+LIVE: list[Conveyor] = []
 
 
 @pytest.fixture
 async def make(engine_name: str, tmp_path: Path) -> AsyncIterator[AppFactory]:
     """Apps on one fresh database of each registered engine; all stopped and cleaned up after."""
     schemas: list[str] = []
-    apps: list[Conveyor] = []
+    apps = LIVE
+    apps.clear()
 
     def factory(**settings: Any) -> Conveyor:
         app = Conveyor(engine=ENGINES[engine_name](tmp_path, schemas), **settings)
@@ -39,17 +42,19 @@ async def make(engine_name: str, tmp_path: Path) -> AsyncIterator[AppFactory]:
     yield factory
     for app in apps:
         await app.stop(grace=1)  # closes its engine too
+    apps.clear()
     for schema in schemas:
         release_schema(schema)
 
 
 async def advance(clock: FakeClock, seconds: float, step: float = 0.5) -> None:
-    """Move fake time in steps, giving the services' database calls real time to finish between."""
+    """Move fake time in steps; after each, the test's nodes have done what came due, their
+    database calls included (``nodes_asleep``), before time moves on."""
     moved = 0.0
     while moved < seconds:
         await clock.advance(min(step, seconds - moved))
         moved += step
-        await asyncio.sleep(0.01)
+        await nodes_asleep(*LIVE)
 
 
 async def settle(app: Conveyor, job_id: int, state: JobState, timeout: float = 10) -> Any:
