@@ -12,6 +12,7 @@ from conveyor._runtime.heartbeat import Heartbeat
 from conveyor._runtime.producer import Producer
 from conveyor._runtime.queue_states import PersistedStates
 from conveyor._runtime.runner import JobRunner
+from conveyor._runtime.service import Service
 from conveyor._runtime.signals import addressed_to, limits_from_signal
 from conveyor.engine.base import Engine
 from conveyor.fleet import QueueState
@@ -31,6 +32,7 @@ class QueueControl:
     producers: dict[str, Producer]
     runner: JobRunner
     heartbeat: Heartbeat
+    declarations: Service
     threads: ThreadPoolExecutor
     _thread_count: int
     _persisted: PersistedStates
@@ -186,6 +188,9 @@ class QueueControl:
             job_id = payload.get("job_id")
             if isinstance(job_id, int):
                 self.cancel_running(job_id, "cancelled")
+            return
+        if action == "declarations":  # a queue declared or forgotten (Conveyor.declare_queue)
+            self.declarations.wake()
             return
         if not isinstance(queue, str):
             return

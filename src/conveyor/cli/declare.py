@@ -1,5 +1,6 @@
 """``conveyor declare | undeclare | declared``: queues declared in the database (dynamic queues),
-which every node, or the nodes named, starts, changes and stops within a poll interval."""
+which every node, or the nodes named, starts, changes and stops at once (within five poll intervals
+otherwise)."""
 
 from __future__ import annotations
 

@@ -126,3 +126,30 @@ async def test_bad_declarations_are_refused_naming_the_field(
     with pytest.raises(ValidationError, match="no declared queue"):
         await editor.delete_declared_queue("missing")
     assert await editor.declared_queues() == []
+
+
+async def test_a_declaration_wakes_nodes_at_once_not_at_their_backstop_read(
+    engine_name: str, tmp_path: Path
+) -> None:
+    """Nodes read the declarations every five poll intervals only (an idle node's budget); the
+    declaring app's signal makes them read at once, here well before a 150 s backstop."""
+    schemas: list[str] = []
+    node = Conveyor(
+        engine=ENGINES[engine_name](tmp_path, schemas),
+        queues={"default": 1},
+        poll_interval=30.0,
+        leadership=False,
+    )
+    editor = Conveyor(engine=ENGINES[engine_name](tmp_path, schemas))
+    await editor.install()
+    await node.start()
+    try:
+        await editor.declare_queue("woken", 2)
+        await until(lambda: producer_of(node, "woken"), "the node to start the declared queue")
+        await editor.delete_declared_queue("woken")
+        await until(lambda: producer_of(node, "woken") is None, "the node to stop it")
+    finally:
+        for app in (node, editor):
+            await app.stop(grace=1)
+        for schema in schemas:
+            release_schema(schema)
