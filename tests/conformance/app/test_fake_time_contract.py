@@ -49,19 +49,12 @@ async def make(engine_name: str, tmp_path: Path) -> AsyncIterator[AppFactory]:
 
 async def advance(clock: FakeClock, seconds: float, step: float = 0.5) -> None:
     """Move fake time in steps; after each, the test's nodes have done what came due, their
-    database calls included (``nodes_asleep``), before time moves on.
-
-    Other modules' tests call this with apps of their own fixtures, which ``LIVE`` does not hold:
-    their nodes get a short real pause per step instead (waiting on none, time would race ahead of
-    them; CI's unfit-job tests then saw their snoozed jobs never staged)."""
+    database calls included (``nodes_asleep``), before time moves on."""
     moved = 0.0
     while moved < seconds:
         await clock.advance(min(step, seconds - moved))
         moved += step
-        if any(app.node is not None for app in LIVE):
-            await nodes_asleep(*LIVE)
-        else:
-            await asyncio.sleep(0.01)
+        await nodes_asleep(*LIVE)
 
 
 async def settle(app: Conveyor, job_id: int, state: JobState, timeout: float = 10) -> Any:
