@@ -165,31 +165,6 @@ async def holds(
         await asyncio.sleep(min(every, max(0.0, deadline - time.monotonic())))
 
 
-async def nodes_asleep(*apps: Conveyor) -> None:
-    """On a fake clock, after moving it: until every running service of the apps' nodes is asleep
-    again with nothing due (each has done what came due, its database calls included). Time stands
-    still meanwhile, so nothing more happens until the clock moves again."""
-    services = [
-        service
-        for app in apps
-        if app.node is not None
-        for service in (
-            app.node.heartbeat,
-            app.node.poller,
-            app.node.stager,
-            app.node.declarations,
-            app.node.leadership,
-            *app.node.duties,
-            *app.node.producers.values(),
-        )
-    ]
-    await poll(
-        lambda: all(service.asleep for service in services if service.is_running),
-        what="the nodes' services asleep",
-        every=0.002,
-    )
-
-
 async def blocked_by(dsn: str, blocker: int) -> int:
     """How many sessions wait for a lock that session ``blocker`` holds."""
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:

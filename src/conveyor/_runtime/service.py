@@ -31,9 +31,6 @@ class Service(ABC):
         self._alarm = Alarm(clock)
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
-        #: Ticks run to the end so far: the proof that a round has passed (a test waits for the
-        #: next one to show something did not happen in it, instead of sleeping a while).
-        self.ticks = 0
 
     @abstractmethod
     async def tick(self) -> None:
@@ -46,12 +43,6 @@ class Service(ABC):
     async def start(self) -> None:
         self._stopping = False
         self._task = asyncio.create_task(self._loop(), name=f"conveyor-{self.name}")
-
-    @property
-    def asleep(self) -> bool:
-        """Waiting for its next tick, with nothing due yet: on a fake clock that stands still, it
-        does nothing more until woken or the clock moves (a test waits for this before counting)."""
-        return self._alarm.waiting
 
     def wake(self) -> None:
         self._woken = True
@@ -72,7 +63,6 @@ class Service(ABC):
             self._woken = False
             try:
                 await self.tick()
-                self.ticks += 1
                 failures = 0
             except Exception:
                 delay = ERROR_BACKOFF[min(failures, len(ERROR_BACKOFF) - 1)]

