@@ -11,6 +11,7 @@ import orjson
 import psycopg
 
 from conveyor.engine._aging import check_aging
+from conveyor.engine._json_columns import json_mapping
 from conveyor.engine._prune_plan import PruneBatch, cron_tick_age, prune_batches, ranked_rules
 from conveyor.engine.postgres import schema
 from conveyor.engine.postgres.core import PostgresCore
@@ -231,7 +232,7 @@ class PostgresCluster(PostgresCore):
                 name=row[0],
                 expression=row[1],
                 worker=row[2],
-                opts=row[3] if isinstance(row[3], dict) else orjson.loads(row[3] or "{}"),
+                opts=json_mapping(row[3]),
                 paused=bool(row[4]),
                 inserted_at=aware(row[5]),
                 updated_at=aware(row[6]),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import orjson
 
+from conveyor.engine._json_columns import json_mapping
 from conveyor.engine.postgres.core import PostgresCore
 from conveyor.engine.postgres.rows import aware
 from conveyor.fleet import StoredQueue
@@ -17,7 +18,9 @@ class PostgresStoredQueues(PostgresCore):
             cur = await conn.execute(self.sql["list_stored_queues"].encode())
             rows = await cur.fetchall()
         return [
-            StoredQueue(name=row[0], opts=_mapping(row[1]), only=_mapping(row[2]), updated_at=aware(row[3]))
+            StoredQueue(
+                name=row[0], opts=json_mapping(row[1]), only=json_mapping(row[2]), updated_at=aware(row[3])
+            )
             for row in rows
         ]
 
@@ -34,9 +37,3 @@ class PostgresStoredQueues(PostgresCore):
         async with self.pool.connection() as conn:
             cur = await conn.execute(self.sql["delete_stored_queue"].encode(), {"name": name})
             return bool(await cur.fetchall())
-
-
-def _mapping(value: object) -> dict[str, object]:
-    """A jsonb column as a dict (another client may have stored something else: read as empty)."""
-    loaded = orjson.loads(value) if isinstance(value, str | bytes) else value
-    return loaded if isinstance(loaded, dict) else {}

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from conveyor.engine._aging import check_aging
+from conveyor.engine._json_columns import json_mapping
 from conveyor.engine._prune_plan import PruneBatch, cron_tick_age, prune_batches, ranked_rules
 from conveyor.engine.sqlite.core import FILES, SqliteCore, ago
 from conveyor.engine.sqlite.database import Tx
@@ -278,7 +279,7 @@ class SqliteCluster(SqliteCore):
                 name=row[0],
                 expression=row[1],
                 worker=row[2],
-                opts=orjson.loads(row[3] or "{}"),
+                opts=json_mapping(row[3]),
                 paused=bool(row[4]),
                 inserted_at=parse_optional_time(row[5]),
                 updated_at=parse_optional_time(row[6]),

@@ -6,6 +6,7 @@ import sqlite3
 
 import orjson
 
+from conveyor.engine._json_columns import json_mapping
 from conveyor.engine.sqlite.core import FILES, SqliteCore
 from conveyor.engine.sqlite.rows import parse_optional_time
 from conveyor.fleet import StoredQueue
@@ -20,8 +21,8 @@ class SqliteStoredQueues(SqliteCore):
             return [
                 StoredQueue(
                     name=row[0],
-                    opts=_mapping(row[1]),
-                    only=_mapping(row[2]),
+                    opts=json_mapping(row[1]),
+                    only=json_mapping(row[2]),
                     updated_at=parse_optional_time(row[3]),
                 )
                 for row in rows
@@ -41,12 +42,3 @@ class SqliteStoredQueues(SqliteCore):
     async def delete_stored_queue(self, name: str) -> bool:
         statement, params = FILES["delete_stored_queue"], {"name": name}
         return bool(await self.database.write(lambda tx: tx.conn.execute(statement, params).fetchall()))
-
-
-def _mapping(text: str | None) -> dict[str, object]:
-    """A JSON column as a dict (another client may have stored something else: read as empty)."""
-    try:
-        loaded = orjson.loads(text or "{}")
-    except orjson.JSONDecodeError:
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
