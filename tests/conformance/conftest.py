@@ -221,6 +221,25 @@ async def started_node(
 
 
 @pytest.fixture
+async def make_app(engine_name: str, tmp_path: Path) -> AsyncIterator[Callable[..., Conveyor]]:
+    """A factory of apps (``make_app(**settings)``) on one fresh database of each engine; every app
+    it made is stopped (closing its engine) and the database released after the test."""
+    schemas: list[str] = []
+    apps: list[Conveyor] = []
+
+    def factory(**settings: Any) -> Conveyor:
+        app = Conveyor(engine=ENGINES[engine_name](tmp_path, schemas), **settings)
+        apps.append(app)
+        return app
+
+    yield factory
+    for app in apps:
+        await app.stop(grace=1)
+    for schema in schemas:
+        release_schema(schema)
+
+
+@pytest.fixture
 async def node_app(engine_name: str, tmp_path: Path) -> AsyncIterator[Conveyor]:
     """A started node (queue "default", limit 5, fast polling, no leadership) on each engine."""
     async with started_node(engine_name, tmp_path) as app:

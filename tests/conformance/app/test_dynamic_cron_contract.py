@@ -5,7 +5,7 @@ the entries defined in code; bad entries are refused naming the field."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from conveyor._runtime.leadership import Leadership
 from conveyor.errors import ValidationError
 from conveyor.telemetry import Telemetry
 from tests.conformance import hardening_jobs as hj
-from tests.conformance.conftest import ENGINES, engines_on_one_database, release_schema
+from tests.conformance.conftest import engines_on_one_database
 from tests.helpers import poll
 
 AppFactory = Callable[..., Conveyor]
@@ -29,21 +29,8 @@ QUICK = JobFilter(workers=("tests.conformance.hardening_jobs.quick",))
 
 
 @pytest.fixture
-async def make(engine_name: str, tmp_path: Path) -> AsyncIterator[AppFactory]:
-    """Apps on one fresh database of each engine; all stopped and cleaned up after."""
-    schemas: list[str] = []
-    apps: list[Conveyor] = []
-
-    def factory(**settings: Any) -> Conveyor:
-        app = Conveyor(engine=ENGINES[engine_name](tmp_path, schemas), **settings)
-        apps.append(app)
-        return app
-
-    yield factory
-    for app in apps:
-        await app.stop(grace=1)
-    for schema in schemas:
-        release_schema(schema)
+def make(make_app: Callable[..., Conveyor]) -> Callable[..., Conveyor]:
+    return make_app
 
 
 async def advance(clock: FakeClock, seconds: float, step: float = 5) -> None:

@@ -8,8 +8,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,7 +19,6 @@ from conveyor.encryption import META_KEY, key_id
 from conveyor.job import Job
 from tests.conformance import encrypted_jobs as ej
 from tests.conformance.app.test_fake_time_contract import advance
-from tests.conformance.conftest import ENGINES, release_schema
 from tests.helpers import poll
 
 NODE = {"poll_interval": 0.5, "stage_interval": 0.5, "leadership": False}
@@ -30,20 +28,9 @@ CARD = "4111111111111111"
 
 
 @pytest.fixture
-async def make(engine_name: str, tmp_path: Path) -> AsyncIterator[Callable[..., Conveyor]]:
-    schemas: list[str] = []
-    apps: list[Conveyor] = []
-
-    def factory(**settings: Any) -> Conveyor:
-        app = Conveyor(engine=ENGINES[engine_name](tmp_path, schemas), **(NODE | settings))
-        apps.append(app)
-        return app
-
-    yield factory
-    for app in apps:
-        await app.stop(grace=1)
-    for schema in schemas:
-        release_schema(schema)
+def make(make_app: Callable[..., Conveyor]) -> Callable[..., Conveyor]:
+    """Apps with this module's NODE settings unless a test says otherwise."""
+    return lambda **settings: make_app(**(NODE | settings))
 
 
 async def until(app: Conveyor, job_id: int, test: Callable[[Job], bool]) -> Job:

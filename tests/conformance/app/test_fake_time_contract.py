@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,28 +18,14 @@ from conveyor.fleet import OWN_PRODUCER, ProducerBeat
 from conveyor.limits import GlobalLimit
 from tests.conformance import hardening_jobs as hj
 from tests.conformance import relay_jobs
-from tests.conformance.conftest import ENGINES, release_schema
 from tests.helpers import poll
 
 AppFactory = Callable[..., Conveyor]
 
 
 @pytest.fixture
-async def make(engine_name: str, tmp_path: Path) -> AsyncIterator[AppFactory]:
-    """Apps on one fresh database of each registered engine; all stopped and cleaned up after."""
-    schemas: list[str] = []
-    apps: list[Conveyor] = []
-
-    def factory(**settings: Any) -> Conveyor:
-        app = Conveyor(engine=ENGINES[engine_name](tmp_path, schemas), **settings)
-        apps.append(app)
-        return app
-
-    yield factory
-    for app in apps:
-        await app.stop(grace=1)  # closes its engine too
-    for schema in schemas:
-        release_schema(schema)
+def make(make_app: Callable[..., Conveyor]) -> Callable[..., Conveyor]:
+    return make_app
 
 
 async def advance(clock: FakeClock, seconds: float, step: float = 0.5) -> None:

@@ -7,10 +7,8 @@ On fake time, on every engine."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,7 +21,6 @@ from conveyor.job import Job
 from conveyor.testing import drain_queue
 from tests.conformance import unfit_jobs as uj
 from tests.conformance.app.test_fake_time_contract import advance
-from tests.conformance.conftest import ENGINES, release_schema
 from tests.helpers import poll
 
 NODE = {"queues": {"default": 5}, "poll_interval": 0.5, "stage_interval": 0.5, "leadership": False}
@@ -32,20 +29,9 @@ NONE = {"completed": 0, "discarded": 0, "cancelled": 0, "retryable": 0, "schedul
 
 
 @pytest.fixture
-async def make(engine_name: str, tmp_path: Path) -> AsyncIterator[Callable[..., Conveyor]]:
-    schemas: list[str] = []
-    apps: list[Conveyor] = []
-
-    def factory(**settings: Any) -> Conveyor:
-        app = Conveyor(engine=ENGINES[engine_name](tmp_path, schemas), **(NODE | settings))
-        apps.append(app)
-        return app
-
-    yield factory
-    for app in apps:
-        await app.stop(grace=1)
-    for schema in schemas:
-        release_schema(schema)
+def make(make_app: Callable[..., Conveyor]) -> Callable[..., Conveyor]:
+    """Apps with this module's NODE settings unless a test says otherwise."""
+    return lambda **settings: make_app(**(NODE | settings))
 
 
 async def until(app: Conveyor, job_id: int, test: Callable[[Job], bool], timeout: float = 15) -> Job:
