@@ -394,8 +394,9 @@ async def test_sqlite3_connection_commit_and_rollback(sqlite_engine: SqliteEngin
         conn.execute("INSERT INTO notes VALUES ('committed')")
         ids = sqlite_engine.insert_sync(many(CHUNK_PLUS, queue="txn"), conn=conn)
         assert len(ids) == CHUNK_PLUS and count(db_path) == 0  # not visible before the commit
-        await asyncio.sleep(0.1)
-        assert heard.on("insert") == []
+        await helpers.holds(
+            lambda: heard.on("insert"), lambda on: on == [], during=0.1, what="uncommitted, announced"
+        )
         conn.commit()
         assert await heard.wait_for("insert") == [{"queue": "txn"}]
         assert count(db_path) == CHUNK_PLUS and notes(db_path) == ["committed"]
