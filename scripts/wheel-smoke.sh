@@ -6,8 +6,11 @@
 # in a schema of its own.
 #
 #   bash scripts/wheel-smoke.sh [--dist DIR] [VERSION...]     (default versions: 3.11 3.12 3.13)
+#   bash scripts/wheel-smoke.sh --build-only --dist DIR
 #
-# --dist DIR uses the conveyor-*.whl already built there instead of building. Each Python is found on
+# --dist DIR uses the conveyor-*.whl already built there instead of building. --build-only builds and
+# checks the release into DIR and smokes no Python (tests/test_wheel.py builds once this way, then
+# smokes each Python with --dist DIR in a test of its own). Each Python is found on
 # PATH (python3.X) or under pyenv's versions; one that is missing is skipped, saying so (set
 # WHEEL_SMOKE_REQUIRE=1 to fail instead). Virtualenvs live in .cache/wheel-smoke, one per Python and
 # wheel hash: an unchanged wheel reuses its venv (the smoke itself always runs); a changed one gets a
@@ -21,6 +24,11 @@ DSN=${CONVEYOR_TEST_DSN:-postgresql://postgres@127.0.0.1:5432/test}
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
 mkdir -p "$CACHE"
 
+BUILD_ONLY=0
+if [ "${1:-}" = "--build-only" ]; then
+    BUILD_ONLY=1
+    shift
+fi
 DIST=""
 if [ "${1:-}" = "--dist" ]; then
     DIST=$2
@@ -30,8 +38,8 @@ VERSIONS=("$@")
 [ ${#VERSIONS[@]} -gt 0 ] || VERSIONS=(3.11 3.12 3.13)
 
 started=$(date +%s.%N)
-if [ -z "$DIST" ]; then
-    DIST=$CACHE/dist
+if [ "$BUILD_ONLY" = 1 ] || [ -z "$DIST" ]; then
+    DIST=${DIST:-$CACHE/dist}
     rm -rf "$DIST"
     echo "== build"
     "$PYTHON" -m build --outdir "$DIST" . >"$CACHE/build.log" 2>&1 || { cat "$CACHE/build.log"; exit 1; }
@@ -52,6 +60,7 @@ if missing:
     sys.exit(f"the wheel lacks {len(missing)} data files: {', '.join(missing[:10])}")
 print(f"ok   the wheel holds all {len(wanted)} data files of src/conveyor")
 EOF
+[ "$BUILD_ONLY" = 0 ] || exit 0
 # The extras the smoke uses: the dashboard (web) and the metrics endpoint (prometheus).
 EXTRAS="[web,prometheus]"
 # The venvs' key: the wheel and the extras; the wheelhouses': the wheel's dependency list (its

@@ -16,6 +16,8 @@ import pytest
 from psycopg import sql
 
 from conveyor import Conveyor
+from conveyor._runtime.clock import FakeClock
+from conveyor._runtime.service import Service
 from conveyor.engine.postgres import inserter
 
 T = TypeVar("T")
@@ -163,6 +165,68 @@ async def holds(
         if time.monotonic() >= deadline:
             return value
         await asyncio.sleep(min(every, max(0.0, deadline - time.monotonic())))
+
+
+def services_of(app: Conveyor) -> list[Service]:
+    """The background loops of ``app``'s node (none before it starts)."""
+    node = app.node
+    if node is None:
+        return []
+    return [
+        node.heartbeat,
+        node.poller,
+        node.stager,
+        node.declarations,
+        node.leadership,
+        *node.duties,
+        *node.producers.values(),
+    ]
+
+
+async def nodes_asleep(*apps: Conveyor) -> None:
+    """On a fake clock, after moving it: until every running loop of the apps' nodes is asleep again
+    with nothing due and their acks are written (each has done what the step brought, its database
+    calls included). Fake time stands still meanwhile, so nothing more comes due until it moves."""
+
+    def at_rest() -> bool:
+        for app in apps:
+            if app.node is None:
+                continue
+            if app.node.acker.held() or not all(s.asleep for s in services_of(app) if s.is_running):
+                return False
+        return True
+
+    await poll(at_rest, what="the nodes' loops asleep and their acks written", every=0.002)
+
+
+async def advance_nodes(clock: FakeClock, seconds: float, apps: list[Conveyor], step: float) -> None:
+    """Move ``clock`` by ``seconds`` in steps of ``step``; after each, ``nodes_asleep(*apps)``
+    before time moves on (so a node never falls behind its fake time)."""
+    moved = 0.0
+    while moved < seconds:
+        await clock.advance(min(step, seconds - moved))
+        moved += step
+        await nodes_asleep(*apps)
+
+
+class Ticks:
+    """Counts the rounds a running service completes from now on (by wrapping the instance's
+    ``tick``): the proof that a poll has passed, to show something did not happen in it."""
+
+    def __init__(self, service: Service) -> None:
+        self.count = 0
+        run = service.tick
+
+        async def counted() -> None:
+            await run()
+            self.count += 1
+
+        setattr(service, "tick", counted)  # noqa: B010 - on the instance, its loop calls self.tick()
+
+    async def more(self, rounds: int, what: str) -> None:
+        """Until ``rounds`` more ticks than now have run to the end."""
+        target = self.count + rounds
+        await poll(lambda: self.count, lambda count: count >= target, what=what)
 
 
 async def blocked_by(dsn: str, blocker: int) -> int:

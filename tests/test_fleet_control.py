@@ -353,8 +353,11 @@ async def test_cancel_stops_a_running_job_on_its_node(
 
         pid = (await poll(started, timeout=20, what=f"the {kind} job to start"))[0][1]
         follower = await app.enqueue(follower_job)
-        await asyncio.sleep(0.3)
-        assert (await states(engine, [held, follower])) == {held: "executing", follower: "available"}
+
+        async def only_the_held_one_runs() -> bool:
+            return (await states(engine, [held, follower])) == {held: "executing", follower: "available"}
+
+        await stays(only_the_held_one_runs, 0.3, "the held job alone runs (limit 1)")
 
         cancelled_at = loop.time()
         assert await app.cancel_job(held)

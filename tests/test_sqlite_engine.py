@@ -394,8 +394,9 @@ async def test_sqlite3_connection_commit_and_rollback(sqlite_engine: SqliteEngin
         conn.execute("INSERT INTO notes VALUES ('committed')")
         ids = sqlite_engine.insert_sync(many(CHUNK_PLUS, queue="txn"), conn=conn)
         assert len(ids) == CHUNK_PLUS and count(db_path) == 0  # not visible before the commit
-        await asyncio.sleep(0.1)
-        assert heard.on("insert") == []
+        await helpers.holds(
+            lambda: heard.on("insert"), lambda on: on == [], during=0.1, what="uncommitted, announced"
+        )
         conn.commit()
         assert await heard.wait_for("insert") == [{"queue": "txn"}]
         assert count(db_path) == CHUNK_PLUS and notes(db_path) == ["committed"]
@@ -666,13 +667,15 @@ async def test_old_notification_rows_are_pruned(
 ) -> None:
     from conveyor.engine.sqlite import database
 
+    now = [time.monotonic()]  # the rows' age, moved by the test instead of waited for
+    monkeypatch.setattr(database, "prune_clock", lambda: now[0])
     monkeypatch.setattr(database, "PRUNE_INTERVAL", 0.0)
     monkeypatch.setattr(database, "NOTIFICATION_RETENTION", 0.05)
     for n in range(5):
         await sqlite_engine.notify("signal", {"n": n})
-    await asyncio.sleep(0.1)
+    now[0] += 0.1
     await sqlite_engine.notify("signal", {"n": 5})
-    await asyncio.sleep(0.1)
+    now[0] += 0.1
     await sqlite_engine.notify("signal", {"n": 6})
     with sqlite3.connect(db_path) as conn:
         left = [orjson.loads(r[0])["n"] for r in conn.execute("SELECT payload FROM conveyor_notifications")]

@@ -220,6 +220,11 @@ async def started_node(
             release_schema(schema)
 
 
+#: The apps ``make_app`` made for the running test: ``advance`` (fake-time contract) waits for
+#: those on its clock after each step.
+MADE_APPS: list[Conveyor] = []
+
+
 @pytest.fixture
 async def make_app(engine_name: str, tmp_path: Path) -> AsyncIterator[Callable[..., Conveyor]]:
     """A factory of apps (``make_app(**settings)``) on one fresh database of each engine; every app
@@ -230,9 +235,11 @@ async def make_app(engine_name: str, tmp_path: Path) -> AsyncIterator[Callable[.
     def factory(**settings: Any) -> Conveyor:
         app = Conveyor(engine=ENGINES[engine_name](tmp_path, schemas), **settings)
         apps.append(app)
+        MADE_APPS.append(app)
         return app
 
     yield factory
+    MADE_APPS.clear()
     for app in apps:
         await app.stop(grace=1)
     for schema in schemas:

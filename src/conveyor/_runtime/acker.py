@@ -98,14 +98,15 @@ class Acker:
         #: Acks pushed so far, and the smoothed rate at which they come (acks per second), sampled
         #: when a batch is taken (``_sample``).
         self._pushed = 0
-        #: (acks pushed, monotonic time) at the last sample; None before the first.
+        #: (acks pushed, the clock's monotonic time) at the last sample; None before the first.
         self._sampled: tuple[int, float] | None = None
         self.rate = 0.0
         self._pending: list[Ack] = []
         self._writing: list[Ack] = []
         # Rung by push() or stop(): on any ack while idle, on a full batch while gathering one.
         # Gathering and retry pauses are latency mechanics, kept in real time even on a fake clock;
-        # the clock only dates what is written (completed_at, errors' "at", retry schedules).
+        # the clock dates what is written (completed_at, errors' "at", retry schedules) and times the
+        # rate of acks (``_sample``): on a fake clock the rate is then one a test decides.
         self._alarm = Alarm()
         self._gathering = False
         self._task: asyncio.Task[None] | None = None
@@ -183,14 +184,14 @@ class Acker:
         2 ms ones), while a lone ack, or a trickle of them, is written as soon as before."""
         if self.max_delay <= self.delay or self.rate * self.max_delay < MIN_STRETCH_GAIN:
             return self.delay
-        if self._sampled is None or time.monotonic() - self._sampled[1] > STALE_RATE * self.max_delay:
+        if self._sampled is None or self.clock.monotonic() - self._sampled[1] > STALE_RATE * self.max_delay:
             return self.delay
         return min(self.max_delay, max(self.delay, TARGET_BATCH / self.rate))
 
     def _sample(self) -> None:
         """Update ``rate`` with the acks pushed since the last batch was taken (an average of the
         last two samples, so a pause shows within two batches)."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if self._sampled is not None:
             pushed, at = self._sampled
             if now <= at:

@@ -26,6 +26,11 @@ class Alarm:
     def sleeping(self) -> bool:
         return self._waiter is not None
 
+    @property
+    def waiting(self) -> bool:
+        """Asleep, and nothing has ended the sleep yet (no ring, no timer come due)."""
+        return self._waiter is not None and not self._waiter.done()
+
     def ring(self) -> None:
         """End the current sleep, if any (a ring with nobody asleep is not remembered)."""
         _resolve(self._waiter)

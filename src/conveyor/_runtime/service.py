@@ -44,6 +44,12 @@ class Service(ABC):
         self._stopping = False
         self._task = asyncio.create_task(self._loop(), name=f"conveyor-{self.name}")
 
+    @property
+    def asleep(self) -> bool:
+        """Waiting for its next tick with nothing due yet: on a fake clock that stands still, it does
+        nothing more until woken or the clock moves (a test waits for this after moving the clock)."""
+        return self._alarm.waiting
+
     def wake(self) -> None:
         self._woken = True
         self._alarm.ring()

@@ -9,9 +9,11 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from conveyor._runtime.acker import Acker
+from conveyor._runtime.clock import FakeClock
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
 from conveyor.job import JobState
+from tests.helpers import poll
 
 
 class CountingEngine:
@@ -31,14 +33,19 @@ class CountingEngine:
         return self.engine.is_transient(exc)
 
 
-async def steady_flow(acker: Acker, bursts: int, per_burst: int, first_id: int) -> None:
-    """``per_burst`` acks every millisecond or so, as a node of many short jobs sends them."""
+async def steady_flow(
+    acker: Acker, bursts: int, per_burst: int, first_id: int, clock: FakeClock | None = None
+) -> None:
+    """``per_burst`` acks every millisecond or so, as a node of many short jobs sends them (on
+    ``clock`` too, when the acker times its rate on a fake one)."""
     job_id = first_id
     for _ in range(bursts):
         for _ in range(per_burst):
             acker.push(Ack(job_id, 1, JobState.COMPLETED))
             job_id += 1
-        await asyncio.sleep(0.001)
+        if clock is not None:
+            await clock.advance(0.001)
+        await asyncio.sleep(0.001)  # pacing: the acker takes batches between bursts
 
 
 async def run_flow(engine: Engine, max_delay: float) -> tuple[list[int], Acker]:
@@ -62,14 +69,17 @@ async def test_a_fast_flow_is_written_in_fewer_fuller_statements(any_engine: Eng
 
 
 async def test_a_lone_ack_or_a_trickle_is_not_held_longer_than_ack_delay(any_engine: Engine) -> None:
-    acker = Acker(CountingEngine(any_engine), delay=0.002, max_delay=0.02)  # type: ignore[arg-type]
+    clock = FakeClock()
+    acker = Acker(CountingEngine(any_engine), delay=0.002, max_delay=0.02, clock=clock)  # type: ignore[arg-type]
     assert acker.window() == 0.002  # nothing seen yet
     await acker.start()
     try:
-        # About 40 acks a second: under 2 expected within max_delay, so no stretching.
+        # 40 acks a second of the acker's clock, each written before the next: under 2 expected
+        # within max_delay, so no stretching.
         for job_id in range(10):
             acker.push(Ack(10**9 + job_id, 1, JobState.COMPLETED))
-            await asyncio.sleep(0.025)
+            await poll(lambda: acker.written, lambda written: written > job_id, what=f"ack {job_id} written")  # noqa: B023
+            await clock.advance(0.025)
         assert 0 < acker.rate < 100
         assert acker.window() == 0.002
     finally:
@@ -77,13 +87,17 @@ async def test_a_lone_ack_or_a_trickle_is_not_held_longer_than_ack_delay(any_eng
 
 
 async def test_the_window_shrinks_back_once_the_flow_stops(any_engine: Engine) -> None:
-    acker = Acker(CountingEngine(any_engine), delay=0.002, max_delay=0.02)  # type: ignore[arg-type]
+    clock = FakeClock()
+    acker = Acker(CountingEngine(any_engine), delay=0.002, max_delay=0.02, clock=clock)  # type: ignore[arg-type]
     await acker.start()
     try:
-        await steady_flow(acker, bursts=100, per_burst=8, first_id=10**9)
-        await asyncio.sleep(0.05)
+        await steady_flow(acker, bursts=100, per_burst=8, first_id=10**9, clock=clock)
+        await poll(lambda: acker.written, lambda written: written == 800, what="the flow written")
+        assert acker.rate > 1000
         assert acker.window() > 0.002  # the flow was fast, and a moment ago
-        await asyncio.sleep(0.25)  # over 10 x max_delay without a batch: the rate is stale
+        await clock.advance(0.1)  # under 10 x max_delay without a batch: the rate still holds
+        assert acker.window() > 0.002
+        await clock.advance(0.15)  # over 10 x max_delay without a batch: the rate is stale
         assert acker.window() == 0.002
     finally:
         await asyncio.wait_for(acker.stop(), 10)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -27,18 +27,13 @@ NODE = {"queues": {"chunky": 10}, "poll_interval": 30.0, "stage_interval": 30.0,
 
 
 @pytest.fixture
-async def node(engine_name: str, tmp_path: Path) -> AsyncIterator[tuple[Conveyor, FakeClock]]:
-    schemas: list[str] = []
+async def node(make_app: Callable[..., Conveyor]) -> tuple[Conveyor, FakeClock]:
+    """A started node on fake time (``make_app`` stops it and releases its database after)."""
     clock = FakeClock()
-    app = Conveyor(engine=ENGINES[engine_name](tmp_path, schemas), clock=clock, **NODE)
-    try:
-        await app.install()
-        await app.start()
-        yield app, clock
-    finally:
-        await app.stop(grace=1)
-        for schema in schemas:
-            release_schema(schema)
+    app = make_app(clock=clock, **NODE)
+    await app.install()
+    await app.start()
+    return app, clock
 
 
 async def test_a_chunk_is_called_once_full_and_the_rest_after_its_timeout(

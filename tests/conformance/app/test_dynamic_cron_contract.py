@@ -19,8 +19,9 @@ from conveyor._runtime.leadership import Leadership
 from conveyor.errors import ValidationError
 from conveyor.telemetry import Telemetry
 from tests.conformance import hardening_jobs as hj
+from tests.conformance.app import test_fake_time_contract as fake_time
 from tests.conformance.conftest import engines_on_one_database
-from tests.helpers import poll
+from tests.helpers import nodes_asleep, poll
 
 AppFactory = Callable[..., Conveyor]
 NODE = {"queues": {"default": 5}, "poll_interval": 30.0, "stage_interval": 30.0, "heartbeat_interval": 10.0}
@@ -34,17 +35,15 @@ def make(make_app: Callable[..., Conveyor]) -> Callable[..., Conveyor]:
 
 
 async def advance(clock: FakeClock, seconds: float, step: float = 5) -> None:
-    moved = 0.0
-    while moved < seconds:
-        await clock.advance(min(step, seconds - moved))
-        moved += step
-        await asyncio.sleep(0.01)
+    """Fake time moved in steps of 5 s, the nodes on it caught up after each (``nodes_asleep``)."""
+    await fake_time.advance(clock, seconds, step)
 
 
 async def args_of_jobs(app: Conveyor, count: int) -> list[int]:
-    """The ``n`` of the cron jobs once there are ``count`` (and no more after a moment)."""
+    """The ``n`` of the cron jobs once there are ``count``, and no more once the node is asleep
+    (fake time stands still here: nothing can come due after that)."""
     await poll(lambda: app.list_jobs(QUICK), lambda found: len(found) >= count, what=f"{count} cron jobs")
-    await asyncio.sleep(0.2)
+    await nodes_asleep(app)
     found = await app.list_jobs(QUICK)
     assert len(found) == count, [job.args for job in found]
     return [job.args["n"] for job in sorted(found, key=lambda job: job.id)]

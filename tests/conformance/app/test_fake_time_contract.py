@@ -18,7 +18,8 @@ from conveyor.fleet import OWN_PRODUCER, ProducerBeat
 from conveyor.limits import GlobalLimit
 from tests.conformance import hardening_jobs as hj
 from tests.conformance import relay_jobs
-from tests.helpers import poll
+from tests.conformance.conftest import MADE_APPS
+from tests.helpers import advance_nodes, nodes_asleep, poll
 
 AppFactory = Callable[..., Conveyor]
 
@@ -29,12 +30,12 @@ def make(make_app: Callable[..., Conveyor]) -> Callable[..., Conveyor]:
 
 
 async def advance(clock: FakeClock, seconds: float, step: float = 0.5) -> None:
-    """Move fake time in steps, giving the services' database calls real time to finish between."""
-    moved = 0.0
-    while moved < seconds:
-        await clock.advance(min(step, seconds - moved))
-        moved += step
-        await asyncio.sleep(0.01)
+    """Move fake time in steps; after each, the nodes on ``clock`` (the apps ``make_app`` made with
+    it, in whichever module) have done what came due, their database calls and acks included, before
+    time moves on (``nodes_asleep``)."""
+    apps = [app for app in MADE_APPS if app.clock is clock]
+    assert apps, "advance() waits for the nodes on its clock: make their apps with the make_app fixture"
+    await advance_nodes(clock, seconds, apps, step)
 
 
 async def settle(app: Conveyor, job_id: int, state: JobState, timeout: float = 10) -> Any:
@@ -154,7 +155,6 @@ async def test_a_killed_leaders_jobs_run_on_a_follower_well_before_its_lease_end
     while (await second.get_job(job_id)).state is not JobState.COMPLETED:  # type: ignore[union-attr]
         assert clock.monotonic() - killed < 15 + 5 + 2, await second.get_job(job_id)
         await advance(clock, 0.5)
-        await asyncio.sleep(0.02)
     took = clock.monotonic() - killed
     assert second.node is not None and second.node.leadership.is_leader
     done = await second.get_job(job_id)
@@ -173,8 +173,9 @@ async def test_cron_inserts_one_job_per_minute(make: AppFactory) -> None:
     # The minute the node started in, then each of the next three minutes: once each.
     inserted = await poll(lambda: app.list_jobs(quick), lambda found: len(found) >= 4, what="four cron jobs")
     assert len(inserted) == 4
-    await advance(clock, 25, step=5)  # up to hh:mm:55 of the same minute: nothing more
-    await asyncio.sleep(0.3)
+    # Up to hh:mm:55 of the same minute: nothing more (after each step the node has done all that
+    # came due, and time stands still until the next).
+    await advance(clock, 25, step=5)
     assert len(await app.list_jobs(quick)) == 4
 
 
@@ -293,11 +294,11 @@ async def test_a_persisted_queue_state_reaches_a_node_that_missed_its_signal(mak
     engine = await app.engine()
     assert app.node is not None
     producer = app.node.producers["capped"]
-    await asyncio.sleep(0.05)  # the first poll is over
+    await nodes_asleep(app)  # the first poll is over
 
     # Written to the table only: no node hears of it.
     await engine.save_queue_state("conveyor", "capped", limit=2, limits={"global_limit": 2})
-    await asyncio.sleep(0.1)
+    await nodes_asleep(app)  # fake time stands still: no poll comes until it moves
     assert producer.limit == 6  # not before the next poll
     await advance(clock, 1.0)
     await until("the persisted limits applied", lambda: producer.limit == 2)

@@ -29,6 +29,7 @@ from conveyor.testing import (
 )
 from tests.conformance import api_jobs
 from tests.conformance.conftest import ADDRESSES
+from tests.helpers import holds
 
 NOTHING = {"cancelled": 0, "completed": 0, "discarded": 0, "retryable": 0, "scheduled": 0}
 
@@ -74,9 +75,12 @@ async def test_manual_mode_stores_jobs_and_starts_no_node(app: Conveyor) -> None
     await app.start()
     assert app.node is None
     job_id = await api_jobs.greet.enqueue("ada")
-    await asyncio.sleep(0.2)
-    stored = await app.get_job(job_id)
-    assert stored is not None and stored.state is JobState.AVAILABLE
+    await holds(
+        lambda: app.get_job(job_id),
+        lambda stored: stored is not None and stored.state is JobState.AVAILABLE,
+        during=0.2,
+        what="a manual-mode app runs nothing",
+    )
 
 
 async def test_inline_mode_runs_jobs_at_enqueue_and_lets_exceptions_out(app: Conveyor) -> None:

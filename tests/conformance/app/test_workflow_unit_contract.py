@@ -37,6 +37,7 @@ from conveyor.errors import (
 )
 from conveyor.testing import drain_queue
 from tests.conformance import jobs, workflow_procs
+from tests.conformance.app.test_relay_runs_contract import wait_begun
 from tests.conformance.conftest import ADDRESSES, BLOCKING_CALLER_CONNECTIONS, started_node
 
 ELSEWHERE = "not-run-here"  # a queue no node runs: the jobs stay as inserted
@@ -200,7 +201,7 @@ async def test_wait_workflow_raises_naming_the_failed_or_cancelled_step(flow_nod
     )
     await flow_node.enqueue_many(held)
     waiting = asyncio.create_task(flow_node.wait_workflow(held.id, timeout=20))
-    await asyncio.sleep(0.1)
+    await wait_begun(flow_node)  # the cancel comes to a wait already listening
     await flow_node.cancel_workflow(held.id)
     with pytest.raises(WorkflowCancelledError, match="cancelled at step 'later'") as cancelled:
         await waiting

@@ -4,7 +4,6 @@ every job of every queue; idle queues cost no fetch."""
 
 from __future__ import annotations
 
-import asyncio
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,7 +19,7 @@ from conveyor.fleet import QueueState
 from tests.conformance import jobs
 from tests.conformance.app.test_runtime_contract import wait_final
 from tests.conformance.conftest import started_node
-from tests.helpers import Events
+from tests.helpers import Events, Ticks
 
 QUEUES = [f"q{n}" for n in range(30)]
 
@@ -123,7 +122,8 @@ async def test_idle_queues_cost_no_fetch_and_only_queues_with_jobs_are_woken(
         # Each producer's first fetch, at start, is over.
         await first.wait("producer.fetch", lambda done: {data["queue"] for data in done} >= set(QUEUES))
         seen = fetches(app)
-        await asyncio.sleep(0.5)  # five polls of thirty idle queues
+        assert app.node is not None
+        await Ticks(app.node.poller).more(5, "five polls of thirty idle queues")
         assert seen == []
         (job_id,) = await app.enqueue_many([jobs.async_ok.new(value=1).with_options(queue="q7")])
         await wait_final(app, [job_id], {JobState.COMPLETED})
@@ -135,8 +135,13 @@ async def test_a_paused_queue_is_not_polled_and_runs_once_resumed(engine_name: s
         assert app.node is not None
         app.node.pause("q1")
         seen = fetches(app)
-        (job_id,) = await app.enqueue_many([jobs.async_ok.new(value=1).with_options(queue="q1")])
-        await asyncio.sleep(0.5)
+        polls = Ticks(app.node.poller)
+        # Inserted together: the poll that wakes q2 for its job sees q1's too, had it asked.
+        job_id, marker = await app.enqueue_many(
+            [jobs.async_ok.new(value=1).with_options(queue=queue) for queue in ("q1", "q2")]
+        )
+        await wait_final(app, [marker], {JobState.COMPLETED})
+        await polls.more(2, "two more polls")
         job = await app.get_job(job_id)
         assert job is not None and job.state is JobState.AVAILABLE
         assert "q1" not in seen

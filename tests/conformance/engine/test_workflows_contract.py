@@ -402,19 +402,21 @@ async def test_a_workflow_retry_racing_the_sweep_never_cancels_its_steps_again(a
     workflow = Workflow().add("a", step()).add("b", step(), deps=["a"]).add("c", step(), deps=["b"])
     ids = await enqueue(any_engine, workflow)
     await run(any_engine, ids, "a")
-    stop = asyncio.Event()
+    stop, swept = asyncio.Event(), asyncio.Event()
 
     async def sweep() -> None:
         while not stop.is_set():
             await any_engine.sweep_steps(now=T0)
+            swept.set()
             await asyncio.sleep(0)
 
     for _ in range(15):
         await run(any_engine, ids, "b", outcome=JobState.DISCARDED)
         assert (await states(any_engine, ids))["c"] is JobState.CANCELLED
         stop.clear()
+        swept.clear()
         sweeper = asyncio.create_task(sweep())
-        await asyncio.sleep(0.005)
+        await swept.wait()  # the sweeps are under way: the retry runs among them
         retried = await retry_workflow(any_engine, workflow.id, now=T0)
         stop.set()
         await sweeper

@@ -66,6 +66,8 @@ READ_BUSY_TIMEOUT = 5.0
 NOTIFICATION_RETENTION = 30.0
 #: How often (seconds) a process looks for old notification rows to delete.
 PRUNE_INTERVAL = 5.0
+#: The clock that ages notification rows (a test moves its own instead of waiting on this one).
+prune_clock = time.monotonic
 #: Page cache per connection (KiB): inserts of big batches and fetch scans stay in memory.
 CACHE_KIB = 65536
 
@@ -225,7 +227,7 @@ class Database:
             if self.shared
             else None
         )
-        self._pruned_at = time.monotonic()
+        self._pruned_at = prune_clock()
         #: (monotonic time, highest notification id then): rows up to an id older than the
         #: retention period are deleted.
         self._marks: list[tuple[float, int]] = []
@@ -318,7 +320,7 @@ class Database:
 
     def _maybe_prune(self, conn: sqlite3.Connection) -> None:
         """Now and then, delete notification rows older than the retention period."""
-        now = time.monotonic()
+        now = prune_clock()
         if now - self._pruned_at < PRUNE_INTERVAL:
             return
         self._pruned_at = now
