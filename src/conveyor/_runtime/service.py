@@ -5,12 +5,12 @@ leader, pruner, rescuer and cron): a loop that runs ``tick`` when woken or when 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from abc import ABC, abstractmethod
 
 from conveyor._runtime.alarm import Alarm
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock
+from conveyor._tasks import join
 
 log = logging.getLogger("conveyor.service")
 
@@ -59,8 +59,7 @@ class Service(ABC):
         self._stopping = True
         self.wake()
         if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await join(self._task)
             self._task = None
 
     async def _loop(self) -> None:

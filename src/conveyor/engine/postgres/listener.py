@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
 import psycopg
 
+from conveyor._tasks import join
 from conveyor.engine import _payloads as payloads
 from conveyor.engine.base import NotificationHandler
 from conveyor.engine.postgres.dsn import scrub
@@ -54,8 +54,7 @@ class PostgresListener:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await join(self._task)
             self._task = None
 
     async def _run(self) -> None:
