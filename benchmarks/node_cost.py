@@ -12,22 +12,32 @@ is psycopg's share: sending statements and parsing their results (``drain-floor`
 ``cN_node_cpu_us_per_job`` includes it).
 
 Reported per concurrency (100 and 20, or ``--concurrency``): the median and range over
-``NODE_COST_ROUNDS`` rounds of the process's CPU time per job, in microseconds.
+``NODE_COST_ROUNDS`` rounds (``--rounds``) of the process's CPU time per job, in microseconds.
+
+``--base COMMIT`` (``paired.py``): two processes, one importing the current tree's ``conveyor`` and
+one the base commit's, each reading its own sample rows with its own engine, then asked for one
+drain each in turn per round and level (the order flipped every round). ``vs_base``: the median and
+range of the per-round ratios current/base of the CPU per job (issue 34's target 2: <= 0.5). The
+guard: the run fails when even the best round's ratio is above ``PAIRED_GUARD``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
+import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import bench_jobs
 import orjson
-from common import Figures, Settings, fresh_app
+from common import DEFAULT_DSN, Figures, Settings, fresh_app
+from paired import paired_workers
 
 from conveyor._resolver import Resolver
 from conveyor._runtime.acker import Acker
@@ -44,6 +54,9 @@ from conveyor.telemetry import Telemetry
 NODE_COST_JOBS = 100_000
 NODE_COST_LEVELS = (100, 20)
 NODE_COST_ROUNDS = 5
+#: ``--base``: the highest current/base ratio the best round may show (a regression against the
+#: base beyond the noise of paired rounds on this machine).
+PAIRED_GUARD = 1.15
 #: Rows read from the database once, served again and again under new ids.
 SAMPLE_ROWS = 100
 
@@ -121,18 +134,62 @@ async def node_cost(settings: Settings) -> list[Figures]:
         raise RuntimeError("node-cost reads its sample rows from PostgreSQL")
     jobs = settings.job_count(NODE_COST_JOBS)
     levels = (settings.concurrency,) if settings.concurrency is not None else NODE_COST_LEVELS
+    rounds = settings.round_count(NODE_COST_ROUNDS)
+    if settings.base is not None:
+        return paired_cost(settings, jobs, levels, rounds)
     rows = await sample_rows(settings)
     measured: dict[int, list[float]] = {level: [] for level in levels}
-    for _ in range(NODE_COST_ROUNDS):
+    for _ in range(rounds):
         for level in levels:
             measured[level].append(await cost_once(rows, jobs, level))
     return [
         {
             "jobs": jobs,
             "concurrency": level,
-            "rounds": NODE_COST_ROUNDS,
+            "rounds": rounds,
             "cpu_us_per_job": round(statistics.median(costs), 2),
             "cpu_us_range": [round(min(costs), 2), round(max(costs), 2)],
         }
         for level, costs in measured.items()
     ]
+
+
+def paired_cost(settings: Settings, jobs: int, levels: Sequence[int], rounds: int) -> list[Figures]:
+    """Each round and level: one drain on each tree, in turn (see the module doc)."""
+    costs: dict[tuple[str, int], list[float]] = {}
+    with paired_workers(settings, script=Path(__file__).resolve()) as workers:
+        for worker in workers.values():  # imports, the sample rows, and a first small drain
+            worker.ask({"jobs": min(jobs, 2_000), "limit": levels[0]})
+        for number in range(rounds):
+            for level in levels:
+                order = ("current", "base") if number % 2 == 0 else ("base", "current")
+                for tree in order:
+                    cost = workers[tree].ask({"jobs": jobs, "limit": level})["cpu_us"]
+                    costs.setdefault((tree, level), []).append(cost)
+    lines = []
+    for level in levels:
+        current, base = costs["current", level], costs["base", level]
+        ratios = [a / b for a, b in zip(current, base, strict=True)]
+        figures: Figures = {"jobs": jobs, "concurrency": level, "rounds": rounds, "base": settings.base}
+        for name, values in (("cpu_us", current), ("base_cpu_us", base)):
+            figures[f"{name}_per_job"] = round(statistics.median(values), 2)
+            figures[f"{name}_range"] = [round(min(values), 2), round(max(values), 2)]
+        figures["vs_base"] = round(statistics.median(ratios), 3)
+        figures["vs_base_range"] = [round(min(ratios), 3), round(max(ratios), 3)]
+        if min(ratios) > PAIRED_GUARD and rounds >= NODE_COST_ROUNDS:
+            figures["exceeded"] = f"best round's vs_base {min(ratios):.3f} > {PAIRED_GUARD}"
+        lines.append(figures)
+    return lines
+
+
+async def serve(dsn: str) -> None:
+    """Answer ``{"jobs", "limit"}`` lines on stdin with ``{"cpu_us"}`` lines (one ``cost_once``
+    each), on sample rows read once with this process's engine, until stdin ends."""
+    rows = await sample_rows(Settings(engine="postgres", dsn=dsn))
+    while line := await asyncio.to_thread(sys.stdin.readline):
+        asked = json.loads(line)
+        print(json.dumps({"cpu_us": await cost_once(rows, asked["jobs"], asked["limit"])}), flush=True)
+
+
+if __name__ == "__main__":  # a side of a paired run (paired.py: engine, dsn)
+    asyncio.run(serve(sys.argv[2] if len(sys.argv) > 2 else DEFAULT_DSN))
