@@ -148,7 +148,11 @@ class JobRunner:
             kind = self.executor_for(definition, queue_default)
             context.executor = _KIND_VALUES[kind]
             if definition.chunk is None and definition.timeout is None:
-                value = await self._start(definition, kind, context)
+                value = await (
+                    call_async(definition, context)
+                    if kind is _ASYNC
+                    else self._start(definition, kind, context)
+                )
             else:
                 value = await self._execute(definition, kind, context)
             ack = self._completed(job, definition, value)
