@@ -299,7 +299,8 @@ def test_node_cost_reports_the_cpu_a_node_spends_per_job_without_the_database(ds
 
 
 def test_node_cost_paired_with_a_base_commit_reports_current_against_base(dsn: str) -> None:
-    """``--base HEAD``: a drain on each tree's process in turn; ``vs_base`` is current over base."""
+    """``--base HEAD``: a stand-in drain and a real one on each tree's process in turn; ``vs_base`` is
+    current over base."""
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
     tree = Path(tempfile.gettempdir()) / f"conveyor-base-{head.stdout.strip()[:12]}"
     made = not tree.exists()
@@ -308,7 +309,9 @@ def test_node_cost_paired_with_a_base_commit_reports_current_against_base(dsn: s
     finally:
         if made:  # the worktree this test made, not one a run keeps for the next
             subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
-    assert [f["concurrency"] for f in lines] == [100, 20]
+    assert [(f["variant"], f["concurrency"]) for f in lines] == [
+        (variant, level) for variant in ("stand-in", "drain") for level in (100, 20)
+    ]
     for figures in lines:
         assert figures["base"] == "HEAD" and figures["rounds"] == 2 and "exceeded" not in figures
         for name in ("cpu_us", "base_cpu_us"):
