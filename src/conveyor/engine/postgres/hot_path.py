@@ -11,7 +11,7 @@ import orjson
 from conveyor.acks import Ack
 from conveyor.engine import _partitions
 from conveyor.engine._partitions import KeySyntax, Shape
-from conveyor.engine.postgres.core import CLAIM_PARTS, read_result
+from conveyor.engine.postgres.core import CLAIM_PARTS, hot_text, read_result
 from conveyor.engine.postgres.rows import naive_utc
 from conveyor.engine.postgres.workflows import PostgresWorkflows
 from conveyor.job import Job, JobState
@@ -114,7 +114,7 @@ class PostgresHotPath(PostgresWorkflows):
             left = self.sql.compose(
                 "partitioned_claim_left", lock_free="lock_free", stopping_ids="stopping_ids"
             )
-            found = self._partitioned[shapes] = (fetch.encode(), left.encode())
+            found = self._partitioned[shapes] = (hot_text(fetch), hot_text(left))
         return found
 
     async def ack_jobs(
