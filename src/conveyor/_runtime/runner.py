@@ -25,7 +25,7 @@ from conveyor._runtime.unfit import UNFIT_SINCE, ArgsDoNotFit, unfit_ack
 from conveyor.acks import Ack, completed_ack, error_entry
 from conveyor.backoff import default_backoff
 from conveyor.context import JobContext
-from conveyor.current_app import bind_app, unbind_app
+from conveyor.current_app import bind_app, bound_app, unbind_app
 from conveyor.definition import ExecutorKind, JobDefinition
 from conveyor.encryption import EncryptionError, Keyring, is_encrypted
 from conveyor.errors import ConveyorError, WorkerNotFoundError
@@ -105,7 +105,10 @@ class JobRunner:
         return kind
 
     async def run(self, context: JobContext, queue_default: ExecutorKind = ExecutorKind.AUTO) -> Ack:
-        token = bind_app(self.app) if self.app is not None else None
+        app = self.app
+        # A node started inside ``async with app:`` runs its jobs in tasks that inherit the binding:
+        # no contextvar set and reset per job then.
+        token = bind_app(app) if app is not None and bound_app() is not app else None
         try:
             job = context.job
             report = self.report
