@@ -1,11 +1,12 @@
-"""Paired runs against a base commit: ``run.py enqueue-one --base COMMIT``.
+"""Paired runs against a base commit: ``run.py enqueue-one --base COMMIT`` (and ``node-cost``).
 
 The base commit is checked out once in a ``git worktree`` under the system's temporary folder
 (``conveyor-base-<sha>``, kept for the next run). Two worker processes serve the scenario's blocks
-(``enqueue_sides.serve``), one with the current tree's ``conveyor`` package and one with the base's
-(``PYTHONPATH=<tree>/src``, checked in each process); both run this tree's benchmark code, so they
-do the same work. The scenario asks them for its blocks in turn (``enqueue_one.interleave``), so a
-change in the machine's load weighs on both sides within seconds.
+(a script answering one JSON line per JSON request: ``enqueue_sides.serve``, ``node_cost.serve``),
+one with the current tree's ``conveyor`` package and one with the base's (``PYTHONPATH=<tree>/src``,
+checked in each process); both run this tree's benchmark code, so they do the same work. The
+scenario asks them for its blocks in turn (``enqueue_one.interleave``), so a change in the
+machine's load weighs on both sides within seconds.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,17 +46,19 @@ def _git(*arguments: str) -> str:
 
 
 class Worker:
-    """A process serving ``enqueue_sides.serve`` with ``tree``'s ``conveyor`` package."""
+    """A process serving ``script`` (``enqueue_sides.py`` unless told) with ``tree``'s ``conveyor``
+    package."""
 
-    def __init__(self, tree: Path, settings: Settings) -> None:
+    def __init__(self, tree: Path, settings: Settings, script: Path = SIDES) -> None:
         source = tree / "src"
         # The process checks which package it imported before it measures anything.
         code = (
             "import runpy, sys, conveyor; "
             f"assert conveyor.__file__.startswith({str(source)!r}), conveyor.__file__; "
-            f"sys.argv = [{str(SIDES)!r}, *sys.argv[1:]]; runpy.run_path({str(SIDES)!r}, run_name='__main__')"
+            f"sys.argv = [{str(script)!r}, *sys.argv[1:]]; "
+            f"runpy.run_path({str(script)!r}, run_name='__main__')"
         )
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), str(SIDES.parent)])}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), str(script.parent)])}
         self.tree = tree
         self._process = subprocess.Popen(
             [sys.executable, "-c", code, settings.engine, settings.dsn],
@@ -82,14 +85,25 @@ class Worker:
         self._process.wait(timeout=120)
 
 
+@contextmanager
+def paired_workers(settings: Settings, script: Path = SIDES) -> Iterator[dict[str, Worker]]:
+    """The workers serving ``script`` on the base commit's tree and on this one, by ``base`` and
+    ``current``; closed on the way out."""
+    assert settings.base is not None
+    workers = {"base": Worker(base_tree(settings.base), settings, script)}
+    try:
+        workers["current"] = Worker(ROOT, settings, script)
+        yield workers
+    finally:
+        for worker in workers.values():
+            worker.close()
+
+
 @asynccontextmanager
 async def paired_blocks(settings: Settings) -> AsyncIterator[tuple[list[str], RunBlock]]:
     """The sides of both trees (``current:<side>``, ``base:<side>``), and the function that times one
     block of one of them in its tree's process. Both processes are warmed up first."""
-    assert settings.base is not None
-    workers = {"base": Worker(base_tree(settings.base), settings)}
-    try:
-        workers["current"] = Worker(ROOT, settings)
+    with paired_workers(settings) as workers:
         sides = workers["current"].ask({"names": True})["names"]
         for worker in workers.values():
             worker.ask({"warm": 10**9})
@@ -102,6 +116,3 @@ async def paired_blocks(settings: Settings) -> AsyncIterator[tuple[list[str], Ru
             return seconds
 
         yield names, run_block
-    finally:
-        for worker in workers.values():
-            worker.close()

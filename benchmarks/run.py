@@ -80,7 +80,7 @@ SCENARIOS: dict[str, Scenario] = {
 #: Scenarios ``all`` leaves out: they run for as long as they are told (``make bench-guards``).
 NOT_IN_ALL = ("soak",)
 #: Scenarios that measure the current tree against a base commit with ``--base`` (``paired.py``).
-PAIRED = ("enqueue-one",)
+PAIRED = ("enqueue-one", "node-cost")
 #: Engines the scenarios can run on (``common.fresh_app`` opens them).
 ENGINES = ("postgres", "sqlite")
 
@@ -112,7 +112,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         help="rounds of the scenarios that alternate variants (drain-nodes, insert-copy, drain-floor, "
-        "cpu-cold, commit-modes, telemetry, enqueue-one)",
+        "cpu-cold, commit-modes, telemetry, enqueue-one), and of node-cost",
     )
     parser.add_argument(
         "--base",

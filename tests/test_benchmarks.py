@@ -298,6 +298,29 @@ def test_node_cost_reports_the_cpu_a_node_spends_per_job_without_the_database(ds
         assert 0 < first <= figures["cpu_us_per_job"] <= last < 10_000
 
 
+def test_node_cost_paired_with_a_base_commit_reports_current_against_base(dsn: str) -> None:
+    """``--base HEAD``: a stand-in drain and a real one on each tree's process in turn; ``vs_base`` is
+    current over base."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+    tree = Path(tempfile.gettempdir()) / f"conveyor-base-{head.stdout.strip()[:12]}"
+    made = not tree.exists()
+    try:
+        lines = run_benchmarks(dsn, "node-cost", "--jobs", "300", "--rounds", "2", "--base", "HEAD")
+    finally:
+        if made:  # the worktree this test made, not one a run keeps for the next
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
+    assert [(f["variant"], f["concurrency"]) for f in lines] == [
+        (variant, level) for variant in ("stand-in", "drain") for level in (100, 20)
+    ]
+    for figures in lines:
+        assert figures["base"] == "HEAD" and figures["rounds"] == 2 and "exceeded" not in figures
+        for name in ("cpu_us", "base_cpu_us"):
+            first, last = figures[f"{name}_range"]
+            assert 0 < first <= figures[f"{name}_per_job"] <= last < 10_000
+        low, high = figures["vs_base_range"]
+        assert 0 < low <= figures["vs_base"] <= high
+
+
 def test_commit_modes_reports_both_modes_of_the_hot_path(dsn: str) -> None:
     (figures,) = run_benchmarks(dsn, "commit-modes", "--jobs", "10", "--rounds", "1")
     assert figures["scenario"] == "commit-modes" and figures["jobs"] == 10 and figures["rounds"] == 1

@@ -158,3 +158,21 @@ async def test_claims_and_acks_wait_for_the_disk_unless_told_otherwise(
 def test_synchronous_commit_must_be_a_boolean(dsn: str, value: object) -> None:
     with pytest.raises(ValidationError, match=r"synchronous_commit=.*must be true or false"):
         PostgresEngine(dsn, synchronous_commit=value)  # type: ignore[arg-type]
+
+
+def test_hot_statements_are_sent_without_comment_lines_and_fit_psycopgs_query_cache() -> None:
+    """psycopg caches its conversion of a query only up to MAX_CACHED_STATEMENT_LENGTH bytes; the
+    fetch and the ack are sent without their comment lines, so they fit even under a long prefix."""
+    from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
+
+    from conveyor.engine._sqlfiles import without_comment_lines
+
+    text = "SELECT 1\n  -- a comment\n\nFROM t WHERE a = 'x\n-- kept: inside a literal\n' -- trailing\n"
+    kept = "SELECT 1\nFROM t WHERE a = 'x\n-- kept: inside a literal\n' -- trailing"
+    assert without_comment_lines(text) == kept
+    dollar = "DO $$ BEGIN\n-- kept\nEND $$"
+    assert without_comment_lines(dollar) == dollar
+    engine = PostgresEngine("postgresql://", prefix="a_rather_long_schema_prefix_name")
+    ack = engine.sql.compose("ack_jobs", append_error="append_error_jsonb")
+    for statement in (engine._fetch_statement, without_comment_lines(ack).encode()):
+        assert b"\n--" not in statement and len(statement) <= MAX_CACHED_STATEMENT_LENGTH

@@ -60,3 +60,29 @@ class Ack:
     meta: dict[str, Any] | None = None
     #: A snooze gives the attempt back and counts itself in ``meta.snoozed``.
     snoozed: bool = False
+
+
+def _slot_setter(name: str) -> Any:
+    return Ack.__dict__[name].__set__
+
+
+# The slots' own setters: a frozen dataclass's __init__ assigns each field through
+# object.__setattr__ (its own __setattr__ refuses), about twice the cost of these.
+_new = object.__new__
+_set_job_id, _set_attempt, _set_state = map(_slot_setter, ("job_id", "attempt", "state"))
+_set_schedule_in, _set_error = _slot_setter("schedule_in"), _slot_setter("error")
+_set_meta, _set_snoozed = _slot_setter("meta"), _slot_setter("snoozed")
+_COMPLETED = JobState.COMPLETED
+
+
+def completed_ack(job_id: int, attempt: int) -> Ack:
+    """``Ack(job_id, attempt, JobState.COMPLETED)``, the ack of most runs, for about half the cost."""
+    ack: Ack = _new(Ack)
+    _set_job_id(ack, job_id)
+    _set_attempt(ack, attempt)
+    _set_state(ack, _COMPLETED)
+    _set_schedule_in(ack, None)
+    _set_error(ack, None)
+    _set_meta(ack, None)
+    _set_snoozed(ack, False)
+    return ack

@@ -65,6 +65,11 @@ def current_app() -> Conveyor:
     return found
 
 
+def bound_app() -> Conveyor | None:
+    """The app bound to the running context, if any (not the process default)."""
+    return _bound.get()
+
+
 def bind_app(app: Conveyor | None) -> contextvars.Token[Conveyor | None]:
     return _bound.set(app)
 

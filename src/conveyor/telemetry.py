@@ -124,7 +124,11 @@ class Telemetry:
 
     def listens(self, event: str) -> bool:
         """Whether any handler wants ``event``: emitting code asks first when its data costs."""
-        return bool(self._route(event))
+        attached, routes = self._state
+        if not attached:  # the common case: nobody listens to anything
+            return False
+        route = routes.get(event)
+        return bool(route if route is not None else self._route(event))
 
     def emit(self, event: str, **data: Any) -> None:
         self.dispatch(event, data)

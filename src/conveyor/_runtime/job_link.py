@@ -52,8 +52,9 @@ class ProgressWriter(Service):
             self.wake()
 
     def forget(self, context: JobContext) -> None:
-        self._dirty.pop(context.id, None)
-        self._written_at.pop(context.id, None)
+        if self._dirty or self._written_at:  # empty unless some job reports progress
+            self._dirty.pop(context.id, None)
+            self._written_at.pop(context.id, None)
 
     def _due(self, job_id: int, now: float) -> bool:
         last = self._written_at.get(job_id)

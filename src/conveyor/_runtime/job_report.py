@@ -34,6 +34,8 @@ OUTCOMES = {
     JobState.CANCELLED: "cancelled",
     JobState.AVAILABLE: "released",
 }
+#: On Python 3.11 ``JobState.COMPLETED`` goes through a descriptor written in Python each time.
+_COMPLETED = JobState.COMPLETED
 
 
 class JobReport:
@@ -103,9 +105,12 @@ def _level(job: Job, ack: Ack | None, error: BaseException | None) -> int | None
     logged where they are caught)."""
     if ack is None:
         return logging.INFO if _released(error) else None
-    if ack.state is JobState.RETRYABLE or (ack.state is JobState.SCHEDULED and error is not None):
+    state = ack.state
+    if state is _COMPLETED:  # the common case first, with no enum member read from its class
+        return logging.INFO
+    if state is JobState.RETRYABLE or (state is JobState.SCHEDULED and error is not None):
         return logging.WARNING  # a failed attempt, or a job this node's code does not fit
-    if ack.state is JobState.DISCARDED:
+    if state is JobState.DISCARDED:
         # A failure with no attempts left, or a row that cannot be read: the job is lost, unlike a
         # ``Discard`` the code chose.
         return logging.ERROR if error is not None else logging.WARNING

@@ -10,7 +10,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from conveyor._runtime.acker import Acker
 from conveyor._runtime.clock import SYSTEM_CLOCK, Clock, Timer
@@ -31,11 +31,18 @@ MIN_CAPPED_RETRY = 0.005
 
 
 @dataclass(slots=True)
-class RunningJob:
-    context: JobContext
-    task: asyncio.Task[None]
+class RunningJob(JobContext):
+    """A job this producer runs: its context (what the job's code gets from ``current_job()``) and
+    the producer's record of the run in one object, one allocation per job fewer."""
+
+    #: The run's task (set as soon as it is made).
+    task: asyncio.Task[None] = field(init=False, repr=False, compare=False)
     #: Stopped because its row is no longer this attempt's (``Producer.disown_job``): no ack.
-    disowned: bool = False
+    disowned: bool = field(default=False, init=False, repr=False, compare=False)
+
+    @property
+    def context(self) -> JobContext:
+        return self
 
 
 class Producer(Service):
@@ -143,16 +150,18 @@ class Producer(Service):
         # The loop's own create_task: asyncio.create_task adds a call and names the task apart,
         # 0.6 us of the few a no-op job costs.
         create_task = asyncio.get_running_loop().create_task
+        running, link, execute = self.running, self.link, self._execute
         for job in jobs:
-            if job.id in self.running:
-                self._claimed_again(job.id)
+            job_id = job.id
+            if job_id in running:
+                self._claimed_again(job_id)
                 continue
-            context = JobContext(job)
-            if self.link is not None:
-                self.link.attach(context)
-            task = create_task(self._execute(context), name=f"conveyor-job-{job.id}")
-            self.running[job.id] = RunningJob(context, task)
-        if self.running:
+            context = RunningJob(job)
+            if link is not None:
+                link.attach(context)
+            context.task = create_task(execute(context), name=f"conveyor-job-{job_id}")
+            running[job_id] = context
+        if running:
             self._idle.clear()
 
     def _claimed_again(self, job_id: int) -> None:
@@ -195,8 +204,10 @@ class Producer(Service):
             running = self.running.pop(job_id, None)
             if not self.running:
                 self._idle.set()
-            self._let_go.discard(job_id)
-            if self.stopping.pop(job_id, None) is not None:
+            # Both are empty unless a run was told to stop: no set or dict operation per job then.
+            if self._let_go:
+                self._let_go.discard(job_id)
+            if self.stopping and self.stopping.pop(job_id, None) is not None:
                 self.released = True
                 if self.on_stopped is not None:
                     self.on_stopped()  # the heartbeat tells the database the run is over

@@ -13,7 +13,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from conveyor._options import check_prefix
-from conveyor.engine._sqlfiles import SqlFiles
+from conveyor.engine._sqlfiles import SqlFiles, without_comment_lines
 from conveyor.engine.postgres import foreign, pool_log, schema
 from conveyor.engine.postgres import pooler as poolers
 from conveyor.engine.postgres.connect import BUSY_PATIENCE, CONNECT_TIMEOUT, connect_once
@@ -90,6 +90,12 @@ async def _reconnect_again(pool: AsyncConnectionPool) -> None:
         await pool.check()
 
 
+def hot_text(statement: str) -> bytes:
+    """A statement of the hot path as sent: without comment lines (``without_comment_lines``: under
+    psycopg's size limit for caching its conversion), encoded once."""
+    return without_comment_lines(statement).encode()
+
+
 class PostgresCore:
     """The pools and the state of one engine (see ``PostgresEngine``); the duty classes build on it."""
 
@@ -131,20 +137,22 @@ class PostgresCore:
         self._pool, self._hot_pool = self._new_pools()
         # Encoded once: psycopg would encode the text (and hash the bytes) on every call.
         parts = CLAIM_PARTS
-        self._fetch_statement = self.sql.compose(
-            "fetch_jobs", demand="fetch_demand", record_starts="no_record_starts", **parts
-        ).encode()
+        self._fetch_statement = hot_text(
+            self.sql.compose("fetch_jobs", demand="fetch_demand", record_starts="no_record_starts", **parts)
+        )
         # Starts of an unpartitioned rate limit count against the partition ''.
         limited = self.sql.compose(
             "fetch_jobs", demand="fetch_demand_limited", record_starts="record_starts", **parts
         )
-        self._fetch_limited_statement = limited.replace("{rate_key}", "''").encode()
-        self._claim_left_statement = self.sql.compose(
-            "limited_claim_left",
-            running_jobs="running_jobs",
-            still_running="still_running",
-            stopping_ids="stopping_ids",
-        ).encode()
+        self._fetch_limited_statement = hot_text(limited.replace("{rate_key}", "''"))
+        self._claim_left_statement = hot_text(
+            self.sql.compose(
+                "limited_claim_left",
+                running_jobs="running_jobs",
+                still_running="still_running",
+                stopping_ids="stopping_ids",
+            )
+        )
         #: Claims under partitioned limits, by the shapes of their partitions (hot_path).
         self._partitioned: dict[Any, tuple[bytes, bytes]] = {}
         #: The settle and sweep statements, composed at first use (workflows).
@@ -322,7 +330,8 @@ class PostgresCore:
         """
         async with self.pool.connection() as conn:
             found = await schema.errors_type(conn, self.prefix)
-        statement = self.sql.compose("ack_jobs", append_error=schema.ERRORS_APPEND[found or "jsonb"]).encode()
+        append_error = schema.ERRORS_APPEND[found or "jsonb"]
+        statement = hot_text(self.sql.compose("ack_jobs", append_error=append_error))
         self._errors_type = self._inserter.errors_type = found
         self._ack_statement = statement if found is not None else None
         return statement

@@ -11,10 +11,10 @@ import orjson
 from conveyor.acks import Ack
 from conveyor.engine import _partitions
 from conveyor.engine._partitions import KeySyntax, Shape
-from conveyor.engine.postgres.core import CLAIM_PARTS, read_result
+from conveyor.engine.postgres.core import CLAIM_PARTS, hot_text, read_result
 from conveyor.engine.postgres.rows import naive_utc
 from conveyor.engine.postgres.workflows import PostgresWorkflows
-from conveyor.job import Job
+from conveyor.job import Job, JobState
 from conveyor.limits import Claimed, FetchLimits, capped_by
 
 #: Partition keys on PostgreSQL: a jsonb array of the worker and the values under the keys, as text.
@@ -24,13 +24,16 @@ KEYS = KeySyntax(
     param=lambda key: key,
 )
 
+#: Each state's ``value``, without the enum's ``value`` descriptor (written in Python) per ack.
+_STATE_VALUES = {state: state.value for state in JobState}
+
 
 def ack_record(ack: Ack) -> dict[str, Any]:
     """One element of the JSON array ``ack_jobs.sql`` reads with ``jsonb_to_recordset``."""
     return {
         "id": ack.job_id,
         "attempt": ack.attempt,
-        "state": ack.state.value,
+        "state": _STATE_VALUES[ack.state],
         "schedule_in": ack.schedule_in,
         "error": ack.error,
         "meta": ack.meta,
@@ -111,7 +114,7 @@ class PostgresHotPath(PostgresWorkflows):
             left = self.sql.compose(
                 "partitioned_claim_left", lock_free="lock_free", stopping_ids="stopping_ids"
             )
-            found = self._partitioned[shapes] = (fetch.encode(), left.encode())
+            found = self._partitioned[shapes] = (hot_text(fetch), hot_text(left))
         return found
 
     async def ack_jobs(
