@@ -25,6 +25,8 @@ from conveyor.engine.postgres import PostgresEngine  # noqa: E402
 # pytest.ini), started by tests/test_django.py; collected here they would import Django unconfigured.
 collect_ignore = ["django_project"]
 
+pytest_plugins = ["tests.teardown_watchdog"]
+
 DSN = os.environ.get("CONVEYOR_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
 
