@@ -203,6 +203,17 @@ def test_drain_floor_reports_each_drain_against_the_sql_floor(dsn: str) -> None:
         assert figures.get(f"{variant}_cpu_ceiling_ratio", 1) > 0
 
 
+def test_every_scenario_names_an_async_function_and_a_run_imports_only_its_own() -> None:
+    code = (
+        "import inspect, sys, run\n"
+        "assert 'dashboard' not in sys.modules and 'telemetry_cost' not in sys.modules\n"
+        "bad = [n for n in run.SCENARIOS if not inspect.iscoroutinefunction(run.scenario(n))]\n"
+        "assert not bad, bad"
+    )
+    done = run_in_benchmarks(code)
+    assert done.returncode == 0, done.stderr
+
+
 def test_the_floor_script_is_the_engine_fetch_and_ack_of_this_checkout() -> None:
     """drain_floor.pgbench is rendered from the engine's statements: a change to them must be
     rendered again (python benchmarks/floor.py --write), or the floor measures other SQL."""

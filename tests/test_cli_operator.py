@@ -1,7 +1,12 @@
-"""The operator's commands as a user runs them (real subprocesses), on both engines: ``conveyor job``
+"""The operator's commands as a user runs them, on both engines: ``conveyor job``
 (every field, errors with tracebacks, the decoded result), ``conveyor jobs`` with time and worker
 filters, ``--wide`` and ``--count``, and ``cancel``/``retry``/``delete`` by filter with a count,
-confirmation (``--yes``, declined on a terminal, refused without one) and ``--json`` shapes."""
+confirmation (``--yes``, declined on a terminal, refused without one) and ``--json`` shapes.
+
+The commands run in this process (``conveyor_inline``: the same command group, arguments,
+environment and working directory, without a subprocess's 0.3-0.5 s of CPU importing Python and
+Conveyor); the confirmation on a terminal runs the installed script on a pty, and how the script
+itself starts, fails and exits is tests/test_cli_errors.py's."""
 
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from conveyor.engine.base import Engine
 from conveyor.fleet import CronTick
 from conveyor.recorded import encode_result
 from tests.conformance.contract import put
-from tests.test_cli_errors import CONVEYOR, Run, assert_one_line_error, conveyor
+from tests.test_cli_errors import CONVEYOR, Run, assert_one_line_error, conveyor_inline
 from tests.test_cli_prune import Target as CliTarget
 from tests.test_cli_prune import make_target
 
@@ -40,7 +45,7 @@ class Target(CliTarget):
     place and read jobs directly."""
 
     def run(self, *args: str, stdin: str = "", env: dict[str, str] | None = None) -> Run:
-        return conveyor(*args, *self.options, cwd=self.cwd, stdin=stdin, env=env)
+        return conveyor_inline(*args, *self.options, cwd=self.cwd, stdin=stdin, env=env)
 
     def json(self, *args: str) -> Any:
         run = self.run(*args, "--json")

@@ -1,6 +1,7 @@
-"""``conveyor prune`` as a user runs it (a real subprocess), on both engines: the configured rules,
+"""``conveyor prune`` as a user runs it, on both engines: the configured rules,
 the options that replace them, ``--dry-run``, confirmation, ``--json``, the progress display, and one
-clear error line for each mistake."""
+clear error line for each mistake. The command runs in this process (``conveyor_inline``), except
+with ``--app``, which imports the user's module: that runs the installed script, a process of its own."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from conveyor.engine.postgres import PostgresEngine
 from conveyor.engine.sqlite import SqliteEngine
 from tests.conformance.contract import put
 from tests.conftest import DSN
-from tests.test_cli_errors import Run, assert_one_line_error, conveyor
+from tests.test_cli_errors import Run, assert_one_line_error, conveyor, conveyor_inline
 
 T = TypeVar("T")
 RULES = """
@@ -41,7 +42,7 @@ class Target:
     cwd: Path
 
     def run(self, *args: str, stdin: str = "", env: dict[str, str] | None = None) -> Run:
-        return conveyor("prune", *args, *self.options, cwd=self.cwd, stdin=stdin, env=env)
+        return conveyor_inline("prune", *args, *self.options, cwd=self.cwd, stdin=stdin, env=env)
 
     def ended(self, jobs: list[tuple[JobState, float, dict[str, str]]]) -> list[int]:
         """Jobs in these states that ended so many days ago (live states: made now)."""

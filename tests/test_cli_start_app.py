@@ -180,6 +180,8 @@ def test_a_factory_with_the_commands_queues_and_the_level_from_the_environment(t
     assert events_of(target) == []  # make_app attaches no handler
 
 
+# Every mistake below is refused before the database is reached: one engine shows it.
+@pytest.mark.parametrize("target", ["sqlite"], indirect=True)
 def test_mistakes_with_app_get_one_clear_line(target: Target) -> None:
     def start(*options: str, env: dict[str, str] | None = None) -> Any:
         return conveyor("start", *options, cwd=target.directory, env=target.env | (env or {}))

@@ -13,7 +13,7 @@ from conveyor import Conveyor, JobRequest, Workflow
 from conveyor.testing import drain_queue_sync
 from tests.conformance import jobs
 from tests.conftest import DSN
-from tests.test_cli_errors import assert_one_line_error, conveyor
+from tests.test_cli_errors import assert_one_line_error, conveyor_inline
 
 
 @pytest.fixture(params=["postgres", "sqlite"])
@@ -41,10 +41,12 @@ def test_a_workflow_shown_and_waited_for(target: tuple[Conveyor, list[str]], tmp
         .add("b", jobs.flow_step.new(label="b"), deps=["a"])
     )
     app.enqueue_many_sync(done)
-    shown = conveyor("workflow", done.id, *options, cwd=tmp_path)
+    shown = conveyor_inline("workflow", done.id, *options, cwd=tmp_path)
     assert shown.code == 0 and f"workflow {done.id}: running, 0% done; now: a" in shown.out, shown
     drain_queue_sync("flow", app=app)
-    waited = conveyor("workflow", done.id, "--wait", "--timeout", "10", "--json", *options, cwd=tmp_path)
+    waited = conveyor_inline(
+        "workflow", done.id, "--wait", "--timeout", "10", "--json", *options, cwd=tmp_path
+    )
     assert waited.code == 0, waited
     found = orjson.loads(waited.out)
     assert found["state"] == "completed" and found["progress"] == 1.0 and list(found["steps"]) == ["a", "b"]
@@ -52,15 +54,17 @@ def test_a_workflow_shown_and_waited_for(target: tuple[Conveyor, list[str]], tmp
     held = Workflow().add("later", JobRequest("app.later", queue="elsewhere"))
     app.enqueue_many_sync(held)
     app.cancel_workflow_sync(held.id)
-    failed = conveyor("workflow", held.id, "--wait", *options, cwd=tmp_path)
+    failed = conveyor_inline("workflow", held.id, "--wait", *options, cwd=tmp_path)
     assert_one_line_error(failed, "cancelled at step 'later'")
 
 
 def test_mistakes_get_one_clear_line(target: tuple[Conveyor, list[str]], tmp_path: Path) -> None:
     _, options = target
-    assert_one_line_error(conveyor("workflow", "nope", *options, cwd=tmp_path), "no workflow with id 'nope'")
     assert_one_line_error(
-        conveyor("workflow", "x", "--timeout", "1", *options, cwd=tmp_path),
+        conveyor_inline("workflow", "nope", *options, cwd=tmp_path), "no workflow with id 'nope'"
+    )
+    assert_one_line_error(
+        conveyor_inline("workflow", "x", "--timeout", "1", *options, cwd=tmp_path),
         "--timeout applies to --wait",
         code=2,
     )

@@ -199,7 +199,10 @@ def test_migrating_to_zero_drops_the_schema_and_conveyor_install_brings_it_back(
     assert "oban_jobs" in project.tables()
 
 
-def test_bad_settings_are_refused_naming_the_setting(project: Project) -> None:
+def test_bad_settings_are_refused_naming_the_setting(tmp_path: Path) -> None:
+    # Settings are checked before any database is touched: one engine shows it (the schema check
+    # below, which does touch it, runs on both).
+    project = Project("sqlite", str(tmp_path / "shop.db"))
     bad_queue = project.manage("check", check=False, SHOP_CONVEYOR='{"queues": {"shop": -1}}')
     assert bad_queue.returncode != 0
     assert "ImproperlyConfigured: settings.CONVEYOR:" in bad_queue.stderr and "shop" in bad_queue.stderr
@@ -218,7 +221,9 @@ def test_bad_settings_are_refused_naming_the_setting(project: Project) -> None:
     assert "CommandError: the command's options or settings.CONVEYOR: invalid queues.shop.limit=0" in (
         bad_option.stderr
     )
-    # The schema is not there yet: the node says so and which command fixes it.
+
+
+def test_a_node_on_an_unmigrated_database_says_to_migrate(project: Project) -> None:
     missing = project.manage("conveyor_start", check=False)
     assert missing.returncode != 0 and "Traceback" not in missing.stderr
     assert "CommandError: Conveyor's schema is not ready: run `manage.py migrate`" in missing.stderr

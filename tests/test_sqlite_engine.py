@@ -7,7 +7,6 @@ operations) is proved for SQLite by the conformance suite in tests/conformance/.
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import os
 import sqlite3
 import subprocess
@@ -43,6 +42,7 @@ from conveyor.engine.sqlite import SqliteEngine, schema
 from conveyor.engine.sqlite.database import MEMORY
 from conveyor.engine.urls import default_database_url, engine_from_url
 from tests import helpers, runtime_jobs
+from tests.helpers import racing_processes
 from tests.sqlite_procs import fetch_all
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -557,7 +557,7 @@ async def test_unsupported_connections_are_refused(sqlite_engine: SqliteEngine, 
 async def test_two_processes_never_claim_the_same_job(sqlite_engine: SqliteEngine, db_path: str) -> None:
     total = 5_000
     await sqlite_engine.insert(many(total, queue="race"))
-    context = multiprocessing.get_context("spawn")
+    context = racing_processes()
     go = context.Event()
     results, ready = context.Queue(), context.Queue()
     workers = [

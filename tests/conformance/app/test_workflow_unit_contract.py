@@ -4,7 +4,6 @@ waiting for it, one workflow per key, and its outcome kept after its jobs are pr
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import pickle
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -39,6 +38,7 @@ from conveyor.testing import drain_queue
 from tests.conformance import jobs, workflow_procs
 from tests.conformance.app.test_relay_runs_contract import wait_begun
 from tests.conformance.conftest import ADDRESSES, BLOCKING_CALLER_CONNECTIONS, started_node
+from tests.helpers import racing_processes
 
 ELSEWHERE = "not-run-here"  # a queue no node runs: the jobs stay as inserted
 
@@ -245,7 +245,7 @@ async def test_one_unfinished_workflow_per_lock(app: Conveyor) -> None:
 
 def test_eight_processes_racing_make_one_workflow(engine_name: str, any_engine: Engine) -> None:
     url, prefix = ADDRESSES[engine_name](any_engine)
-    context = multiprocessing.get_context("spawn")
+    context = racing_processes()
     start = context.Event()
     results: Any = context.Queue()
     workers = [

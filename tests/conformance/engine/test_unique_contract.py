@@ -5,7 +5,6 @@ transaction, and from many processes at the same moment."""
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import random
 from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
@@ -25,6 +24,7 @@ from tests.conformance.conftest import (
     engines_on_one_database,
 )
 from tests.conformance.contract import T0, WORKER, fetch, job
+from tests.helpers import racing_processes
 
 ONCE: dict[str, Any] = {"period": None}
 
@@ -290,7 +290,7 @@ async def test_processes_inserting_the_same_jobs_at_once_make_each_once(
     engine_name: str, any_engine: Engine, bulk: bool
 ) -> None:
     url, prefix = ADDRESSES[engine_name](any_engine)
-    context = multiprocessing.get_context("spawn")
+    context = racing_processes()
     start = context.Event()
     results: Any = context.Queue()
     # One by one, each process makes a round trip per job: 250 keys, each raced by all eight at
