@@ -23,6 +23,7 @@ from conveyor import Conveyor
 from conveyor.engine.base import Engine
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.engine.sqlite import SqliteEngine
+from tests.conformance import mariadb
 from tests.conftest import DSN
 
 #: PostgreSQL schemas a finished test left installed and empty, for the next test to take: emptying
@@ -48,7 +49,10 @@ def _postgres(tmp_path: Path, schemas: list[str]) -> Engine:
 
 
 def release_schema(schema: str) -> None:
-    """Empty a test's schema for the next one, or drop it when it is not intact (uninstalled)."""
+    """Empty a test's schema for the next one, or drop it when it is not intact (uninstalled); a
+    MariaDB test's private database (tagged ``mariadb:``) is dropped."""
+    if mariadb.release(schema):
+        return
     with psycopg.connect(DSN, autocommit=True) as conn:
         try:
             with conn.transaction():
@@ -72,7 +76,99 @@ def _sqlite(tmp_path: Path, schemas: list[str]) -> Engine:
     return SqliteEngine(tmp_path / "conformance.db")
 
 
-ENGINES: dict[str, Callable[[Path, list[str]], Engine]] = {"postgres": _postgres, "sqlite": _sqlite}
+def _mariadb(tmp_path: Path, schemas: list[str]) -> Engine:
+    return mariadb.factory(schemas)
+
+
+ENGINES: dict[str, Callable[[Path, list[str]], Engine]] = {
+    "postgres": _postgres,
+    "sqlite": _sqlite,
+    "mariadb": _mariadb,
+}
+
+#: What the MariaDB engine does not do yet, keyed by test module (every case of it) or
+#: ``module::test`` (one test), each with the reason: those cases are skipped on mariadb, never
+#: failed. Remove an entry when the role it waits for lands (docs/mysql.md keeps the same list).
+MARIADB_PENDING: dict[str, str] = {
+    # The runtime (nodes, executors, cluster duties, integrations) needs every role below.
+    **{
+        f"app/{module}.py": "a node needs the hot path, polling, notifications and cluster roles"
+        for module in (
+            "test_acker_window_contract",
+            "test_bad_arguments_contract",
+            "test_blocking_enqueue_contract",
+            "test_chunks_contract",
+            "test_dashboard_contract",
+            "test_dashboard_details_contract",
+            "test_dynamic_cron_contract",
+            "test_dynamic_queues_contract",
+            "test_encrypted_args_contract",
+            "test_enqueue_hooks_contract",
+            "test_fake_time_contract",
+            "test_hardening_contract",
+            "test_job_api_contract",
+            "test_job_ids_contract",
+            "test_mixed_fleet_contract",
+            "test_opentelemetry_contract",
+            "test_priority_aging_contract",
+            "test_relay_runs_contract",
+            "test_runtime_contract",
+            "test_starlette_contract",
+            "test_telemetry_contract",
+            "test_testing_contract",
+            "test_unfit_jobs_contract",
+            "test_workflow_runs_contract",
+            "test_workflow_unit_contract",
+        )
+    },
+    "engine/test_args_filter_contract.py": "Jobs.list_jobs (args filters) is not implemented yet",
+    "engine/test_caller_transaction_contract.py": "conn= paths are not implemented yet",
+    "engine/test_cluster_contract.py": "the Cluster roles are not implemented yet",
+    "engine/test_dynamic_cron_contract.py": "StoredCrons is not implemented yet",
+    "engine/test_engine_contract.py": "it passes over every role; most are not implemented yet",
+    "engine/test_hot_path_contract.py": "HotPath (fetch, ack, release, stage) is not implemented yet",
+    "engine/test_jobs_contract.py": "Inserting and Jobs are not implemented yet",
+    "engine/test_limits_contract.py": "fetch_jobs with fleet limits is not implemented yet",
+    "engine/test_locks_contract.py": "ordered locks in fetch_jobs are not implemented yet",
+    "engine/test_notifications_contract.py": "Notifications (the polled table) are not implemented yet",
+    "engine/test_partitions_contract.py": "partitioned limits in fetch_jobs are not implemented yet",
+    "engine/test_polling_contract.py": "Polling (waiting_queues, poll_queues) is not implemented yet",
+    "engine/test_relay_contract.py": "Relay is not implemented yet",
+    "engine/test_retention_contract.py": "Pruning is not implemented yet",
+    "engine/test_stats_contract.py": "Stats is not implemented yet",
+    "engine/test_stopping_contract.py": "cancel_jobs' stop list and record_producers are not implemented yet",
+    "engine/test_unique_contract.py": "unique inserts are not implemented yet",
+    "engine/test_workflow_guards_contract.py": "Workflows is not implemented yet",
+    "engine/test_workflows_contract.py": "Workflows is not implemented yet",
+    "engine/test_lifecycle_contract.py::test_uninstall_removes_the_schema_and_install_brings_it_back": (
+        "it inserts a job (Inserting is not implemented yet)"
+    ),
+    "engine/test_lifecycle_contract.py::test_open_and_close_twice_are_harmless": (
+        "it inserts a job (Inserting is not implemented yet)"
+    ),
+    "engine/test_lifecycle_contract.py::test_an_engine_not_open_refuses_work_with_a_transient_error": (
+        "the roles it calls are not implemented yet (they raise PendingRoleError, open or not)"
+    ),
+    "engine/test_lifecycle_contract.py::test_stopping_a_listener_twice_is_harmless": (
+        "Notifications.listen is not implemented yet"
+    ),
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skip the mariadb cases when no server answers, and those MARIADB_PENDING names."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if callspec is None or callspec.params.get("engine_name") != "mariadb":
+            continue
+        if mariadb.UNREACHABLE is not None:
+            item.add_marker(pytest.mark.skip(reason=mariadb.UNREACHABLE))
+            continue
+        module = item.nodeid.split("tests/conformance/", 1)[-1].split("::", 1)[0]
+        name = getattr(item, "originalname", item.name)
+        reason = MARIADB_PENDING.get(f"{module}::{name}") or MARIADB_PENDING.get(module)
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason=f"MariaDB engine pending: {reason}"))
 
 
 async def _postgres_caller(engine: Engine) -> Any:
@@ -99,6 +195,7 @@ def _sqlite_address(engine: Engine) -> tuple[str, str]:
 ADDRESSES: dict[str, Callable[[Engine], tuple[str, str]]] = {
     "postgres": _postgres_address,
     "sqlite": _sqlite_address,
+    "mariadb": mariadb.address,
 }
 
 
@@ -125,6 +222,7 @@ async def _sqlite_unstamp(engine: Engine, job_id: int, scheduled_at: datetime) -
 UNSTAMP_ATTEMPT: dict[str, Callable[[Engine, int, datetime], Awaitable[None]]] = {
     "postgres": _postgres_unstamp,
     "sqlite": _sqlite_unstamp,
+    "mariadb": mariadb.unstamp,
 }
 
 
@@ -133,6 +231,7 @@ UNSTAMP_ATTEMPT: dict[str, Callable[[Engine, int, datetime], Awaitable[None]]] =
 CALLER_CONNECTIONS: dict[str, Callable[[Engine], Awaitable[Any]]] = {
     "postgres": _postgres_caller,
     "sqlite": _sqlite_caller,
+    "mariadb": mariadb.caller,
 }
 
 
@@ -159,6 +258,7 @@ def _sqlite_blocking_caller(engine: Engine) -> Iterator[Any]:
 BLOCKING_CALLER_CONNECTIONS: dict[str, Callable[[Engine], AbstractContextManager[Any]]] = {
     "postgres": _postgres_blocking_caller,
     "sqlite": _sqlite_blocking_caller,
+    "mariadb": mariadb.blocking_caller,
 }
 
 
