@@ -63,6 +63,6 @@ CREATE TABLE IF NOT EXISTS {prefix}.oban_producers (
 CREATE TABLE IF NOT EXISTS {prefix}.conveyor_notifications (
     id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
     channel VARCHAR(64) NOT NULL,
-    payload JSON NOT NULL,
+    payload MEDIUMTEXT NOT NULL,
     created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
