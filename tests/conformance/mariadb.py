@@ -79,14 +79,32 @@ def address(engine: Engine) -> tuple[str, str]:
     return URL, engine.prefix
 
 
-async def caller(engine: Engine) -> Any:
+class CallerConnection:
+    """An application's asyncmy connection, as the fixtures use one: asyncmy's ``close`` is
+    synchronous where the fixtures await it (``ensure_closed``)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+    async def close(self) -> None:
+        await self.conn.ensure_closed()
+
+
+async def _connect(engine: MysqlEngine) -> Any:
     import asyncmy
 
-    assert isinstance(engine, MysqlEngine)
     a = engine.address
     return await asyncmy.connect(
         host=a.host, port=a.port, user=a.user, password=a.password, database=engine.database, autocommit=False
     )
+
+
+async def caller(engine: Engine) -> Any:
+    assert isinstance(engine, MysqlEngine)
+    return CallerConnection(await _connect(engine))
 
 
 @contextmanager
@@ -102,7 +120,7 @@ def blocking_caller(engine: Engine) -> Iterator[Any]:
 
 async def unstamp(engine: Engine, job_id: int, scheduled_at: datetime) -> None:
     assert isinstance(engine, MysqlEngine)
-    conn = await caller(engine)
+    conn = await _connect(engine)
     try:
         async with conn.cursor() as cursor:
             await cursor.execute(

@@ -63,20 +63,43 @@ async def connect(address: Address, database: str | None = None) -> Any:
 
 
 @asynccontextmanager
-async def transaction(pool: Any) -> AsyncIterator[Any]:
+async def transaction(pool: Any, *, keyed: bool = False) -> AsyncIterator[Any]:
     """A cursor in one transaction on a pooled connection: committed when the block ends,
-    rolled back when it raises."""
+    rolled back when it raises.
+
+    ``keyed``: the transaction serialises on named locks (``GET_LOCK``, taken by the statements),
+    which are released once it ends; it runs READ COMMITTED, so its reads see what the previous
+    holder of a lock committed and its locking reads take no gap locks (which deadlock inserts)."""
     if pool is None:
         raise EngineClosedError("the MySQL engine is not open; call await engine.open()")
     async with pool.acquire() as conn:
+        if keyed:
+            async with conn.cursor() as cursor:
+                await cursor.execute(READ_COMMITTED)
         await conn.begin()
         try:
             async with conn.cursor() as cursor:
                 yield cursor
+            await conn.commit()
         except BaseException:
             await _rollback(conn)
             raise
-        await conn.commit()
+        finally:
+            if keyed:
+                await _release_locks(conn)
+
+
+#: The next transaction of the session only (the statement MySQL 8 and MariaDB share).
+READ_COMMITTED = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
+
+
+async def _release_locks(conn: Any) -> None:
+    try:
+        async with conn.cursor() as cursor:
+            await cursor.execute("SELECT RELEASE_ALL_LOCKS()")
+            await cursor.fetchall()
+    except Exception:  # the connection is gone, and its locks with it
+        conn.close()
 
 
 async def _rollback(conn: Any) -> None:

@@ -67,9 +67,10 @@ class MysqlCore:
             pool.close()
             await pool.wait_closed()
 
-    def transaction(self) -> Any:
-        """``async with self.transaction() as cursor``: one transaction, committed at the end."""
-        return transaction(self._pool)
+    def transaction(self, *, keyed: bool = False) -> Any:
+        """``async with self.transaction() as cursor``: one transaction, committed at the end
+        (``keyed``: see ``connect.transaction``)."""
+        return transaction(self._pool, keyed=keyed)
 
     def reading(self) -> Any:
         """``async with self.reading() as cursor``: statements in autocommit."""

@@ -26,6 +26,7 @@ from conveyor.engine._step_names import step_names_kept
 from conveyor.engine.base import NotificationHandler
 from conveyor.engine.mysql import inserter
 from conveyor.engine.mysql.connect import error_code
+from conveyor.engine.mysql.hot_path import MysqlHotPath
 from conveyor.engine.mysql.jobs import MysqlJobs
 from conveyor.engine.mysql.listener import MysqlListener
 from conveyor.engine.mysql.pending import pending
@@ -42,7 +43,7 @@ RETRIED = frozenset({1213, 1062})
 INSERT_TRIES = 5
 
 
-class MysqlEngine(MysqlJobs, PendingCluster, PendingRoles):
+class MysqlEngine(MysqlJobs, MysqlHotPath, PendingCluster, PendingRoles):
     """Runs every Conveyor statement on one MySQL or MariaDB database."""
 
     _rows_per_statement = inserter.ROWS_PER_STATEMENT
@@ -71,11 +72,12 @@ class MysqlEngine(MysqlJobs, PendingCluster, PendingRoles):
         if not first:
             return JobIds()
         whole = len(first) < inserter.INSERT_CHUNK  # all in hand: safe to run again
+        keyed = any(request.unique is not None for request in first)
         with step_names_kept():
             for attempt in range(1, INSERT_TRIES + 1):
                 try:
                     builder = InsertRows(utc_clock(now))
-                    async with self.transaction() as cursor:
+                    async with self.transaction(keyed=keyed) as cursor:
                         done = await inserter.insert(
                             cursor,
                             self.files,

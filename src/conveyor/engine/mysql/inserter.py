@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -95,11 +96,30 @@ async def insert(
             new_ids.append(range(first, first + len(part) // INSERT_COLUMNS))
     ids = resolve_outcomes(positions, collapsed, itertools.chain.from_iterable(new_ids), first_of_key)
     if hold:
-        await cursor.execute(files["hold_jobs"], ([int(ids[position]) for position in hold],))
+        await cursor.execute(files["hold_jobs"], (tuple(int(ids[position]) for position in hold),))
     queues = sorted(builder.available_queues)
     for queue in queues:
         await cursor.execute(files["notify"], ("insert", payloads.encode({"queue": queue})))
     return Inserted(ids, queues)
+
+
+#: Seconds an insert waits for another insert holding one of its unique keys.
+KEY_LOCK_TIMEOUT = 30
+
+
+async def _lock_keys(cursor: Any, files: SqlFiles, keys: Sequence[str]) -> None:
+    """Take a named lock per unique key (hashed with the database into MySQL's 64 characters), in
+    sorted order, so inserts sharing keys run one after the other and never deadlock; released
+    when the transaction ends (``connect.transaction(keyed=True)``)."""
+    names = sorted({"conveyor:" + hashlib.sha1(f"{files.prefix}:{key}".encode()).hexdigest() for key in keys})
+    call = files["lock_key"].strip()
+    for start in range(0, len(names), 100):
+        part = names[start : start + 100]
+        statement = files["lock_keys"].replace("{calls}", ", ".join([call] * len(part)))
+        await cursor.execute(statement, [v for name in part for v in (name, KEY_LOCK_TIMEOUT)])
+        (row,) = await cursor.fetchall()
+        if not all(value == 1 for value in row):
+            raise TimeoutError(f"another insert held a unique key for {KEY_LOCK_TIMEOUT} s")
 
 
 async def _unique_writes(
@@ -116,7 +136,8 @@ async def _unique_writes(
     plan = unique_plan(batch, builder.clock, first_of_key, offset)
     existing: dict[str, int] = {}
     if plan.claimed:
-        await cursor.execute(files["unique_lookup"], (plan.claimed,))
+        await _lock_keys(cursor, files, plan.claimed)
+        await cursor.execute(files["unique_lookup"], (tuple(plan.claimed),))
         existing = {str(key): int(job_id) for key, job_id in await cursor.fetchall()}
     writes: list[JobRequest] = []
     for position, (request, key) in enumerate(zip(batch, plan.keys, strict=True), offset):
