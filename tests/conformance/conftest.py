@@ -87,93 +87,183 @@ ENGINES: dict[str, Callable[[Path, list[str]], Engine]] = {
     "mariadb": _mariadb,
 }
 
-_CLUSTER = "the Cluster roles are not implemented yet"
+#: Why a case waits on MariaDB, by the role it needs.
+_AGING = "age_priorities is not implemented yet"
+_CLUSTER = "leases, rescue, pruning and cron ticks (Cluster) are not implemented yet"
 _CLUSTER_NOTIFY = "some operations it checks (rescue, cron, resign) are Cluster roles, not implemented yet"
-_CONN = "conn= (joining a caller's transaction) is not implemented yet"
-_CRONS = "StoredCrons is not implemented yet"
+_CONN = "conn= and insert_sync (a caller's transaction) are not implemented yet"
+_CRON = "cron (Cron, StoredCrons) is not implemented yet"
+_DASHBOARD = "the dashboard reads queue_counts, job_stats and cron entries, not implemented yet"
 _ELECT = "its elect_leader case is a Cluster role, not implemented yet"
 _LIMITS = "fetch_jobs under fleet limits (global, rate, partitioned) is not implemented yet"
-_NODE = "a running node needs the Cluster roles (producers, queue states), not implemented yet"
+_LOOP = "the engine's pool belongs to one event loop (the optional Abandoning role is not implemented yet)"
 _NOW_CHECKS = "some of the operations it checks are Cluster roles, not implemented yet"
 _PRUNING = "Pruning is not implemented yet"
-_QUEUE_STATES = "it saves queue states (QueueStates), not implemented yet"
 _RELAY = "the Relay role is not implemented yet"
 _REPLACE = "unique jobs with replace are not implemented yet"
-_RESCUE = "it rescues jobs (Producers), not implemented yet"
-_RUNTIME = "a node needs the Cluster roles (producers, leadership, queue states), not implemented yet"
+_RESCUE = "rescue_jobs (Producers) is not implemented yet"
 _STATS = "queue_counts and job_stats (Stats) are not implemented yet"
-_STOPPING = "cancel's stop lists in producer rows (Producers) are not implemented yet"
+_STOPPING = "cancel's stop lists in producer rows are not implemented yet"
+_STORED = "writing stored crons and queues (StoredCrons, StoredQueues) is not implemented yet"
 _WORKFLOWS = "the Workflows role is not implemented yet"
 
-#: Test modules of the runtime (tests/conformance/app/), every case of which waits.
-_PENDING_APP_MODULES = (
-    "test_acker_window_contract",
-    "test_bad_arguments_contract",
-    "test_blocking_enqueue_contract",
-    "test_chunks_contract",
-    "test_dashboard_contract",
-    "test_dashboard_details_contract",
-    "test_dynamic_cron_contract",
-    "test_dynamic_queues_contract",
-    "test_encrypted_args_contract",
-    "test_enqueue_hooks_contract",
-    "test_fake_time_contract",
-    "test_hardening_contract",
-    "test_job_api_contract",
-    "test_job_ids_contract",
-    "test_mixed_fleet_contract",
-    "test_opentelemetry_contract",
-    "test_priority_aging_contract",
-    "test_relay_runs_contract",
-    "test_runtime_contract",
-    "test_starlette_contract",
-    "test_telemetry_contract",
-    "test_testing_contract",
-    "test_unfit_jobs_contract",
-    "test_workflow_runs_contract",
-    "test_workflow_unit_contract",
-)
-#: Engine test modules every case of which waits.
+#: Test modules every case of which waits.
 _PENDING_MODULES: dict[str, str] = {
+    "app/test_dynamic_cron_contract.py": _CRON,
+    "app/test_dynamic_queues_contract.py": _STORED,
+    "app/test_priority_aging_contract.py": _AGING,
+    "app/test_workflow_runs_contract.py": _WORKFLOWS,
     "engine/test_caller_transaction_contract.py": _CONN,
-    "engine/test_cluster_contract.py": _CLUSTER,
-    "engine/test_dynamic_cron_contract.py": _CRONS,
+    "engine/test_dynamic_cron_contract.py": _STORED,
     "engine/test_partitions_contract.py": _LIMITS,
     "engine/test_retention_contract.py": _PRUNING,
     "engine/test_workflow_guards_contract.py": _WORKFLOWS,
 }
 #: Single tests (every parameter of each) that wait, by module and reason.
 _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
+    "app/test_blocking_enqueue_contract.py": {
+        _LOOP: ("test_enqueue_sync_goes_on_while_the_portal_loop_is_busy",),
+    },
+    "app/test_dashboard_contract.py": {
+        _DASHBOARD: (
+            "test_authentication_basic_token_and_hook",
+            "test_cron_actions_pause_resume_and_delete_entries",
+            "test_cron_page_lists_entries_with_next_run",
+            "test_cron_page_lists_stored_entries_over_the_configured_ones",
+            "test_job_detail_shows_result_progress_errors_and_workflow",
+            "test_overview_counts_queues_and_charts_the_last_hour",
+            "test_pages_filters_and_keyset_paging",
+            "test_queue_actions_reach_the_node",
+            "test_read_only_hides_and_refuses_actions",
+            "test_security_headers_on_every_response",
+            "test_user_data_is_rendered_inert",
+            "test_without_auth_only_loopback_is_served",
+        ),
+    },
+    "app/test_dashboard_details_contract.py": {
+        _DASHBOARD: (
+            "test_cron_page_lists_what_the_nodes_announce_without_importing_jobs",
+            "test_job_page_labels_progress_decodes_results_and_names_the_zone",
+            "test_queue_table_names_the_limit_that_binds_and_counts_every_state",
+        ),
+    },
+    "app/test_encrypted_args_contract.py": {
+        _CRON: ("test_cron_jobs_of_an_encrypted_worker_are_stored_encrypted",),
+        _WORKFLOWS: ("test_workflow_steps_of_an_encrypted_worker_are_sealed_and_run",),
+    },
+    "app/test_enqueue_hooks_contract.py": {
+        _CONN: (
+            "test_a_blocking_enqueue_reads_the_callers_context_in_its_thread",
+            "test_every_insert_path_carries_what_the_hook_adds",
+        ),
+    },
+    "app/test_fake_time_contract.py": {
+        _CLUSTER: (
+            "test_a_dead_producers_job_is_rescued_and_a_live_long_job_is_not",
+            "test_a_killed_leaders_jobs_run_on_a_follower_well_before_its_lease_ends",
+            "test_a_live_nodes_long_job_is_never_rescued_by_the_leader",
+            "test_a_signal_wait_runs_out_on_the_nodes_clock",
+            "test_a_silent_leader_is_replaced_within_one_ttl",
+            "test_cron_inserts_one_job_per_minute",
+            "test_job_timeouts_run_on_the_nodes_clock",
+            "test_old_finished_jobs_are_pruned_by_age",
+            "test_the_leader_prunes_by_the_rules_and_reports_each_state",
+        ),
+    },
+    "app/test_hardening_contract.py": {
+        _RESCUE: (
+            "test_rescue_counts_over_junk_meta",
+            "test_the_lifeline_rescues_only_after_unbroken_contact",
+        ),
+    },
+    "app/test_job_api_contract.py": {
+        _CONN: (
+            "test_list_jobs_sync_with_a_connection_reads_in_its_transaction",
+            "test_options_conn_joins_the_callers_transaction",
+        ),
+        _LOOP: ("test_the_current_app_is_the_one_entered_or_made_default",),
+    },
+    "app/test_job_ids_contract.py": {
+        _CONN: (
+            "test_enqueue_many_on_a_callers_connection_returns_job_ids",
+            "test_enqueue_many_sync_on_a_callers_connection_returns_job_ids",
+        ),
+    },
+    "app/test_relay_runs_contract.py": {
+        _RELAY: (
+            "test_bad_signals_are_refused_clearly",
+            "test_progress_of_concurrent_coroutines_is_merged_and_kept",
+            "test_receive_times_out_and_iteration_ends",
+            "test_signals_reach_running_jobs_in_order",
+            "test_sync_twins_wait_relay_and_signal",
+            "test_wait_for_signal_lets_go_of_the_slot_until_each_message",
+            "test_wait_for_signal_works_in_threads_and_processes",
+            "test_waiting_on_what_is_not_there_or_with_bad_options_fails_clearly",
+        ),
+    },
+    "app/test_testing_contract.py": {
+        _WORKFLOWS: (
+            "test_drain_runs_a_workflow_in_order",
+            "test_steps_grafted_from_blocking_code_keep_the_apps_own_connection",
+        ),
+        _CONN: ("test_inline_mode_wins_over_a_sync_connection",),
+    },
+    "app/test_workflow_unit_contract.py": {
+        _WORKFLOWS: (
+            "test_a_batch_whose_callbacks_were_not_called_for_completes",
+            "test_a_callers_connection_names_the_steps_too",
+            "test_a_completed_batch_is_recorded_completed",
+            "test_a_discarded_step_fails_the_workflow_and_a_cancel_cancels_it",
+            "test_a_locked_workflows_row_goes_with_its_record",
+            "test_a_pruned_workflow_is_still_told_by_its_record",
+            "test_eight_processes_racing_make_one_workflow",
+            "test_enqueue_many_gives_each_steps_id_by_name",
+            "test_one_unfinished_workflow_per_lock",
+            "test_status_gives_one_state_a_phase_and_progress",
+            "test_sub_workflows_batches_and_grafts_name_their_steps",
+            "test_wait_workflow_raises_naming_the_failed_or_cancelled_step",
+            "test_wait_workflow_returns_the_completed_status",
+            "test_wait_workflow_times_out_and_refuses_what_is_not_there",
+        ),
+    },
+    "engine/test_cluster_contract.py": {
+        _CLUSTER: (
+            "test_a_conveyor_leader_of_a_mixed_fleet_announces_itself",
+            "test_a_cron_job_is_an_available_job_with_the_requests_fields",
+            "test_a_live_lease_is_taken_from_a_leader_whose_heartbeats_stopped",
+            "test_a_live_producer_keeps_its_jobs_however_long_they_run",
+            "test_a_mixed_fleet_takes_the_lease_from_another_runtimes_node_only",
+            "test_a_producer_is_dead_once_silent_longer_than_the_timeout",
+            "test_a_stale_ack_after_rescue_does_not_overwrite_the_new_attempt",
+            "test_a_stale_leader_keeps_its_lease_without_own_rows_or_with_one_fresh",
+            "test_a_tick_is_identified_by_name_and_moment",
+            "test_another_node_takes_the_lease_only_once_it_expired",
+            "test_another_runtimes_producer_is_dead_once_silent_longer_than_the_foreign_timeout",
+            "test_backstop_rescues_a_job_another_client_left_without_attempted_at",
+            "test_backstop_rescues_old_jobs_of_unknown_producers_only",
+            "test_cron_ticks_insert_once",
+            "test_cron_with_nothing_to_do",
+            "test_each_rescue_counts_in_meta",
+            "test_get_leader_sees_a_lease_until_it_expires",
+            "test_lease_is_taken_renewed_and_taken_over_only_after_expiry",
+            "test_leases_of_different_names_are_independent",
+            "test_only_the_holder_can_resign",
+            "test_prune_deletes_in_bounded_batches",
+            "test_prune_deletes_old_final_jobs_only",
+            "test_prune_forgets_old_cron_ticks_but_each_entrys_latest",
+            "test_prune_keeps_the_newest_final_jobs_per_queue",
+            "test_rescue_follows_heartbeats",
+            "test_rescue_is_bounded_and_keeps_a_dead_producer_until_its_jobs_are_rescued",
+            "test_rescue_records_why_in_errors",
+            "test_rescue_spares_the_live_producers_it_is_told_of",
+            "test_without_a_foreign_timeout_another_runtimes_producer_is_never_dead",
+        ),
+    },
     "engine/test_jobs_contract.py": {
         _NOW_CHECKS: ("test_a_naive_now_is_refused",),
     },
     "engine/test_lifecycle_contract.py": {
         _ELECT: ("test_an_engine_not_open_refuses_work_with_a_transient_error",),
-    },
-    "engine/test_locks_contract.py": {
-        _CONN: (
-            "test_a_job_committed_after_a_later_job_started_runs_after_it",
-            "test_a_job_committed_before_the_claim_keeps_its_turn_by_id",
-        ),
-        _NODE: ("test_nodes_run_each_lock_in_order_without_overlap",),
-        _RESCUE: ("test_one_job_per_queueing_lock_waits",),
-    },
-    "engine/test_notifications_contract.py": {
-        _CLUSTER_NOTIFY: (
-            "test_a_tick_handled_before_wakes_nobody_again",
-            "test_operations_that_make_jobs_available_wake_their_queue",
-            "test_operations_that_make_nothing_available_wake_nobody",
-            "test_resign_announces_itself_on_the_leader_channel",
-        ),
-    },
-    "engine/test_polling_contract.py": {
-        _NODE: (
-            "test_a_full_queue_takes_its_backlog_as_slots_free",
-            "test_a_paused_queue_is_not_polled_and_runs_once_resumed",
-            "test_idle_queues_cost_no_fetch_and_only_queues_with_jobs_are_woken",
-            "test_polling_alone_runs_every_queues_jobs",
-        ),
-        _QUEUE_STATES: ("test_poll_queues_reads_the_waiting_queues_and_the_persisted_states_at_once",),
     },
     "engine/test_limits_contract.py": {
         _LIMITS: (
@@ -192,10 +282,21 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
             "test_jobs_of_a_silent_producer_free_their_global_slots_after_dead_after",
             "test_nodes_share_a_rate_limit",
             "test_nodes_with_a_global_limit_share_it",
-            "test_persisted_fleet_wide_limits_apply_to_nodes_started_later",
-            "test_queues_show_the_fleet_wide_limits",
-            "test_scale_changes_the_fleet_wide_limits_of_running_nodes",
-            "test_the_cli_scales_the_fleet_wide_limits",
+        ),
+    },
+    "engine/test_locks_contract.py": {
+        _CONN: (
+            "test_a_job_committed_after_a_later_job_started_runs_after_it",
+            "test_a_job_committed_before_the_claim_keeps_its_turn_by_id",
+        ),
+        _RESCUE: ("test_one_job_per_queueing_lock_waits",),
+    },
+    "engine/test_notifications_contract.py": {
+        _CLUSTER_NOTIFY: (
+            "test_a_tick_handled_before_wakes_nobody_again",
+            "test_operations_that_make_jobs_available_wake_their_queue",
+            "test_operations_that_make_nothing_available_wake_nobody",
+            "test_resign_announces_itself_on_the_leader_channel",
         ),
     },
     "engine/test_relay_contract.py": {
@@ -230,7 +331,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
     "engine/test_stopping_contract.py": {
         _STOPPING: (
             "test_a_cancel_listed_before_the_nodes_next_beat_is_kept",
-            "test_a_cancel_of_a_job_another_runtime_runs_holds_nothing",
             "test_a_cancelled_run_keeps_its_global_slot_until_its_producer_lets_go",
             "test_a_cancelled_run_keeps_its_lock_until_its_producer_lets_go",
             "test_a_cancelled_run_keeps_its_partitioned_global_slot",
@@ -283,7 +383,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
 #: failed. Remove an entry when the role it waits for lands (docs/mysql.md keeps the same list);
 #: ``CONVEYOR_MARIADB_PENDING=run`` runs them all anyway, to see what a change made pass.
 MARIADB_PENDING: dict[str, str] = {
-    **{f"app/{module}.py": _RUNTIME for module in _PENDING_APP_MODULES},
     **_PENDING_MODULES,
     **{
         f"{module}::{name}": reason

@@ -12,6 +12,7 @@ committed rows whatever the level, and the variable that sets it is spelled diff
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -81,6 +82,9 @@ async def transaction(pool: Any, *, keyed: bool = False) -> AsyncIterator[Any]:
             async with conn.cursor() as cursor:
                 yield cursor
             await conn.commit()
+        except asyncio.CancelledError:
+            conn.close()  # cut short mid-statement: the server rolls back when it goes
+            raise
         except BaseException:
             await _rollback(conn)
             raise
@@ -114,8 +118,15 @@ async def reading(pool: Any) -> AsyncIterator[Any]:
     """A cursor on a pooled connection in autocommit: each statement sees what is committed."""
     if pool is None:
         raise EngineClosedError("the MySQL engine is not open; call await engine.open()")
-    async with pool.acquire() as conn, conn.cursor() as cursor:
-        yield cursor
+    async with pool.acquire() as conn:
+        try:
+            async with conn.cursor() as cursor:
+                yield cursor
+        except BaseException:
+            # A statement cut short (a cancelled task) leaves the protocol mid-reply: the pool must
+            # not hand this connection out again ("Command Out of Sync").
+            conn.close()
+            raise
 
 
 def error_code(exc: BaseException) -> int | None:

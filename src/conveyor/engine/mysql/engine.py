@@ -32,6 +32,7 @@ from conveyor.engine.mysql.listener import MysqlListener
 from conveyor.engine.mysql.pending import pending
 from conveyor.engine.mysql.pending_cluster import PendingCluster
 from conveyor.engine.mysql.pending_roles import PendingRoles
+from conveyor.engine.mysql.producers import MysqlProducers
 from conveyor.engine.mysql.rows import InsertRows, check_now, utc_clock
 from conveyor.fleet import QueuePoll, QueueState, with_limits
 from conveyor.job_ids import JobIds
@@ -43,7 +44,7 @@ RETRIED = frozenset({1213, 1062})
 INSERT_TRIES = 5
 
 
-class MysqlEngine(MysqlJobs, MysqlHotPath, PendingCluster, PendingRoles):
+class MysqlEngine(MysqlJobs, MysqlHotPath, MysqlProducers, PendingCluster, PendingRoles):
     """Runs every Conveyor statement on one MySQL or MariaDB database."""
 
     _rows_per_statement = inserter.ROWS_PER_STATEMENT
