@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Install everything the tests need (virtualenv, the package with its dev extra, PostgreSQL running,
+# MariaDB running when it is installed (its conformance cases skip, saying why, when no server is),
 # chromium for the dashboard's browser tests) and run the whole suite: ruff, mypy, the import
 # contracts (lint-imports), pytest (with pyright and mypy strict on sample user modules,
 # tests/test_typing.py, and the wheel's smoke test on Python 3.11-3.13, tests/test_wheel.py). Extra
@@ -15,6 +16,7 @@ fi
 .venv/bin/python -c 'import conveyor' # fail here, clearly, if the install did not work
 
 bash scripts/ensure-postgres.sh
+bash scripts/ensure-mariadb.sh
 bash scripts/ensure-oban-venv.sh
 bash scripts/ensure-chromium.sh
 bash scripts/ensure-pgbouncer.sh

@@ -249,7 +249,7 @@ def test_sqlite_uninstalled_and_damaged_databases(tmp_path: Path) -> None:
         (["delete", "0"], "is not in the range"),
         (["jobs", "--before-id", "1.5"], "is not a valid integer"),
         (["--dsn", "mysql://x/y", "jobs"], "No such option"),
-        (["jobs", "--dsn", "mysql://x/y"], "unsupported scheme"),
+        (["jobs", "--dsn", "redis://x/y"], "unsupported scheme"),
         (["install", "--prefix", "p" * 60], "at most 51 fit"),
     ],
 )

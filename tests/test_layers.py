@@ -82,8 +82,8 @@ def test_a_wrong_import_breaks_its_contract(
     assert chain in out, run.stdout
 
 
-DRIVERS = {"psycopg", "psycopg_pool", "sqlite3", "aiosqlite", "asyncpg"}
-ENGINES = {"conveyor.engine.postgres", "conveyor.engine.sqlite"}
+DRIVERS = {"psycopg", "psycopg_pool", "sqlite3", "aiosqlite", "asyncpg", "asyncmy", "aiomysql", "pymysql"}
+ENGINES = {"conveyor.engine.postgres", "conveyor.engine.sqlite", "conveyor.engine.mysql"}
 
 
 def test_conformance_tests_name_no_engine_class_or_driver() -> None:

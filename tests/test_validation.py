@@ -664,8 +664,8 @@ async def test_naive_now_is_refused(app: Conveyor, dsn: str, prefix: str) -> Non
 
 async def test_unknown_database_url_scheme() -> None:
     with pytest.raises(ValidationError) as exc:
-        engine_from_url("mysql://localhost/app")
-    assert_invalid(exc, "database_url", "mysql://localhost/app")
+        engine_from_url("redis://localhost/app")
+    assert_invalid(exc, "database_url", "redis://localhost/app")
     # The app refuses a bad URL when it is built, not on first use.
     with pytest.raises(ValidationError) as exc:
         Conveyor("sqlite+nope://x")

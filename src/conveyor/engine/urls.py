@@ -2,9 +2,10 @@
 
 ``postgresql://user@host/db`` and libpq's key=value form (``host=db dbname=app user=app``) build a
 PostgresEngine. ``sqlite:///relative/path.db``,
-``sqlite:////absolute/path.db`` and ``sqlite://:memory:`` build a SqliteEngine. Without a URL (no
-argument, no ``$CONVEYOR_DATABASE_URL``, nothing in the config file) Conveyor uses the SQLite file
-``conveyor.db`` in the working directory: see ``default_database_url``.
+``sqlite:////absolute/path.db`` and ``sqlite://:memory:`` build a SqliteEngine.
+``mysql://user@host/db`` and ``mariadb://user@host/db`` build a MysqlEngine (the ``mysql`` extra).
+Without a URL (no argument, no ``$CONVEYOR_DATABASE_URL``, nothing in the config file) Conveyor
+uses the SQLite file ``conveyor.db`` in the working directory: see ``default_database_url``.
 """
 
 from __future__ import annotations
@@ -50,12 +51,24 @@ def is_postgres_url(url: str) -> bool:
     return dsn.is_postgres(url)
 
 
+def is_mysql_url(url: str) -> bool:
+    """A ``mysql://`` or ``mariadb://`` URL (SQLAlchemy's ``mysql+driver://`` too)."""
+    from conveyor.engine.mysql.address import is_mysql_url as is_mysql
+
+    return is_mysql(url)
+
+
 def install_sql(url: str | None, prefix: str = "public") -> str:
     """The SQL ``conveyor install`` runs for the engine ``url`` chooses (for --print-sql)."""
     if is_sqlite_url(url):
         from conveyor.engine.sqlite import schema as sqlite_schema
 
         return sqlite_schema.install_sql(prefix)
+    if url is not None and is_mysql_url(url):
+        from conveyor.engine.mysql import MysqlEngine
+        from conveyor.engine.mysql import schema as mysql_schema
+
+        return mysql_schema.install_sql(MysqlEngine(url, prefix=prefix).database)
     engine_from_url(url, prefix=prefix)  # refuses unsupported URLs, opens nothing
     from conveyor.engine.postgres import schema as postgres_schema
 
@@ -71,10 +84,10 @@ def engine_from_url(
     pooler: str = "auto",
     listen_url: str | None = None,
 ) -> Engine:
-    """An engine for ``postgresql://...`` or ``sqlite://...`` URLs; None means the default SQLite
-    file (``default_database_url``). ``pool_size``, ``synchronous_commit``, ``pooler`` and
-    ``listen_url`` apply to PostgreSQL only (SQLite commits with ``synchronous = NORMAL`` in WAL
-    mode: never waiting for the disk)."""
+    """An engine for ``postgresql://...``, ``sqlite://...`` or ``mysql://...`` (``mariadb://...``)
+    URLs; None means the default SQLite file (``default_database_url``). ``synchronous_commit``,
+    ``pooler`` and ``listen_url`` apply to PostgreSQL only (SQLite commits with ``synchronous =
+    NORMAL`` in WAL mode: never waiting for the disk); ``pool_size`` to PostgreSQL and MySQL."""
     if url is None:
         url = default_database_url()
     if not isinstance(url, str) or not url:
@@ -83,6 +96,10 @@ def engine_from_url(
         from conveyor.engine.sqlite import SqliteEngine
 
         return SqliteEngine(sqlite_path(url), prefix=prefix)
+    if is_mysql_url(url):  # before PostgreSQL: never loads psycopg either
+        from conveyor.engine.mysql import MysqlEngine
+
+        return MysqlEngine(url, prefix=prefix, max_connections=pool_size)
     if is_postgres_url(url):
         from conveyor.engine.postgres import PostgresEngine
         from conveyor.engine.postgres import dsn as postgres_dsn
@@ -101,5 +118,6 @@ def engine_from_url(
     raise ValidationError(
         "database_url",
         mask(url),
-        f"unsupported scheme; use postgresql://user@host/db, host=... dbname=... or {SQLITE_FORMS}",
+        f"unsupported scheme; use postgresql://user@host/db, host=... dbname=..., "
+        f"mysql://user@host/db, mariadb://user@host/db or {SQLITE_FORMS}",
     )

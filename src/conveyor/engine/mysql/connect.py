@@ -1,0 +1,158 @@
+"""Connections to a MySQL/MariaDB server through asyncmy: the pool, one transaction, and what the
+driver's errors mean.
+
+Every connection starts with the same session settings (``SESSION_SETUP``): UTC as the session time
+zone (the schema stores naive UTC ``DATETIME(6)``, as Oban's Dolphin engine does), ``ANSI_QUOTES``
+so the ``.sql`` files quote identifiers as PostgreSQL's do (``"db"."oban_jobs"``), and no notes
+(``IF NOT EXISTS`` meeting what exists) for the driver to fetch and log. The isolation level
+stays the server's (REPEATABLE READ by default): claims are locking reads, which read the latest
+committed rows whatever the level, and the variable that sets it is spelled differently by MariaDB
+10.11 (``tx_isolation``) and MySQL 8 (``transaction_isolation``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from conveyor.engine.mysql.address import Address
+from conveyor.errors import ConveyorError, EngineClosedError, one_line
+
+SESSION_SETUP = "SET time_zone = '+00:00', sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES'), sql_notes = 0"
+#: Server error codes worth retrying unchanged: lock wait timeout, deadlock, too many connections,
+#: server shutting down, lost connection, and the client's own "can't connect" family.
+TRANSIENT_CODES = frozenset({1040, 1053, 1205, 1213, 2002, 2003, 2006, 2013, 2055})
+#: Seconds to wait for a server to answer when connecting.
+CONNECT_TIMEOUT = 10
+
+
+def driver() -> Any:
+    """The asyncmy module, or a clear error naming the extra that brings it."""
+    try:
+        import asyncmy
+    except ImportError:  # pragma: no cover - the dev extra installs it
+        raise ConveyorError(
+            "the MySQL/MariaDB engine needs the asyncmy driver: pip install 'conveyor[mysql]'"
+        ) from None
+    return asyncmy
+
+
+def _settings(address: Address, database: str | None) -> dict[str, Any]:
+    return {
+        "host": address.host,
+        "port": address.port,
+        "user": address.user,
+        "password": address.password,
+        "db": database,
+        "autocommit": True,
+        "connect_timeout": CONNECT_TIMEOUT,
+        "init_command": SESSION_SETUP,
+        "charset": "utf8mb4",
+    }
+
+
+async def create_pool(address: Address, *, size: int) -> Any:
+    """A pool of up to ``size`` connections, with no default database: statements name it."""
+    return await driver().create_pool(minsize=1, maxsize=size, pool_recycle=3600, **_settings(address, None))
+
+
+async def connect(address: Address, database: str | None = None) -> Any:
+    """One connection of its own (schema inspection, the listener's watcher)."""
+    return await driver().connect(**_settings(address, database))
+
+
+@asynccontextmanager
+async def transaction(pool: Any, *, keyed: bool = False) -> AsyncIterator[Any]:
+    """A cursor in one transaction on a pooled connection: committed when the block ends,
+    rolled back when it raises.
+
+    ``keyed``: the transaction serialises on named locks (``GET_LOCK``, taken by the statements),
+    which are released once it ends; it runs READ COMMITTED, so its reads see what the previous
+    holder of a lock committed and its locking reads take no gap locks (which deadlock inserts)."""
+    if pool is None:
+        raise EngineClosedError("the MySQL engine is not open; call await engine.open()")
+    async with pool.acquire() as conn:
+        if keyed:
+            async with conn.cursor() as cursor:
+                await cursor.execute(READ_COMMITTED)
+        await conn.begin()
+        try:
+            async with conn.cursor() as cursor:
+                yield cursor
+            await conn.commit()
+        except asyncio.CancelledError:
+            conn.close()  # cut short mid-statement: the server rolls back when it goes
+            raise
+        except BaseException:
+            await _rollback(conn)
+            raise
+        finally:
+            if keyed:
+                await _release_locks(conn)
+
+
+#: The next transaction of the session only (the statement MySQL 8 and MariaDB share).
+READ_COMMITTED = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"
+
+
+async def _release_locks(conn: Any) -> None:
+    try:
+        async with conn.cursor() as cursor:
+            await cursor.execute("SELECT RELEASE_ALL_LOCKS()")
+            await cursor.fetchall()
+    except Exception:  # the connection is gone, and its locks with it
+        conn.close()
+
+
+async def _rollback(conn: Any) -> None:
+    try:
+        await conn.rollback()
+    except Exception:  # the connection is gone: the server rolled back already
+        conn.close()
+
+
+@asynccontextmanager
+async def reading(pool: Any) -> AsyncIterator[Any]:
+    """A cursor on a pooled connection in autocommit: each statement sees what is committed."""
+    if pool is None:
+        raise EngineClosedError("the MySQL engine is not open; call await engine.open()")
+    async with pool.acquire() as conn:
+        try:
+            async with conn.cursor() as cursor:
+                yield cursor
+        except BaseException:
+            # A statement cut short (a cancelled task) leaves the protocol mid-reply: the pool must
+            # not hand this connection out again ("Command Out of Sync").
+            conn.close()
+            raise
+
+
+def error_code(exc: BaseException) -> int | None:
+    """The server's (or the client's) error number of a driver error, else None."""
+    args = getattr(exc, "args", ())
+    if args and isinstance(args[0], int):
+        return args[0]
+    return None
+
+
+def is_driver_error(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith(("asyncmy", "pymysql"))
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, EngineClosedError | ConnectionError | TimeoutError):
+        return True
+    if not is_driver_error(exc):
+        return False
+    code = error_code(exc)
+    return code in TRANSIENT_CODES or type(exc).__name__ in ("InterfaceError",)
+
+
+def explain(exc: BaseException) -> str | None:
+    if not is_driver_error(exc):
+        return None
+    code = error_code(exc)
+    message = exc.args[1] if len(exc.args) > 1 else str(exc)
+    return f"MySQL error {code}: {one_line(str(message))}" if code else f"MySQL error: {one_line(str(exc))}"

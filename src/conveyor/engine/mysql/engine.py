@@ -1,0 +1,143 @@
+"""``MysqlEngine``: the MySQL/MariaDB engine, one database of a server shared by every node.
+
+Semantics follow ``PostgresEngine`` statement for statement where a role is implemented; the
+roles not implemented yet raise ``PendingRoleError`` (``pending.py``; ``docs/mysql.md`` lists
+them). What differs, and why:
+
+* Driver: asyncmy (measured against aiomysql: ``benchmarks/mysql_drivers.py``), one pool per engine.
+* ``prefix``: the database Conveyor's tables live in, when it is not the URL's.
+* ``now=None`` means this machine's clock (read in Python, as on SQLite): the server's would cost a
+  round trip before each statement that needs the time in Python.
+* Notifications: no LISTEN/NOTIFY; a table written in the sender's transaction and polled
+  (``listener.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from conveyor._options import check_queues
+from conveyor.engine import _payloads as payloads
+from conveyor.engine._step_names import step_names_kept
+from conveyor.engine.base import NotificationHandler
+from conveyor.engine.mysql import inserter
+from conveyor.engine.mysql.connect import error_code
+from conveyor.engine.mysql.hot_path import MysqlHotPath
+from conveyor.engine.mysql.jobs import MysqlJobs
+from conveyor.engine.mysql.listener import MysqlListener
+from conveyor.engine.mysql.pending import pending
+from conveyor.engine.mysql.pending_cluster import PendingCluster
+from conveyor.engine.mysql.pending_roles import PendingRoles
+from conveyor.engine.mysql.producers import MysqlProducers
+from conveyor.engine.mysql.rows import InsertRows, check_now, utc_clock
+from conveyor.fleet import QueuePoll, QueueState, with_limits
+from conveyor.job_ids import JobIds
+from conveyor.request import JobRequest
+
+#: Deadlock victim, and a unique key taken between the lookup and the insert: the insert is
+#: run again (when its requests are all in hand), up to ``INSERT_TRIES`` times in all.
+RETRIED = frozenset({1213, 1062})
+INSERT_TRIES = 5
+
+
+class MysqlEngine(MysqlJobs, MysqlHotPath, MysqlProducers, PendingCluster, PendingRoles):
+    """Runs every Conveyor statement on one MySQL or MariaDB database."""
+
+    _rows_per_statement = inserter.ROWS_PER_STATEMENT
+
+    async def open(self) -> None:
+        await super().open()
+        async with self.reading() as cursor:
+            await cursor.execute(self.files["autoinc_mode"])
+            (row,) = await cursor.fetchall()
+        # Mode 2 may interleave the ids of concurrent multi-row inserts: one row a statement.
+        self._rows_per_statement = inserter.ROWS_PER_STATEMENT if int(row[0]) < 2 else 1
+
+    # -- inserting ---------------------------------------------------------------------------
+    async def insert(
+        self,
+        requests: Iterable[JobRequest],
+        *,
+        conn: Any = None,
+        now: datetime | None = None,
+        hold: Sequence[int] = (),
+    ) -> JobIds:
+        check_now(now)
+        if conn is not None:
+            raise pending("Inserting", "insert (conn=: a caller's transaction)")
+        first, rest = inserter.split(requests)
+        if not first:
+            return JobIds()
+        whole = len(first) < inserter.INSERT_CHUNK  # all in hand: safe to run again
+        keyed = any(request.unique is not None for request in first)
+        with step_names_kept():
+            for attempt in range(1, INSERT_TRIES + 1):
+                try:
+                    builder = InsertRows(utc_clock(now))
+                    async with self.transaction(keyed=keyed) as cursor:
+                        done = await inserter.insert(
+                            cursor,
+                            self.files,
+                            inserter.chunks(first, rest),
+                            builder,
+                            rows_per_statement=self._rows_per_statement,
+                            hold=hold,
+                        )
+                    return done.ids
+                except Exception as exc:
+                    if not whole or attempt == INSERT_TRIES or error_code(exc) not in RETRIED:
+                        raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def insert_sync(
+        self,
+        requests: Iterable[JobRequest],
+        *,
+        conn: Any,
+        now: datetime | None = None,
+        hold: Sequence[int] = (),
+    ) -> JobIds:
+        raise pending("Inserting", "insert_sync")
+
+    # -- polling -----------------------------------------------------------------------------
+    async def waiting_queues(self, queues: Sequence[str]) -> set[str]:
+        names = check_queues(queues)
+        if not names:
+            return set()
+        async with self.reading() as cursor:
+            await cursor.execute(self.files["waiting_queues"], {"queues": orjson.dumps(names).decode()})
+            return {row[0] for row in await cursor.fetchall()}
+
+    async def poll_queues(self, name: str, queues: Sequence[str], *, awake: Sequence[str]) -> QueuePoll:
+        names, awake_names = check_queues(queues), check_queues(awake)
+        if not names and not awake_names:
+            return QueuePoll(frozenset(), {})
+        params = {
+            "name": name,
+            "queues": orjson.dumps(names).decode(),
+            "awake": orjson.dumps(awake_names).decode(),
+        }
+        async with self.reading() as cursor:
+            await cursor.execute(self.files["poll_queues"], params)
+            rows = await cursor.fetchall()
+        states = {
+            row[1]: QueueState(paused=None if row[2] is None else bool(row[2]), limit=row[3])
+            for row in rows
+            if row[0] == "state"
+        }
+        states = with_limits(states, [(row[1], row[4]) for row in rows if row[0] == "limits"])
+        return QueuePoll(frozenset(row[1] for row in rows if row[0] == "waiting"), states)
+
+    # -- notifications -----------------------------------------------------------------------
+    async def notify(self, name: str, payload: dict[str, Any]) -> None:
+        async with self.transaction() as cursor:
+            await cursor.execute(self.files["notify"], (name, payloads.encode(payload)))
+
+    async def listen(self, names: Iterable[str], handler: NotificationHandler) -> MysqlListener:
+        listener = MysqlListener(self, names, handler)
+        await listener.start()
+        return listener

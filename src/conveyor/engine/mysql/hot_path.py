@@ -1,0 +1,192 @@
+"""The hot path on MySQL/MariaDB: fetch, ack, release and stage, each one transaction.
+
+MySQL's UPDATE returns no rows and cannot read its own table in a subquery, so each operation
+first locks the rows it will change with a ``SELECT ... FOR UPDATE`` (``SKIP LOCKED`` for claims and
+staging: rows another transaction holds are skipped, never waited for), then updates them by id.
+Acks read the rows they apply to under that lock and merge ``errors`` and ``meta`` in Python, where
+another client's junk in either column cannot make the statement fail.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import orjson
+
+from conveyor.acks import Ack
+from conveyor.engine import _payloads as payloads
+from conveyor.engine.mysql.core import MysqlCore
+from conveyor.engine.mysql.pending import pending
+from conveyor.engine.mysql.rows import check_now, read_jobs, utc_clock
+from conveyor.errors import ValidationError
+from conveyor.job import Job
+from conveyor.limits import FetchLimits
+
+#: Ids per notification on "ended" (as PostgreSQL, whose payloads are capped).
+ENDED_CHUNK = 500
+_FINAL = frozenset({"completed", "discarded", "cancelled"})
+
+
+def fetch_order(job: Job) -> tuple[int, datetime, int]:
+    return (job.priority, job.scheduled_at, job.id)
+
+
+async def notify(cursor: Any, core: MysqlCore, channel: str, payload: dict[str, Any]) -> None:
+    """A notification in the transaction of ``cursor``: sent when it commits."""
+    await cursor.execute(core.files["notify"], (channel, payloads.encode(payload)))
+
+
+async def notify_ended(cursor: Any, core: MysqlCore, ids: Sequence[int]) -> None:
+    """Announce jobs that ended (or were acked at all) to whoever waits for them."""
+    for start in range(0, len(ids), ENDED_CHUNK):
+        await notify(cursor, core, "ended", {"ids": list(ids[start : start + ENDED_CHUNK])})
+
+
+def _loads(value: Any) -> Any:
+    try:
+        return orjson.loads(value) if isinstance(value, str | bytes) else value
+    except orjson.JSONDecodeError:
+        return None
+
+
+def acked_meta(stored: Any, ack: Ack) -> str | None:
+    """The meta an applied ack writes (None: unchanged). Top-level keys of the ack's meta replace
+    the stored ones (null values kept); a snooze counts ``snoozed`` up and drops the unique markers
+    of a job that is not unique while executing (scheduled again, it must not meet a twin)."""
+    if ack.meta is None and not ack.snoozed:
+        return None
+    meta = stored if isinstance(stored, dict) else {}
+    if ack.snoozed:
+        count = meta.get("snoozed")
+        count = min(max(int(count), 0), 1_000_000_000) if isinstance(count, int | float) else 0
+        meta = {**meta, "snoozed": count + 1}
+        states = meta.get("uniq_states")
+        if meta.get("uniq_key") is not None and not (isinstance(states, list) and "executing" in states):
+            meta = {k: v for k, v in meta.items() if k not in ("uniq_key", "uniq_states")}
+    if ack.meta is not None:
+        meta = {**meta, **ack.meta}
+    return orjson.dumps(meta).decode()
+
+
+class MysqlHotPath(MysqlCore):
+    """``fetch_jobs``, ``ack_jobs``, ``release_jobs``, ``stage_jobs``."""
+
+    async def fetch_jobs(
+        self,
+        queue: str,
+        demand: int,
+        *,
+        node: str,
+        producer: str,
+        now: datetime | None = None,
+        limits: FetchLimits | None = None,
+        ended: Sequence[tuple[int, int]] = (),
+        dead_after: float | None = None,
+    ) -> list[Job]:
+        check_now(now)
+        if isinstance(demand, bool) or not isinstance(demand, int) or demand < 0:
+            raise ValidationError("demand", demand, "must be an integer >= 0")
+        if limits is not None and not limits.unlimited:
+            raise pending("HotPath", "fetch_jobs (global, rate and partitioned limits)")
+        if demand == 0:
+            return []
+        files = self.files
+        async with self.transaction() as cursor:
+            await cursor.execute(files["fetch_jobs"], {"queue": queue, "demand": demand})
+            ids = [int(row[0]) for row in await cursor.fetchall()]
+            if not ids:
+                return []
+            params = {"ids": tuple(ids), "now": utc_clock(now), "node": node, "producer": producer}
+            await cursor.execute(files["claim_update"], params)
+            await cursor.execute(files.compose("jobs_by_id", columns="job_columns"), {"ids": tuple(ids)})
+            rows = await cursor.fetchall()
+        jobs = read_jobs(rows)
+        jobs.sort(key=fetch_order)
+        return jobs
+
+    async def ack_jobs(
+        self, acks: Sequence[Ack], *, now: datetime | None = None, node: str | None = None
+    ) -> list[int]:
+        check_now(now)
+        if not acks:
+            return []
+        clock = utc_clock(now)
+        files = self.files
+        async with self.transaction() as cursor:
+            await cursor.execute(files["ack_targets"], {"ids": tuple(sorted({ack.job_id for ack in acks}))})
+            rows = {int(row[0]): row for row in await cursor.fetchall()}
+            writes: list[tuple[Any, ...]] = []
+            written: list[int] = []
+            for ack in acks:
+                row = rows.pop(ack.job_id, None)  # popped: a second ack of one attempt never applies
+                if row is None or row[1] != ack.attempt:
+                    continue
+                if node is not None:
+                    claim = _loads(row[2])
+                    if not (isinstance(claim, list) and claim and claim[0] == node):
+                        continue
+                errors = row[3]
+                if ack.error is not None:
+                    stored = _loads(errors)
+                    errors = orjson.dumps([*(stored if isinstance(stored, list) else []), ack.error]).decode()
+                meta = acked_meta(_loads(row[4]), ack)
+                state = ack.state.value
+                scheduled = None if ack.schedule_in is None else clock + timedelta(seconds=ack.schedule_in)
+                writes.append(
+                    (
+                        state,
+                        state,
+                        clock,
+                        state,
+                        clock,
+                        state,
+                        clock,
+                        scheduled,
+                        1 if ack.snoozed else 0,
+                        errors,
+                        row[4] if meta is None else meta,
+                        ack.job_id,
+                    )
+                )
+                written.append(ack.job_id)
+            if writes:
+                await cursor.executemany(files["ack_write"], writes)
+                await notify_ended(cursor, self, written)
+        return written
+
+    async def release_jobs(self, attempts: Sequence[tuple[int, int]]) -> list[int]:
+        if not attempts:
+            return []
+        wanted = {(int(i), int(a)) for i, a in attempts}
+        files = self.files
+        async with self.transaction() as cursor:
+            await cursor.execute(files["release_targets"], {"ids": tuple(sorted({i for i, _ in wanted}))})
+            rows = [row for row in await cursor.fetchall() if (int(row[0]), row[1]) in wanted]
+            if not rows:
+                return []
+            ids = sorted(int(row[0]) for row in rows)
+            await cursor.execute(files["release_jobs"], {"ids": tuple(ids)})
+            for queue in sorted({row[2] for row in rows}):
+                await notify(cursor, self, "insert", {"queue": queue})
+        return ids
+
+    async def stage_jobs(self, limit: int, *, now: datetime | None = None) -> dict[str, int]:
+        check_now(now)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValidationError("limit", limit, "must be an integer >= 0")
+        if limit == 0:
+            return {}
+        files = self.files
+        async with self.transaction() as cursor:
+            await cursor.execute(files["stage_targets"], {"now": utc_clock(now), "limit": limit})
+            rows = await cursor.fetchall()
+            if not rows:
+                return {}
+            await cursor.execute(files["stage_jobs"], {"ids": tuple(int(row[0]) for row in rows)})
+            staged = Counter(row[1] for row in rows)
+            for queue in sorted(staged):
+                await notify(cursor, self, "insert", {"queue": queue})
+        return dict(staged)

@@ -1,0 +1,180 @@
+"""Managing jobs on MySQL/MariaDB: get, list, count, cancel, retry, delete, through the filter
+fragments (``filter_*.sql``). Bulk actions lock their targets first (lowest ids, up to the limit),
+then change them by id: MySQL's UPDATE and DELETE return no rows."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from conveyor.engine.mysql.core import MysqlCore
+from conveyor.engine.mysql.hot_path import notify, notify_ended
+from conveyor.engine.mysql.pending import pending
+from conveyor.engine.mysql.rows import check_now, read_jobs, utc_clock
+from conveyor.filters import JobFilter
+from conveyor.job import Job
+from conveyor.stats import JobCount, countable
+
+#: The filter fragments (``filter_<name>.sql``), combined with AND: one per JobFilter field, except
+#: ``completed`` for completed_after and completed_before together.
+FILTER_PARTS = (
+    "ids",
+    "states",
+    "queues",
+    "workers",
+    "tags",
+    "before_id",
+    "after_id",
+    "worker_suffix",
+    "scheduled_after",
+    "scheduled_before",
+    "attempted_after",
+    "attempted_before",
+    "completed",
+    "args_contains",
+)
+#: The criteria that hold a list: passed as a sequence, which the driver renders ``(a, b, ...)``.
+LISTS = frozenset({"ids", "states", "queues", "workers"})
+DEFAULT_LIST_LIMIT = 100
+#: MySQL's LIMIT takes no NULL: "no limit" is the largest count it takes.
+NO_LIMIT = 18446744073709551615
+
+
+def filter_condition(core: MysqlCore, criteria: JobFilter) -> tuple[str, dict[str, Any]]:
+    """The WHERE condition for ``criteria`` (only the parts it uses) and its parameters."""
+    params: dict[str, Any] = {}
+    used: list[str] = []
+    for name in FILTER_PARTS:
+        if name == "completed":
+            if criteria.completed_after is None and criteria.completed_before is None:
+                continue
+            params["completed_after"] = _time(criteria.completed_after)
+            params["completed_before"] = _time(criteria.completed_before)
+        else:
+            value = getattr(criteria, name)
+            if value is None or value == ():
+                continue
+            if name in ("args_contains", "tags"):
+                params[name] = orjson.dumps(value).decode()
+            elif name in LISTS:
+                params[name] = tuple(getattr(v, "value", v) for v in value)
+            else:
+                params[name] = _time(value) if isinstance(value, datetime) else value
+        used.append(name)
+    files = core.files
+    condition = "\n  AND ".join(_fragment(files[f"filter_{name}"]) for name in used) or "TRUE"
+    return condition, params
+
+
+def _fragment(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--")).strip()
+
+
+def _time(value: datetime | None) -> datetime | None:
+    return None if value is None else utc_clock(value)
+
+
+def _no_conn(conn: Any, method: str) -> None:
+    if conn is not None:
+        raise pending("Jobs", f"{method} (conn=: a caller's transaction)")
+
+
+class MysqlJobs(MysqlCore):
+    """``get_job``, ``list_jobs``, ``count_jobs``, ``estimate_jobs``, ``cancel_jobs``,
+    ``retry_jobs``, ``delete_jobs``."""
+
+    def _statement(self, name: str, condition: str = "") -> str:
+        text = self.files.compose(name, columns="job_columns")
+        return text.replace("{filter}", condition)
+
+    async def get_job(self, job_id: int) -> Job | None:
+        async with self.reading() as cursor:
+            await cursor.execute(self._statement("get_job"), {"id": job_id})
+            rows = await cursor.fetchall()
+        return read_jobs(rows)[0] if rows else None
+
+    async def list_jobs(self, criteria: JobFilter) -> list[Job]:
+        condition, params = filter_condition(self, criteria)
+        params["limit"] = criteria.limit if criteria.limit is not None else DEFAULT_LIST_LIMIT
+        async with self.reading() as cursor:
+            await cursor.execute(self._statement("list_jobs", condition), params)
+            return read_jobs(await cursor.fetchall())
+
+    async def count_jobs(self, criteria: JobFilter) -> int:
+        countable(criteria)
+        condition, params = filter_condition(self, criteria)
+        async with self.reading() as cursor:
+            await cursor.execute(self._statement("count_jobs", condition), params)
+            (row,) = await cursor.fetchall()
+        return int(row[0])
+
+    async def estimate_jobs(self, criteria: JobFilter, *, exact_up_to: int) -> JobCount:
+        countable(criteria)
+        # Counted exactly, whatever the number (as on SQLite): an estimate is a later optimisation.
+        return JobCount(await self.count_jobs(criteria))
+
+    def _targets(self, name: str, criteria: JobFilter) -> tuple[str, dict[str, Any]]:
+        condition, params = filter_condition(self, criteria)
+        params["limit"] = criteria.limit if criteria.limit is not None else NO_LIMIT
+        return self._statement(name, condition), params
+
+    async def cancel_jobs(
+        self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
+    ) -> list[int]:
+        check_now(now)
+        _no_conn(conn, "cancel_jobs")
+        statement, params = self._targets("cancel_targets", criteria)
+        async with self.transaction() as cursor:
+            await cursor.execute(statement, params)
+            targets = [(int(row[0]), row[1]) for row in await cursor.fetchall()]
+            if not targets:
+                return []
+            ids = [job_id for job_id, _ in targets]
+            await cursor.execute(self.files["cancel_jobs"], {"ids": tuple(ids), "now": utc_clock(now)})
+            for job_id, state in targets:
+                if state == "executing":
+                    await notify(cursor, self, "signal", {"action": "pkill", "job_id": job_id})
+            await notify_ended(cursor, self, ids)
+        return ids
+
+    async def retry_jobs(
+        self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
+    ) -> list[int]:
+        check_now(now)
+        _no_conn(conn, "retry_jobs")
+        statement, params = self._targets("retry_targets", criteria)
+        files = self.files
+        async with self.transaction() as cursor:
+            await cursor.execute(statement, params)
+            rows = await cursor.fetchall()
+            if not rows:
+                return []
+            ids = [int(row[0]) for row in rows]
+            # A unique job keeps its key unless a twin holds it, or another job of this retry has it
+            # too: then it runs as a plain job (available again, it would break the unique index).
+            keyed = [(int(row[0]), row[2]) for row in rows if row[2] is not None]
+            if keyed:
+                keys = sorted({key for _, key in keyed})
+                await cursor.execute(files["unique_holders"], {"keys": tuple(keys), "ids": tuple(ids)})
+                held = {row[0] for row in await cursor.fetchall()}
+                twice = {key for key, count in Counter(key for _, key in keyed).items() if count > 1}
+                strip = [job_id for job_id, key in keyed if key in held or key in twice]
+                if strip:
+                    await cursor.execute(files["drop_unique_markers"], {"ids": tuple(strip)})
+            await cursor.execute(files["retry_jobs"], {"ids": tuple(ids), "now": utc_clock(now)})
+            for queue in sorted({row[1] for row in rows}):
+                await notify(cursor, self, "insert", {"queue": queue})
+        return ids
+
+    async def delete_jobs(self, criteria: JobFilter, *, conn: Any = None) -> list[int]:
+        _no_conn(conn, "delete_jobs")
+        statement, params = self._targets("delete_targets", criteria)
+        async with self.transaction() as cursor:
+            await cursor.execute(statement, params)
+            ids = [int(row[0]) for row in await cursor.fetchall()]
+            if ids:
+                await cursor.execute(self.files["delete_jobs"], {"ids": tuple(ids)})
+        return ids

@@ -1,0 +1,113 @@
+"""Notifications on MySQL/MariaDB: a table written in the sender's transaction, polled.
+
+MySQL has no LISTEN/NOTIFY. ``notify`` (and every operation that notifies) inserts a row into
+``conveyor_notifications`` in its own transaction, so a rollback sends nothing. Each listener reads
+the rows written after the last one it saw, every ``POLL_INTERVAL`` seconds (one indexed range read
+on the primary key: nothing when nothing was sent), and hands those of its channels to its handler
+in id order. Rows older than ``KEEP`` seconds are deleted now and then by the listeners.
+
+As on the other engines the handler first gets ``("listener", {"event": "connected"})``, and again
+after the server was unreachable, so the node looks again for what it may have missed. Polling the
+jobs stays the correctness guarantee.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+from conveyor.engine import _payloads as payloads
+from conveyor.engine.base import NotificationHandler
+from conveyor.engine.mysql.core import MysqlCore
+from conveyor.engine.mysql.rows import utc_clock
+
+log = logging.getLogger("conveyor.listener")
+
+#: Seconds between two reads of the notifications table.
+POLL_INTERVAL = 0.05
+#: Seconds a notification row is kept; and between two deletions of older ones.
+KEEP = 60.0
+RECONNECT_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)
+CONNECTED: dict[str, Any] = {"event": "connected"}
+
+
+class MysqlListener:
+    """Delivers notifications on some channels to a handler, on the loop that started it."""
+
+    def __init__(self, core: MysqlCore, names: Iterable[str], handler: NotificationHandler) -> None:
+        self._core = core
+        self.names = frozenset(names)
+        self._handler = handler
+        self._task: asyncio.Task[None] | None = None
+        self._last = 0
+        self._stopped = False
+
+    async def start(self) -> None:
+        async with self._core.reading() as cursor:
+            await cursor.execute(self._core.files["notifications_head"])
+            (row,) = await cursor.fetchall()
+        self._last = int(row[0])
+        self._dispatch("listener", CONNECTED)
+        self._task = asyncio.create_task(self._run(), name="conveyor-mysql-listener")
+
+    async def stop(self) -> None:
+        self._stopped = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _dispatch(self, channel: str, payload: dict[str, Any]) -> None:
+        if self._stopped:
+            return
+        try:
+            self._handler(channel, payload)
+        except Exception:
+            log.exception("notification handler failed on %r", channel)
+
+    async def _run(self) -> None:
+        failures = 0
+        pruned = time.monotonic()
+        while not self._stopped:
+            try:
+                await self._read()
+                if time.monotonic() - pruned > KEEP:
+                    pruned = time.monotonic()
+                    await self._prune()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                delay = RECONNECT_DELAYS[min(failures, len(RECONNECT_DELAYS) - 1)]
+                failures += 1
+                log.warning("notifications unreadable (%s); again in %.1f s", exc, delay)
+                await asyncio.sleep(delay)
+                continue
+            if failures:
+                failures = 0
+                self._dispatch("listener", CONNECTED)
+            await asyncio.sleep(POLL_INTERVAL)
+
+    async def _read(self) -> None:
+        while True:
+            async with self._core.reading() as cursor:
+                await cursor.execute(self._core.files["notifications_since"], (self._last,))
+                rows = await cursor.fetchall()
+            for row_id, channel, text in rows:
+                self._last = int(row_id)
+                if channel in self.names:
+                    payload = payloads.decode(text)
+                    if payload is not None:
+                        self._dispatch(channel, payload)
+            if len(rows) < 1000:
+                return
+
+    async def _prune(self) -> None:
+        cutoff = utc_clock(None) - timedelta(seconds=KEEP)
+        async with self._core.reading() as cursor:
+            await cursor.execute(self._core.files["notifications_prune"], (cutoff,))

@@ -1,0 +1,1 @@
+SELECT @@innodb_autoinc_lock_mode;

@@ -1,0 +1,1 @@
+SELECT COUNT(*) FROM {prefix}.oban_jobs WHERE {filter};

@@ -1,0 +1,1 @@
+DELETE FROM {prefix}.oban_producers WHERE uuid IN %(uuids)s;

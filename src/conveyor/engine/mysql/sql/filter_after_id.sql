@@ -1,0 +1,1 @@
+id > %(after_id)s

@@ -1,0 +1,1 @@
+attempted_at >= %(attempted_after)s

@@ -1,0 +1,1 @@
+id < %(before_id)s

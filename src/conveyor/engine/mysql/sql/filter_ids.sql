@@ -1,0 +1,1 @@
+id IN %(ids)s

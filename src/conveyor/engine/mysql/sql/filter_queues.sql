@@ -1,0 +1,1 @@
+queue IN %(queues)s

@@ -1,0 +1,1 @@
+scheduled_at < %(scheduled_before)s

@@ -1,0 +1,1 @@
+state IN %(states)s

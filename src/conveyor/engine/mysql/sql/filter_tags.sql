@@ -1,0 +1,1 @@
+JSON_CONTAINS(tags, %(tags)s)

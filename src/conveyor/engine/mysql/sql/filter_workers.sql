@@ -1,0 +1,1 @@
+worker IN %(workers)s

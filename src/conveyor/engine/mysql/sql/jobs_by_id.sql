@@ -1,0 +1,1 @@
+SELECT {columns} FROM {prefix}.oban_jobs WHERE id IN %(ids)s;

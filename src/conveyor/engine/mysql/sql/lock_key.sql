@@ -1,0 +1,1 @@
+GET_LOCK(%s, %s)

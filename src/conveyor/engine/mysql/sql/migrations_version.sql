@@ -1,0 +1,1 @@
+SELECT max(version) FROM {prefix}.conveyor_migrations;

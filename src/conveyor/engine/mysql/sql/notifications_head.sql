@@ -1,0 +1,1 @@
+SELECT COALESCE(MAX(id), 0) FROM {prefix}.conveyor_notifications;

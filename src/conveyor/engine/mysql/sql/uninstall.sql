@@ -1,0 +1,13 @@
+DROP TABLE IF EXISTS {prefix}.conveyor_workflows;
+DROP TABLE IF EXISTS {prefix}.conveyor_rate_starts;
+DROP TABLE IF EXISTS {prefix}.conveyor_queue_starts;
+DROP TABLE IF EXISTS {prefix}.conveyor_queue_limits;
+DROP TABLE IF EXISTS {prefix}.conveyor_queue_states;
+DROP TABLE IF EXISTS {prefix}.oban_crons;
+DROP TABLE IF EXISTS {prefix}.oban_queues;
+DROP TABLE IF EXISTS {prefix}.conveyor_cron_ticks;
+DROP TABLE IF EXISTS {prefix}.conveyor_migrations;
+DROP TABLE IF EXISTS {prefix}.conveyor_notifications;
+DROP TABLE IF EXISTS {prefix}.oban_producers;
+DROP TABLE IF EXISTS {prefix}.oban_peers;
+DROP TABLE IF EXISTS {prefix}.oban_jobs;

@@ -1,0 +1,1 @@
+conveyor_uniq_key IS NOT NULL

@@ -1,0 +1,88 @@
+"""What only the MySQL/MariaDB engine has: its URLs, its database as the prefix, the SQL
+`conveyor install --print-sql` shows for it, and how it says a role is not implemented yet. The
+behaviour it shares with the other engines is in tests/conformance (the ``mariadb`` factory)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conveyor.engine.mysql import MysqlEngine, PendingRoleError
+from conveyor.engine.mysql.address import mask, parse
+from conveyor.engine.urls import engine_from_url, install_sql
+from conveyor.errors import ValidationError
+from conveyor.retention import Retention
+from tests.conformance import mariadb
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "mysql://app:s3cret@db.example:3307/jobs",
+        "mariadb://app:s3cret@db.example:3307/jobs",
+        "mysql+asyncmy://app:s3cret@db.example:3307/jobs",
+        "mariadb+pymysql://app:s3cret@db.example:3307/jobs",
+    ],
+)
+def test_both_schemes_and_sqlalchemys_spellings_name_a_server(url: str) -> None:
+    engine = engine_from_url(url, pool_size=3)
+    assert isinstance(engine, MysqlEngine)
+    assert (engine.address.host, engine.address.port, engine.address.user) == ("db.example", 3307, "app")
+    assert engine.address.password == "s3cret" and engine.database == "jobs" and engine.max_connections == 3
+    assert "s3cret" not in repr(engine) and "s3cret" not in engine.url
+
+
+def test_the_prefix_names_another_database_of_the_server() -> None:
+    assert MysqlEngine("mysql://root@localhost/app").database == "app"
+    assert MysqlEngine("mysql://root@localhost/app", prefix="jobs_2").database == "jobs_2"
+    with pytest.raises(ValidationError) as refused:
+        MysqlEngine("mysql://root@localhost/app", prefix="no-dashes")
+    assert refused.value.field == "prefix"
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["mysql://root@localhost", "mysql://root@localhost/", "mysql://root@localhost/a/b", "mysql://h/db?x=1"],
+)
+def test_a_url_must_name_one_database_and_nothing_else(url: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        parse(url)
+    assert refused.value.field == "database_url"
+
+
+def test_a_password_never_shows_in_messages() -> None:
+    assert mask("mysql://app:s3cret@h/db") == "mysql://app:***@h/db"
+    with pytest.raises(ValidationError) as refused:
+        engine_from_url("mysql://app:s3cret@h/db?ssl=1")
+    assert "s3cret" not in str(refused.value)
+
+
+def test_print_sql_shows_dolphins_table_in_the_chosen_database() -> None:
+    sql = install_sql("mariadb://root@localhost/app", prefix="jobs")
+    assert 'CREATE TABLE IF NOT EXISTS "jobs".oban_jobs' in sql
+    assert "oban_peers" in sql and "conveyor_uniq_key" in sql
+
+
+async def test_a_role_not_implemented_yet_says_which() -> None:
+    engine = MysqlEngine("mysql://root@localhost/app")
+    with pytest.raises(PendingRoleError, match=r"Pruning\.count_prunable") as pending:
+        await engine.count_prunable(Retention())
+    assert isinstance(pending.value, NotImplementedError)
+
+
+@pytest.mark.skipif(mariadb.UNREACHABLE is not None, reason=str(mariadb.UNREACHABLE))
+async def test_install_creates_the_database_and_uninstall_leaves_it_empty() -> None:
+    schemas: list[str] = []
+    engine = mariadb.factory(schemas)
+    assert isinstance(engine, MysqlEngine)
+    try:
+        assert (await engine.inspect_schema()).version is None
+        await engine.open()
+        assert await engine.install() == await engine.install()  # twice: nothing more to do
+        await engine.check_schema()
+        assert "nothing to apply" in await engine.migration_plan()
+        await engine.uninstall()
+        assert await engine.schema_version() is None
+    finally:
+        await engine.close()
+        for name in schemas:
+            mariadb.release(name)
