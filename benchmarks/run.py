@@ -20,6 +20,7 @@ from commit_modes import commit_modes
 from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_table
 from cpu import cpu
 from cpu_cold import cpu_cold
+from cpu_user import cpu_user
 from drain import drain, drain_global, drain_history
 from enqueue_one import enqueue_one
 from fleet_limits import fetch_overhead, rate_limit, rate_limit_tenants
@@ -58,6 +59,7 @@ SCENARIOS: dict[str, Scenario] = {
     "idle": idle,
     "cpu": cpu,
     "cpu-cold": cpu_cold,
+    "cpu-user": cpu_user,
     "drain-history": drain_history,
     "large-tables": large_tables,
     "migrate-live": migrate_live,
@@ -112,7 +114,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         help="rounds of the scenarios that alternate variants (drain-nodes, insert-copy, drain-floor, "
-        "cpu-cold, commit-modes, telemetry, enqueue-one)",
+        "cpu-cold, cpu-user, commit-modes, telemetry, enqueue-one)",
     )
     parser.add_argument(
         "--base",
