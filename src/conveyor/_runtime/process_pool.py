@@ -123,6 +123,11 @@ class ProcessPool:
         #: Replacements of dead or abandoned workers under way (see ``_replace``).
         self._replacing: set[asyncio.Task[None]] = set()
 
+    @property
+    def started(self) -> bool:
+        """Has ``start`` or ``start_lazily`` been called?"""
+        return self._idle is not None
+
     async def start(self, preload: Sequence[str] = ()) -> None:
         """Start every process now (a CPU-bound queue wants them warm); each imports the modules
         ``preload`` names (those of the node's process jobs) before its first job arrives. The
