@@ -37,7 +37,7 @@ CPU_USER_JOB_MS = 100.0
 CPU_USER_CONCURRENCY = 10
 CPU_USER_ROUNDS = 5
 #: A run of CPU_USER_ROUNDS rounds or more fails when the median node_vs_pool falls under this.
-CPU_USER_GUARD = 0.85
+CPU_USER_GUARD = 0.6
 POOL_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cpu_user_pool.py")
 
 
