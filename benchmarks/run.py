@@ -39,6 +39,7 @@ SCENARIOS: dict[str, str] = {
     "idle": "idle:idle",
     "cpu": "cpu:cpu",
     "cpu-cold": "cpu_cold:cpu_cold",
+    "cpu-user": "cpu_user:cpu_user",
     "drain-history": "drain:drain_history",
     "large-tables": "tables:large_tables",
     "migrate-live": "migrate_live:migrate_live",
@@ -93,7 +94,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         help="rounds of the scenarios that alternate variants (drain-nodes, insert-copy, drain-floor, "
-        "cpu-cold, commit-modes, telemetry, enqueue-one), and of node-cost",
+        "cpu-cold, cpu-user, commit-modes, telemetry, enqueue-one), and of node-cost",
     )
     parser.add_argument(
         "--base",

@@ -285,6 +285,18 @@ def test_cpu_cold_reports_the_speedup_from_node_start(dsn: str) -> None:
     assert figures["multiprocessing_speedup"] > 0 and figures["node_vs_multiprocessing"] > 0
 
 
+def test_cpu_user_compares_a_node_from_start_with_a_cold_plain_pool(dsn: str) -> None:
+    (figures,) = run_benchmarks(dsn, "cpu-user", "--jobs", "4", "--job-ms", "5", "--rounds", "1")
+    assert figures["scenario"] == "cpu-user" and figures["jobs"] == 4 and figures["rounds"] == 1
+    assert figures["concurrency"] == 10 and figures["pool_size"] >= 1
+    for variant in ("serial", "node", "pool"):
+        low, high = figures[f"{variant}_range"]
+        assert 0 < low <= figures[f"{variant}_s"] <= high
+    assert figures["node_vs_pool"] > 0 and len(figures["round_node_vs_pool"]) == 1
+    assert figures["node_speedup"] > 0 and figures["pool_speedup"] > 0
+    assert "exceeded" not in figures  # a one-round smoke run measures nothing
+
+
 def test_drain_nodes_runs_every_job_once_with_one_node_and_with_four(dsn: str) -> None:
     (figures,) = run_benchmarks(dsn, "drain-nodes", "--jobs", "400", "--concurrency", "8", "--rounds", "1")
     assert figures["scenario"] == "drain-nodes" and figures["jobs"] == 400 and figures["nodes"] == 4

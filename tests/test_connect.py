@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Sequence
 
 import pytest
 
@@ -37,3 +38,32 @@ async def test_start_and_enqueue_fail_fast_with_the_servers_reason(url: str, rea
                 await app.enqueue(JobRequest("a.b"))
         assert time.monotonic() - began < 5
         await app.close()
+
+
+async def test_a_node_starts_its_process_workers_before_connecting_and_stops_them_when_that_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pool's workers (fresh interpreters, slow to import) start before the database opens, so
+    their imports overlap connecting; a start that then fails leaves none of them running."""
+    from conveyor._runtime.process_pool import ProcessPool
+
+    events: list[str] = []
+    pools: list[ProcessPool] = []
+    start = ProcessPool.start
+
+    async def recording(pool: ProcessPool, preload: Sequence[str] = ()) -> None:
+        events.append("pool started")
+        pools.append(pool)
+        await start(pool, preload)
+
+    monkeypatch.setattr(ProcessPool, "start", recording)
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/test"
+    app = Conveyor(url, queues={"cpu": {"limit": 2, "executor": "process"}}, processes=2)
+    app.before_connect = lambda: events.append("connecting")
+    with pytest.raises(DatabaseUnreachableError, match="Connection refused"):
+        await app.start()
+    assert events == ["pool started", "connecting"]
+    (pool,) = pools
+    assert pool._stopped and not pool._all  # every worker it started is stopped
+    assert app.node is None
+    await app.close()

@@ -173,3 +173,38 @@ async def test_a_worker_that_fails_to_start_is_started_again() -> None:
         assert pid in {worker.pid for worker in pool._all} and len(pool._all) == 1
     finally:
         await pool.stop()
+
+
+async def test_a_waiting_job_is_sent_to_the_worker_as_soon_as_the_previous_reply_is_read(
+    pool: ProcessPool,
+) -> None:
+    """The reply is read, and the freed worker handed the next waiting job, in one callback: by the
+    time the first job's caller resumes, the second job is already on the worker (no trip through
+    the event loop, whose other work could delay it, between one job and the next)."""
+    first = job_of(jobs.process_echo.new(text="a", times=1))
+    second = job_of(jobs.process_echo.new(text="b", times=1))
+    two: asyncio.Task[object] | None = None
+
+    def queue_second() -> None:
+        nonlocal two
+        two = asyncio.create_task(pool.run(name_of(jobs.process_echo), second))
+
+    asyncio.get_running_loop().call_soon(queue_second)  # waits: the worker has the first job
+    assert await pool.run(name_of(jobs.process_echo), first) == "a"
+    assert set(pool._busy) == {second.id}  # before any other task ran
+    assert two is not None
+    assert await two == "b"
+
+
+async def test_a_job_cancelled_while_it_waits_for_a_worker_costs_no_worker(pool: ProcessPool) -> None:
+    sleeper = job_of(jobs.process_sleep.new(seconds=0.3))
+    running = asyncio.create_task(pool.run(name_of(jobs.process_sleep), sleeper))
+    await sent(pool)
+    waiting = asyncio.create_task(pool.run(name_of(jobs.process_pid), job_of(jobs.process_pid.new())))
+    await asyncio.sleep(0)  # queued behind the sleeper
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await running
+    assert len(pool._all) == 1 and not pool._busy
+    assert await pool.run(name_of(jobs.process_pid), job_of(jobs.process_pid.new())) != os.getpid()

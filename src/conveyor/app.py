@@ -178,10 +178,12 @@ class Conveyor(FleetApi, JobsApi, CronApi, DeclaredQueuesApi, WorkflowApi):
         return self
 
     async def start(self) -> None:
-        """Open the database and, when queues are configured, start this process's node."""
-        engine = await self.engine()
+        """Open the database and, when queues are configured, start this process's node (its
+        process pool's workers start first, while the database opens)."""
         if self.settings.queues and self.node is None and effective_mode(self.testing) == "disabled":
-            await launch_node(self, engine)
+            await launch_node(self)
+        else:
+            await self.engine()
 
     def crontab(self) -> list[CronEntry]:
         """The cron entries this app's node runs: the configured ``crontab``, then the ``@job(cron=...)``

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +17,7 @@ from conveyor._runtime.heartbeat import Heartbeat
 from conveyor._runtime.job_link import JobLink
 from conveyor._runtime.leadership import Leadership
 from conveyor._runtime.poller import Poller
+from conveyor._runtime.process_jobs import start_process_pool
 from conveyor._runtime.process_pool import ProcessPool
 from conveyor._runtime.producer import Producer
 from conveyor._runtime.queue_control import QueueControl
@@ -27,8 +27,7 @@ from conveyor._runtime.runner import JobRunner
 from conveyor._runtime.stager import Stager
 from conveyor._runtime.sweeper import Sweeper
 from conveyor.acks import Ack
-from conveyor.cron import CronEntry, announcement, definitions_in
-from conveyor.definition import ExecutorKind
+from conveyor.cron import CronEntry, announcement
 from conveyor.engine.base import Engine
 from conveyor.inbox import AWAITING
 from conveyor.queue_settings import QueueSettings, fetch_limits
@@ -60,6 +59,7 @@ class Node(QueueControl):
         crontab: Sequence[CronEntry] = (),
         clock: Clock = SYSTEM_CLOCK,
         app: Any = None,
+        processes: ProcessPool | None = None,
     ) -> None:
         self.settings = settings
         self.clock = clock
@@ -68,7 +68,8 @@ class Node(QueueControl):
         self.telemetry = telemetry
         self._thread_count = settings.thread_count
         self.threads = ThreadPoolExecutor(self._thread_count, thread_name_prefix="conveyor-job")
-        self.processes = ProcessPool(settings.processes)
+        #: Given already started when the app starts it before connecting (``node_launch``).
+        self.processes = processes or ProcessPool(settings.processes)
         self.resolver = resolver
         self.runner = JobRunner(
             resolver,
@@ -194,17 +195,12 @@ class Node(QueueControl):
 
     async def start_pool(self) -> None:
         """Start the process pool's workers (or arrange for them to start with the first process
-        job). ``start`` does it first; the app calls it even sooner, before its schema check, so the
-        workers' imports overlap that round trip. A node that is then not started must be stopped
-        (``stop_pool``)."""
-        if self._pool_started:
+        job), unless the app did before it connected. A node that is then not started must be
+        stopped (``stop_pool``)."""
+        if self._pool_started or self.processes.started:
             return
         self._pool_started = True
-        process_jobs = self._process_job_modules()
-        if process_jobs is not None:
-            await self.processes.start(preload=process_jobs)
-        else:
-            await self.processes.start_lazily()
+        await start_process_pool(self.processes, self.settings, self.resolver)
 
     async def stop_pool(self) -> None:
         """Stop the workers of a pool started by ``start_pool`` for a node that never started."""
@@ -239,24 +235,6 @@ class Node(QueueControl):
             "node.start", node=self.name, name=self.settings.name, queues=list(self.producers)
         )
         log.info("node %s started with queues %s", self.name, ", ".join(self.producers) or "(none)")
-
-    def _process_job_modules(self) -> list[str] | None:
-        """When this node will run process jobs (a queue's executor is ``process``, or a job it
-        knows, by ``jobs=`` or in the modules of ``imports``, runs in a process): the modules those
-        jobs live in, for the pool's processes to import while the node starts. None otherwise:
-        the pool starts with the first process job."""
-        modules = [importlib.import_module(module) for module in self.settings.imports]
-        known = [*self.resolver.definitions(), *definitions_in(modules)]
-        process_queues = {q.name for q in self.settings.queues if q.executor is ExecutorKind.PROCESS}
-        wanted = [
-            d
-            for d in known
-            if d.executor is ExecutorKind.PROCESS
-            or (d.executor is ExecutorKind.AUTO and d.defaults.get("queue", "default") in process_queues)
-        ]
-        if not wanted and not process_queues:
-            return None
-        return [m for m in (getattr(d.target, "__module__", None) for d in wanted) if isinstance(m, str)]
 
     def abandon(self) -> None:
         """The node's event loop is gone (it was never stopped): its tasks died with the loop, so

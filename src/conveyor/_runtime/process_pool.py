@@ -12,9 +12,11 @@ defined there needs it. (Forking workers from a preloaded "zygote" was tried, me
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -111,7 +113,9 @@ class ProcessPool:
 
     def __init__(self, size: int | None = None) -> None:
         self.size = size or os.cpu_count() or 1
-        self._idle: asyncio.Queue[_Worker] | None = None
+        self._idle: collections.deque[_Worker] | None = None
+        #: Jobs waiting for a worker, in order (``_free`` hands each its worker, the job sent).
+        self._waiting: collections.deque[_Waiter] = collections.deque()
         self._busy: dict[int, _Worker] = {}
         self._all: set[_Worker] = set()
         self._stopped = False
@@ -122,6 +126,11 @@ class ProcessPool:
         self._filling: asyncio.Task[None] | None = None
         #: Replacements of dead or abandoned workers under way (see ``_replace``).
         self._replacing: set[asyncio.Task[None]] = set()
+
+    @property
+    def started(self) -> bool:
+        """Has ``start`` or ``start_lazily`` been called?"""
+        return self._idle is not None
 
     async def start(self, preload: Sequence[str] = ()) -> None:
         """Start every process now (a CPU-bound queue wants them warm); each imports the modules
@@ -137,7 +146,7 @@ class ProcessPool:
         self._lazy = True
 
     def _prepare(self, preload: Sequence[str]) -> None:
-        self._idle = asyncio.Queue()
+        self._idle = collections.deque()
         self._main = main_module()
         self._preload = list(dict.fromkeys(preload))
 
@@ -187,8 +196,7 @@ class ProcessPool:
             await asyncio.to_thread(worker.stop)
             return
         self._all.add(worker)
-        assert self._idle is not None
-        self._idle.put_nowait(worker)
+        self._free(worker)
 
     def _new_worker(self) -> _Worker | None:
         """A worker, a fresh interpreter (None once stopped)."""
@@ -233,61 +241,158 @@ class ProcessPool:
                 if self._lazy:
                     await self._start_workers()
                     self._lazy = False
-        worker = await self._idle.get()
-        replace = False
+        message = (worker_name, job)
+        if not self._idle:
+            worker = await self._wait_for_worker(job.id, message)
+        else:
+            self._hand(worker := self._idle.popleft(), job.id, message)
+        waiting = _Reply(worker, on_progress)
         try:
-            worker.job_id = job.id
-            self._busy[job.id] = worker
-            worker.conn.send((worker_name, job))
-            while True:
-                kind, value = await self._receive(worker)
-                if kind != "progress":
-                    break
-                if on_progress is not None:
-                    on_progress(value)
+            kind, value = await waiting.wait(self)
         except BaseException:
-            # Timed out, cancelled or dead: the process may still be busy, so it cannot be reused.
-            replace = True
+            # Timed out, cancelled or dead: the process may still be busy, so it cannot be reused;
+            # unless its reply was read (and it went on to another job) before the cancel arrived.
+            if not waiting.released:
+                self._retire(worker, job.id)
             raise
-        finally:
-            self._busy.pop(job.id, None)
-            worker.job_id = None
-            if replace or not worker.is_alive():
-                self._all.discard(worker)
-                worker.kill()  # at once: it may still be running the job (a cancel, a timeout)
-                self._replace(worker)
-            else:
-                self._idle.put_nowait(worker)
         if kind == "ok":
             return value
         if kind == "outcome":
             raise value
         raise RemoteError(*value)
 
-    async def _receive(self, worker: _Worker) -> tuple[str, Any]:
+    def _hand(self, worker: _Worker, job_id: int, message: tuple[str, Job]) -> None:
+        """Send ``worker`` its job; a worker that cannot take it is replaced and the job fails."""
+        worker.job_id = job_id
+        self._busy[job_id] = worker
+        try:
+            worker.conn.send(message)
+        except BaseException:
+            self._retire(worker, job_id)
+            raise
+
+    async def _wait_for_worker(self, job_id: int, message: tuple[str, Job]) -> _Worker:
+        """The next worker that comes free, the job already sent to it (``_free``)."""
+        waiter: asyncio.Future[_Worker] = asyncio.get_running_loop().create_future()
+        entry = _Waiter(waiter, job_id, message)
+        self._waiting.append(entry)
+        try:
+            return await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                # Handed its worker just as it was cancelled: that worker runs the job now.
+                self._retire(waiter.result(), job_id)
+            with contextlib.suppress(ValueError):
+                self._waiting.remove(entry)
+            raise
+
+    def _free(self, worker: _Worker) -> None:
+        """``worker`` has nothing to do: send it the next waiting job at once (no trip through the
+        event loop, whose other work could delay it), or make it idle."""
+        while self._waiting:
+            entry = self._waiting.popleft()
+            if entry.waiter.done():  # cancelled while waiting
+                continue
+            try:
+                self._hand(worker, entry.job_id, entry.message)
+            except Exception as exc:
+                entry.waiter.set_exception(exc)
+                return
+            entry.waiter.set_result(worker)
+            return
+        assert self._idle is not None
+        self._idle.append(worker)
+
+    def _release(self, worker: _Worker, job_id: int) -> None:
+        """``worker`` replied for ``job_id``: free it, or replace it if it died meanwhile."""
+        self._busy.pop(job_id, None)
+        worker.job_id = None
+        if worker.is_alive():
+            self._free(worker)
+        else:
+            self._retire(worker, None)
+
+    def _retire(self, worker: _Worker, job_id: int | None) -> None:
+        """Kill ``worker`` at once (it may still be running a job: a cancel, a timeout) and start
+        another in its place."""
+        if job_id is not None:
+            self._busy.pop(job_id, None)
+        worker.job_id = None
+        if worker not in self._all:
+            return  # retired already, or the pool stopped
+        self._all.discard(worker)
+        worker.kill()
+        self._replace(worker)
+
+
+@dataclass(slots=True)
+class _Waiter:
+    waiter: asyncio.Future[_Worker]
+    job_id: int
+    message: tuple[str, Job]
+
+
+class _Reply:
+    """Waits for the reply of the job a worker runs. Its progress reports go to ``on_progress`` as
+    they come; the reply is read in the reader callback, which frees the worker there and then
+    (``released``), handing it the next waiting job before anything else runs on the loop."""
+
+    def __init__(self, worker: _Worker, on_progress: Callable[[dict[str, Any]], None] | None) -> None:
+        self.worker = worker
+        self.on_progress = on_progress
+        self.released = False
+        self._fds = [worker.conn.fileno(), *([] if worker.sentinel is None else [worker.sentinel])]
+
+    async def wait(self, pool: ProcessPool) -> tuple[str, Any]:
         loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
+        done: asyncio.Future[tuple[str, Any] | None] = loop.create_future()
+        job_id = self.worker.job_id
+        watching = True
+
+        def unwatch() -> None:
+            nonlocal watching
+            if watching:
+                watching = False
+                for fd in self._fds:
+                    loop.remove_reader(fd)
 
         def ready() -> None:
-            if not done.done():
-                done.set_result(None)
+            if done.done():
+                return
+            conn, dead = self.worker.conn, False
+            try:
+                while conn.poll():
+                    try:
+                        reply: tuple[str, Any] = conn.recv()
+                    except (EOFError, OSError):
+                        dead = True
+                        break
+                    if reply[0] == "progress":
+                        if self.on_progress is not None:
+                            self.on_progress(reply[1])
+                        continue
+                    unwatch()  # before the worker is handed on: its next job watches these fds
+                    self.released = True
+                    assert job_id is not None
+                    pool._release(self.worker, job_id)
+                    done.set_result(reply)
+                    return
+            except Exception as exc:
+                done.set_exception(exc)
+                return
+            if not dead and self.worker.sentinel is not None:
+                dead = bool(select.select([self.worker.sentinel], [], [], 0)[0])
+            if dead:
+                done.set_result(None)  # the process exited (or closed its end) without a reply
 
-        fds = [worker.conn.fileno()]
-        if worker.sentinel is not None:
-            fds.append(worker.sentinel)
-        for fd in fds:
+        for fd in self._fds:
             loop.add_reader(fd, ready)
         try:
-            await done
+            reply = await done
         finally:
-            for fd in fds:
-                loop.remove_reader(fd)
-        if worker.conn.poll():
-            try:
-                reply: tuple[str, Any] = worker.conn.recv()
-                return reply
-            except (EOFError, OSError):
-                pass
+            unwatch()
+        if reply is not None:
+            return reply
         # Off the loop: the process may take a moment to be reaped once its pipe has closed.
-        code = await asyncio.to_thread(worker.exitcode, 1)
-        raise WorkerProcessDied(f"worker process {worker.pid} exited with code {code}")
+        code = await asyncio.to_thread(self.worker.exitcode, 1)
+        raise WorkerProcessDied(f"worker process {self.worker.pid} exited with code {code}")
