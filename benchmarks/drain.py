@@ -87,7 +87,7 @@ async def drain(settings: Settings) -> list[Figures]:
 
 
 #: Rounds of each variant of ``drain-global``, alternated.
-GLOBAL_ROUNDS = 3
+GLOBAL_ROUNDS = 5
 
 
 async def drain_global(settings: Settings) -> Figures:
@@ -98,9 +98,14 @@ async def drain_global(settings: Settings) -> Figures:
     concurrency = settings.concurrency or 100
     plain: list[float] = []
     capped: list[float] = []
-    for _ in range(GLOBAL_ROUNDS):
-        plain.append((await drain_once(settings, jobs, concurrency))["jobs_per_s"])
-        capped.append((await drain_once(settings, jobs, concurrency, global_limit=concurrency))["jobs_per_s"])
+    for round_number in range(settings.round_count(GLOBAL_ROUNDS)):
+        # Which side goes first alternates, so a drift of the machine's load weighs on both alike.
+        for side in ("plain", "capped") if round_number % 2 == 0 else ("capped", "plain"):
+            if side == "plain":
+                plain.append((await drain_once(settings, jobs, concurrency))["jobs_per_s"])
+            else:
+                limited = await drain_once(settings, jobs, concurrency, global_limit=concurrency)
+                capped.append(limited["jobs_per_s"])
     return {"jobs": jobs, "concurrency": concurrency, **compared("capped", capped, plain)}
 
 

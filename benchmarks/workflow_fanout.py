@@ -18,7 +18,7 @@ from node_runs import NODE_POOL, check_all_completed, running_node, written
 from conveyor import Workflow
 
 WORKFLOW_STEPS = 10_000
-WORKFLOW_ROUNDS = 3
+WORKFLOW_ROUNDS = 5
 
 
 async def workflow_once(settings: Settings, steps: int, concurrency: int) -> tuple[float, float]:
@@ -51,11 +51,15 @@ async def workflow_fanout(settings: Settings) -> Figures:
     plain: list[float] = []
     flows: list[float] = []
     enqueues: list[float] = []
-    for _ in range(WORKFLOW_ROUNDS):
-        plain.append((await drain_once(settings, steps + 2, concurrency))["jobs_per_s"])
-        enqueue_rate, run_rate = await workflow_once(settings, steps, concurrency)
-        flows.append(run_rate)
-        enqueues.append(enqueue_rate)
+    for round_number in range(settings.round_count(WORKFLOW_ROUNDS)):
+        # Which side goes first alternates, so a drift of the machine's load weighs on both alike.
+        for side in ("plain", "workflow") if round_number % 2 == 0 else ("workflow", "plain"):
+            if side == "plain":
+                plain.append((await drain_once(settings, steps + 2, concurrency))["jobs_per_s"])
+            else:
+                enqueue_rate, run_rate = await workflow_once(settings, steps, concurrency)
+                flows.append(run_rate)
+                enqueues.append(enqueue_rate)
     return {
         "steps": steps,
         "concurrency": concurrency,
