@@ -168,6 +168,16 @@ def latency_figures(seconds: Sequence[float], prefix: str = "") -> Figures:
     }
 
 
+def guarded(figures: Figures, floor: float, full: bool) -> Figures:
+    """``figures`` of ``compared``, marked ``exceeded`` (the run fails) when even the best round's
+    ratio to plain is below ``floor``: a regression beyond this machine's noise, not a missed target.
+    Only for a run of the scenario's full rounds (``full``): a smoke run measures nothing."""
+    best = max(figures["round_ratios"])
+    if full and best < floor:
+        figures["exceeded"] = f"best round's ratio {best:.3f} < {floor}"
+    return figures
+
+
 def compared(variant: str, measured: Sequence[float], plain: Sequence[float]) -> Figures:
     """The medians and ranges of rounds of a variant against plain rounds of the same run, the
     ratio of the medians (what the scenarios that measure a cost report), and each round's ratio to
