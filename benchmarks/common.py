@@ -168,10 +168,22 @@ def latency_figures(seconds: Sequence[float], prefix: str = "") -> Figures:
     }
 
 
+def guarded(figures: Figures, floor: float, full: bool) -> Figures:
+    """``figures`` of ``compared``, marked ``exceeded`` (the run fails) when even the best round's
+    ratio to plain is below ``floor``: a regression beyond this machine's noise, not a missed target.
+    Only for a run of the scenario's full rounds (``full``): a smoke run measures nothing."""
+    best = max(figures["round_ratios"])
+    if full and best < floor:
+        figures["exceeded"] = f"best round's ratio {best:.3f} < {floor}"
+    return figures
+
+
 def compared(variant: str, measured: Sequence[float], plain: Sequence[float]) -> Figures:
-    """The medians and ranges of rounds of a variant against plain rounds of the same run, and the
-    ratio of the medians (what the scenarios that measure a cost report)."""
+    """The medians and ranges of rounds of a variant against plain rounds of the same run, the
+    ratio of the medians (what the scenarios that measure a cost report), and each round's ratio to
+    the plain round beside it with their median (``paired_ratio``: less noisy on a shared machine)."""
     median = statistics.median(measured)
+    paired = [round(m / p, 3) for m, p in zip(measured, plain, strict=True)]
     return {
         "rounds": len(measured),
         "jobs_per_s": median,
@@ -179,6 +191,8 @@ def compared(variant: str, measured: Sequence[float], plain: Sequence[float]) ->
         "plain_jobs_per_s": statistics.median(plain),
         "plain_range": [min(plain), max(plain)],
         "ratio": round(median / statistics.median(plain), 3),
+        "round_ratios": paired,
+        "paired_ratio": round(statistics.median(paired), 3),
     }
 
 

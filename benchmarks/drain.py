@@ -23,7 +23,7 @@ from typing import Any
 
 import bench_jobs
 import statement_times
-from common import Figures, Settings, compared, fresh_app, rate
+from common import Figures, Settings, compared, fresh_app, guarded, rate
 from cpu_account import CpuWindow
 from loading import load_without_indexes
 from node_runs import NODE_POOL, check_all_completed, enqueue_all, running_node, written
@@ -87,21 +87,31 @@ async def drain(settings: Settings) -> list[Figures]:
 
 
 #: Rounds of each variant of ``drain-global``, alternated.
-GLOBAL_ROUNDS = 3
+GLOBAL_ROUNDS = 5
+#: The best round of ``drain-global`` below this fails the run: 2026-11-28, load 5-9, best rounds
+#: 0.55 before the held acks' hashed test, 0.70-0.73 after.
+GLOBAL_GUARD = 0.6
 
 
 async def drain_global(settings: Settings) -> Figures:
     """Drain at c=100 with ``global_limit=100`` against a plain drain in the same run: what a
     fleet-wide cap costs one node (each capped claim takes the queue's lock and counts its running
-    jobs). Target: >= 0.7x plain."""
+    jobs). Target (issue 34): >= 0.8x plain. Guard: the best round's ratio >= ``GLOBAL_GUARD``."""
     jobs = settings.job_count(DRAIN_JOBS)
     concurrency = settings.concurrency or 100
     plain: list[float] = []
     capped: list[float] = []
-    for _ in range(GLOBAL_ROUNDS):
-        plain.append((await drain_once(settings, jobs, concurrency))["jobs_per_s"])
-        capped.append((await drain_once(settings, jobs, concurrency, global_limit=concurrency))["jobs_per_s"])
-    return {"jobs": jobs, "concurrency": concurrency, **compared("capped", capped, plain)}
+    for round_number in range(settings.round_count(GLOBAL_ROUNDS)):
+        # Which side goes first alternates, so a drift of the machine's load weighs on both alike.
+        for side in ("plain", "capped") if round_number % 2 == 0 else ("capped", "plain"):
+            if side == "plain":
+                plain.append((await drain_once(settings, jobs, concurrency))["jobs_per_s"])
+            else:
+                limited = await drain_once(settings, jobs, concurrency, global_limit=concurrency)
+                capped.append(limited["jobs_per_s"])
+    figures = compared("capped", capped, plain)
+    full = len(capped) >= GLOBAL_ROUNDS
+    return {"jobs": jobs, "concurrency": concurrency, **guarded(figures, GLOBAL_GUARD, full)}
 
 
 async def load_history(base: Conveyor, rows: int) -> None:

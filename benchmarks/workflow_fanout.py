@@ -11,14 +11,16 @@ import statistics
 import time
 
 import bench_jobs
-from common import Figures, Settings, compared, fresh_app, rate
+from common import Figures, Settings, compared, fresh_app, guarded, rate
 from drain import drain_once
 from node_runs import NODE_POOL, check_all_completed, running_node, written
 
 from conveyor import Workflow
 
 WORKFLOW_STEPS = 10_000
-WORKFLOW_ROUNDS = 3
+WORKFLOW_ROUNDS = 5
+#: The best round below this fails the run (2026-11-28, load 5-9: best rounds 0.70-0.76).
+WORKFLOW_GUARD = 0.6
 
 
 async def workflow_once(settings: Settings, steps: int, concurrency: int) -> tuple[float, float]:
@@ -44,22 +46,27 @@ async def workflow_once(settings: Settings, steps: int, concurrency: int) -> tup
 
 async def workflow_fanout(settings: Settings) -> Figures:
     """A 10,000-step fan-out then a fan-in, drained at c=100 from node start, against a plain drain
-    of as many no-op jobs in the same run, rounds alternated. Targets: >= 0.5x plain; the workflow
+    of as many no-op jobs in the same run, rounds alternated. Targets: >= 0.7x plain (issue 34; the
+    best round below ``WORKFLOW_GUARD`` fails the run); the workflow
     enqueued at >= 20k steps/s."""
     steps = settings.job_count(WORKFLOW_STEPS)
     concurrency = settings.concurrency or 100
     plain: list[float] = []
     flows: list[float] = []
     enqueues: list[float] = []
-    for _ in range(WORKFLOW_ROUNDS):
-        plain.append((await drain_once(settings, steps + 2, concurrency))["jobs_per_s"])
-        enqueue_rate, run_rate = await workflow_once(settings, steps, concurrency)
-        flows.append(run_rate)
-        enqueues.append(enqueue_rate)
+    for round_number in range(settings.round_count(WORKFLOW_ROUNDS)):
+        # Which side goes first alternates, so a drift of the machine's load weighs on both alike.
+        for side in ("plain", "workflow") if round_number % 2 == 0 else ("workflow", "plain"):
+            if side == "plain":
+                plain.append((await drain_once(settings, steps + 2, concurrency))["jobs_per_s"])
+            else:
+                enqueue_rate, run_rate = await workflow_once(settings, steps, concurrency)
+                flows.append(run_rate)
+                enqueues.append(enqueue_rate)
     return {
         "steps": steps,
         "concurrency": concurrency,
-        **compared("workflow", flows, plain),
+        **guarded(compared("workflow", flows, plain), WORKFLOW_GUARD, len(flows) >= WORKFLOW_ROUNDS),
         "enqueue_steps_per_s": statistics.median(enqueues),
         "enqueue_range": [min(enqueues), max(enqueues)],
     }

@@ -49,6 +49,8 @@ META_KEY = "otel"
 ERROR_OUTCOMES = frozenset({"retryable", "discarded", "failed"})
 
 _PROPAGATOR = TraceContextTextMapPropagator()
+#: The parent of a run whose job carries no trace context (contexts are immutable: one serves all).
+_EMPTY = otel_context.Context()
 #: The run this task is in: its span, the token that made it current, and the run outside it (a
 #: job processed inline inside another job's code).
 _RUN: ContextVar[tuple[int, trace.Span, object, Any] | None] = ContextVar("conveyor_otel_run", default=None)
@@ -157,7 +159,9 @@ class Instrumentation:
         queue, worker = data["queue"], data["worker"]
         self.executing.started(queue)
         self.queue_time.record(data["queue_time"], self._attributes(queue, worker))
-        parent = enqueue_context(job)
+        meta = job.meta
+        # Most jobs were enqueued outside any span: no carrier to parse, the empty context shared.
+        parent = _EMPTY if type(meta) is dict and META_KEY not in meta else enqueue_context(job)
         links: list[Link] = []
         if self.link_only:
             enqueuer = trace.get_current_span(parent).get_span_context()
@@ -193,6 +197,8 @@ class Instrumentation:
         _, span, token, outer = run
         _RUN.set(outer)
         try:
+            if not span.is_recording():  # not sampled: nothing to write on it
+                return
             state: JobState | None = data["state"]
             span.set_attribute("conveyor.job.outcome", outcome)
             if state is not None:
@@ -201,8 +207,8 @@ class Instrumentation:
                 error_type = data["error_type"]
                 span.record_exception(data["exception"], attributes={"exception.type": error_type})
                 span.set_status(Status(StatusCode.ERROR, f"{error_type}: {data['message']}"))
-            span.end()
         finally:
+            span.end()
             otel_context.detach(token)  # type: ignore[arg-type]
 
     def _attributes(self, queue: str, worker: str) -> dict[str, str]:

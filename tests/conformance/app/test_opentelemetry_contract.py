@@ -16,6 +16,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
 from opentelemetry.trace import SpanKind, StatusCode
 
 from conveyor import Conveyor, JobRequest, JobState
@@ -177,3 +178,25 @@ async def test_junk_trace_context_in_meta_runs_the_job_as_a_root_span(node_app: 
     await wait_final(node_app, ids, {JobState.COMPLETED})
     spans = sdk.finished()
     assert all(run_span(spans, job_id).parent is None for job_id in ids)
+
+
+async def test_runs_sampled_out_export_nothing_and_still_count(node_app: Conveyor, sdk: Sdk) -> None:
+    """With a sampler that drops every root, no run's span is recorded, spans made by the job's
+    code are sampled out with it (children of its unsampled span), and the metrics count every run."""
+    dropping = TracerProvider(sampler=ParentBased(ALWAYS_OFF))
+    dropping.add_span_processor(SimpleSpanProcessor(sdk.spans))
+    otel_jobs.TRACER = dropping.get_tracer("tests")
+    instrument(node_app, tracer_provider=dropping, meter_provider=sdk.meter_provider)
+    ids = [await node_app.enqueue(otel_jobs.traced_async.new()) for _ in range(3)]
+    failing = await node_app.enqueue(otel_jobs.fails.new())
+    await wait_final(node_app, ids, {JobState.COMPLETED})
+    await wait_final(node_app, [failing], {JobState.DISCARDED})
+    assert sdk.finished() == []
+    jobs = {
+        (a["conveyor.worker"].rsplit(".", 1)[1], a["conveyor.outcome"]): p.value
+        for a, p in sdk.points("conveyor.jobs")
+    }
+    assert jobs == {("traced_async", "completed"): 3, ("fails", "discarded"): 1}
+    assert sum(p.count for _, p in sdk.points("conveyor.job.duration")) == 4
+    assert trace.get_current_span() is trace.INVALID_SPAN  # every run's context was let go
+    dropping.shutdown()

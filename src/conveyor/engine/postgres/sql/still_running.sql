@@ -1,6 +1,5 @@
-NOT EXISTS (
-    SELECT 1 FROM unnest(%(ended_ids)s::bigint[], %(ended_attempts)s::integer[]) AS e(id, attempt)
-    WHERE e.id = x.id AND e.attempt = x.attempt
+(x.id, x.attempt) NOT IN (
+    SELECT e.id, e.attempt FROM unnest(%(ended_ids)s::bigint[], %(ended_attempts)s::integer[]) AS e(id, attempt)
 )
 AND coalesce(x.attempted_by[2], '') <> ALL(ARRAY(
     SELECT p.uuid::text FROM {prefix}.oban_producers AS p
