@@ -180,6 +180,10 @@ class Conveyor(FleetApi, JobsApi, CronApi, DeclaredQueuesApi, WorkflowApi):
     async def start(self) -> None:
         """Open the database and, when queues are configured, start this process's node (its
         process pool's workers start first, while the database opens)."""
+        if self.node is not None:
+            # A node left running on an event loop that has since stopped is let go here, by the
+            # binding, so that a new one is built on this loop.
+            await self.engine()
         if self.settings.queues and self.node is None and effective_mode(self.testing) == "disabled":
             await launch_node(self)
         else:
