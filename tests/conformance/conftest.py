@@ -93,7 +93,7 @@ _CLUSTER = "leases, rescue, pruning and cron ticks (Cluster) are not implemented
 _CLUSTER_NOTIFY = "some operations it checks (rescue, cron, resign) are Cluster roles, not implemented yet"
 _CONN = "conn= and insert_sync (a caller's transaction) are not implemented yet"
 _CRON = "cron (Cron, StoredCrons) is not implemented yet"
-_DASHBOARD = "the dashboard reads queue_counts, job_stats and cron entries, not implemented yet"
+_DASHBOARD = "the dashboard reads the leader (get_leader) and cron entries, Cluster roles not implemented yet"
 _ELECT = "its elect_leader case is a Cluster role, not implemented yet"
 _LIMITS = "fetch_jobs under fleet limits (global, rate, partitioned) is not implemented yet"
 _LOOP = "the engine's pool belongs to one event loop (the optional Abandoning role is not implemented yet)"
@@ -102,7 +102,6 @@ _PRUNING = "Pruning is not implemented yet"
 _RELAY = "the Relay role is not implemented yet"
 _REPLACE = "unique jobs with replace are not implemented yet"
 _RESCUE = "rescue_jobs (Producers) is not implemented yet"
-_STATS = "queue_counts and job_stats (Stats) are not implemented yet"
 _STOPPING = "cancel's stop lists in producer rows are not implemented yet"
 _STORED = "writing stored crons and queues (StoredCrons, StoredQueues) is not implemented yet"
 _WORKFLOWS = "the Workflows role is not implemented yet"
@@ -309,23 +308,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
             "test_signals_reach_jobs_not_yet_running_and_wake_only_those_that_wait",
             "test_signals_survive_junk_another_client_stored",
             "test_wake_awaiting_wakes_a_job_whose_message_came_while_it_let_go",
-        ),
-    },
-    "engine/test_stats_contract.py": {
-        _STATS: (
-            "test_a_naive_now_is_refused_by_queue_counts",
-            "test_errors_of_another_shape_are_skipped",
-            "test_failure_times_are_read_in_any_zone_and_junk_is_skipped",
-            "test_job_stats_counts_each_bucket",
-            "test_job_stats_of_a_quiet_window_is_zero",
-            "test_job_stats_of_some_queues",
-            "test_job_stats_reads_the_engine_clock_without_now",
-            "test_queue_counts_gives_every_state_of_every_queue",
-            "test_queue_counts_of_an_empty_table_is_empty",
-            "test_queue_counts_reads_the_engine_clock_without_now",
-            "test_the_app_counts_and_measures",
-            "test_the_blocking_twins_count_and_measure",
-            "test_the_oldest_available_job_is_found_across_priorities",
         ),
     },
     "engine/test_stopping_contract.py": {

@@ -15,25 +15,12 @@ from conveyor.job import Job, JobState
 from conveyor.job_ids import JobIds
 from conveyor.limits import FetchLimits
 from conveyor.request import JobRequest
-from conveyor.stats import JobCount, JobStats, QueueCounts, StatsQuery
 from conveyor.workflow_record import WorkflowRecord
 
 
 class PendingRoles:
     """Every method of these roles, each raising ``PendingRoleError`` until the MySQL engine
     implements it (an implementation in a class before this one in the MRO replaces it)."""
-
-    async def count_jobs(self, criteria: JobFilter) -> int:
-        raise pending("Stats", "count_jobs")
-
-    async def estimate_jobs(self, criteria: JobFilter, *, exact_up_to: int) -> JobCount:
-        raise pending("Stats", "estimate_jobs")
-
-    async def queue_counts(self, *, now: datetime | None = None) -> list[QueueCounts]:
-        raise pending("Stats", "queue_counts")
-
-    async def job_stats(self, query: StatsQuery, *, now: datetime | None = None) -> JobStats:
-        raise pending("Stats", "job_stats")
 
     async def settle_steps(
         self, ids: Sequence[int], *, now: datetime | None = None, conn: Any = None
