@@ -104,19 +104,18 @@ _REPLACE = "unique jobs with replace are not implemented yet"
 _RESCUE = "rescue_jobs (Producers) is not implemented yet"
 _STOPPING = "cancel's stop lists in producer rows are not implemented yet"
 _STORED = "writing stored crons and queues (StoredCrons, StoredQueues) is not implemented yet"
-_WORKFLOWS = "the Workflows role is not implemented yet"
+_LEADING = "its nodes lead (elect_leader, a Cluster role), not implemented yet"
 
 #: Test modules every case of which waits.
 _PENDING_MODULES: dict[str, str] = {
     "app/test_dynamic_cron_contract.py": _CRON,
     "app/test_dynamic_queues_contract.py": _STORED,
     "app/test_priority_aging_contract.py": _AGING,
-    "app/test_workflow_runs_contract.py": _WORKFLOWS,
+    "app/test_workflow_runs_contract.py": _LEADING,
     "engine/test_caller_transaction_contract.py": _CONN,
     "engine/test_dynamic_cron_contract.py": _STORED,
     "engine/test_partitions_contract.py": _LIMITS,
     "engine/test_retention_contract.py": _PRUNING,
-    "engine/test_workflow_guards_contract.py": _WORKFLOWS,
 }
 #: Single tests (every parameter of each) that wait, by module and reason.
 _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -148,7 +147,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "app/test_encrypted_args_contract.py": {
         _CRON: ("test_cron_jobs_of_an_encrypted_worker_are_stored_encrypted",),
-        _WORKFLOWS: ("test_workflow_steps_of_an_encrypted_worker_are_sealed_and_run",),
     },
     "app/test_enqueue_hooks_contract.py": {
         _CONN: (
@@ -201,29 +199,16 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
         ),
     },
     "app/test_testing_contract.py": {
-        _WORKFLOWS: (
-            "test_drain_runs_a_workflow_in_order",
-            "test_steps_grafted_from_blocking_code_keep_the_apps_own_connection",
-        ),
         _CONN: ("test_inline_mode_wins_over_a_sync_connection",),
     },
     "app/test_workflow_unit_contract.py": {
-        _WORKFLOWS: (
-            "test_a_batch_whose_callbacks_were_not_called_for_completes",
-            "test_a_callers_connection_names_the_steps_too",
+        _CONN: ("test_a_callers_connection_names_the_steps_too",),
+        _PRUNING: (
             "test_a_completed_batch_is_recorded_completed",
-            "test_a_discarded_step_fails_the_workflow_and_a_cancel_cancels_it",
             "test_a_locked_workflows_row_goes_with_its_record",
             "test_a_pruned_workflow_is_still_told_by_its_record",
-            "test_eight_processes_racing_make_one_workflow",
-            "test_enqueue_many_gives_each_steps_id_by_name",
-            "test_one_unfinished_workflow_per_lock",
-            "test_status_gives_one_state_a_phase_and_progress",
-            "test_sub_workflows_batches_and_grafts_name_their_steps",
-            "test_wait_workflow_raises_naming_the_failed_or_cancelled_step",
-            "test_wait_workflow_returns_the_completed_status",
-            "test_wait_workflow_times_out_and_refuses_what_is_not_there",
         ),
+        _RELAY: ("test_wait_workflow_raises_naming_the_failed_or_cancelled_step",),
     },
     "engine/test_cluster_contract.py": {
         _CLUSTER: (
@@ -321,6 +306,9 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
             "test_a_thread_that_never_returns_is_let_go_after_the_cancel_grace",
         ),
     },
+    "engine/test_workflows_contract.py": {
+        _PRUNING: ("test_finished_steps_are_not_pruned_while_their_workflow_waits",),
+    },
     "engine/test_unique_contract.py": {
         _REPLACE: (
             "test_a_conflict_in_a_large_batch_replaces_once",
@@ -336,26 +324,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
             "test_a_retry_meeting_a_twin_in_an_open_transaction_gives_way",
             "test_a_unique_insert_joins_the_callers_transaction",
             "test_concurrent_caller_transactions_in_any_order_make_conflicts_never_deadlocks",
-        ),
-    },
-    "engine/test_workflows_contract.py": {
-        _WORKFLOWS: (
-            "test_a_deleted_dependency_cancels_its_dependents_unless_ignored",
-            "test_a_diamond_goes_on_step_by_step",
-            "test_a_failed_dependency_cancels_the_steps_after_it",
-            "test_a_failed_step_before_a_wide_fan_out_cancels_every_step_after_it",
-            "test_a_fan_in_goes_on_once_when_steps_end_at_once_on_many_nodes",
-            "test_a_policy_ignores_failed_dependencies",
-            "test_a_step_scheduled_ahead_waits_for_its_time",
-            "test_a_wide_fan_out_goes_on_whole_and_its_fan_in_once_after_the_last",
-            "test_a_workflow_retry_racing_the_sweep_never_cancels_its_steps_again",
-            "test_cancelling_a_step_cancels_the_steps_after_it",
-            "test_finished_steps_are_not_pruned_while_their_workflow_waits",
-            "test_one_ack_of_many_steps_settles_each_dependent_by_its_own_dependencies",
-            "test_one_ack_settles_alike_steps_of_different_workflows",
-            "test_steps_added_later_depend_on_stored_steps",
-            "test_steps_another_client_wrote_badly_never_stall_the_others",
-            "test_the_sweep_settles_what_no_ack_settled",
         ),
     },
 }

@@ -35,6 +35,7 @@ from conveyor.engine.mysql.pending_roles import PendingRoles
 from conveyor.engine.mysql.producers import MysqlProducers
 from conveyor.engine.mysql.rows import InsertRows, check_now, utc_clock
 from conveyor.engine.mysql.stats import MysqlStats
+from conveyor.engine.mysql.workflow_records import MysqlWorkflowRecords
 from conveyor.fleet import QueuePoll, QueueState, with_limits
 from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest
@@ -50,6 +51,7 @@ class MysqlEngine(
     MysqlHotPath,
     MysqlProducers,
     MysqlStats,
+    MysqlWorkflowRecords,
     PendingCluster,
     PendingRoles,
 ):
