@@ -96,10 +96,10 @@ _CRON = "cron (Cron, StoredCrons) is not implemented yet"
 _DASHBOARD = "the dashboard reads the leader (get_leader) and cron entries, Cluster roles not implemented yet"
 _ELECT = "its elect_leader case is a Cluster role, not implemented yet"
 _LIMITS = "fetch_jobs under fleet limits (global, rate, partitioned) is not implemented yet"
-_LOOP = "the engine's pool belongs to one event loop (the optional Abandoning role is not implemented yet)"
+_LOOP = "an engine handed to the app is used from the portal's loop, where its asyncmy pool fails"
+_BLOCKING = "enqueue_sync with a busy portal loop needs blocking inserts (insert_sync), not implemented yet"
 _NOW_CHECKS = "some of the operations it checks are Cluster roles, not implemented yet"
 _PRUNING = "Pruning is not implemented yet"
-_RELAY = "the Relay role is not implemented yet"
 _REPLACE = "unique jobs with replace are not implemented yet"
 _RESCUE = "rescue_jobs (Producers) is not implemented yet"
 _STOPPING = "cancel's stop lists in producer rows are not implemented yet"
@@ -120,7 +120,7 @@ _PENDING_MODULES: dict[str, str] = {
 #: Single tests (every parameter of each) that wait, by module and reason.
 _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
     "app/test_blocking_enqueue_contract.py": {
-        _LOOP: ("test_enqueue_sync_goes_on_while_the_portal_loop_is_busy",),
+        _BLOCKING: ("test_enqueue_sync_goes_on_while_the_portal_loop_is_busy",),
     },
     "app/test_dashboard_contract.py": {
         _DASHBOARD: (
@@ -186,18 +186,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
             "test_enqueue_many_sync_on_a_callers_connection_returns_job_ids",
         ),
     },
-    "app/test_relay_runs_contract.py": {
-        _RELAY: (
-            "test_bad_signals_are_refused_clearly",
-            "test_progress_of_concurrent_coroutines_is_merged_and_kept",
-            "test_receive_times_out_and_iteration_ends",
-            "test_signals_reach_running_jobs_in_order",
-            "test_sync_twins_wait_relay_and_signal",
-            "test_wait_for_signal_lets_go_of_the_slot_until_each_message",
-            "test_wait_for_signal_works_in_threads_and_processes",
-            "test_waiting_on_what_is_not_there_or_with_bad_options_fails_clearly",
-        ),
-    },
     "app/test_testing_contract.py": {
         _CONN: ("test_inline_mode_wins_over_a_sync_connection",),
     },
@@ -208,7 +196,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
             "test_a_locked_workflows_row_goes_with_its_record",
             "test_a_pruned_workflow_is_still_told_by_its_record",
         ),
-        _RELAY: ("test_wait_workflow_raises_naming_the_failed_or_cancelled_step",),
     },
     "engine/test_cluster_contract.py": {
         _CLUSTER: (
@@ -281,18 +268,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
             "test_operations_that_make_jobs_available_wake_their_queue",
             "test_operations_that_make_nothing_available_wake_nobody",
             "test_resign_announces_itself_on_the_leader_channel",
-        ),
-    },
-    "engine/test_relay_contract.py": {
-        _RELAY: (
-            "test_an_ack_keeps_the_progress_and_merges_a_snooze_meta",
-            "test_final_jobs_and_full_inboxes_refuse_signals",
-            "test_job_states_reports_existing_jobs_only",
-            "test_progress_is_stored_only_for_the_attempt_that_runs",
-            "test_signals_are_appended_in_order_and_told_to_a_running_job",
-            "test_signals_reach_jobs_not_yet_running_and_wake_only_those_that_wait",
-            "test_signals_survive_junk_another_client_stored",
-            "test_wake_awaiting_wakes_a_job_whose_message_came_while_it_let_go",
         ),
     },
     "engine/test_stopping_contract.py": {

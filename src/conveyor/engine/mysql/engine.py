@@ -33,6 +33,7 @@ from conveyor.engine.mysql.pending import pending
 from conveyor.engine.mysql.pending_cluster import PendingCluster
 from conveyor.engine.mysql.pending_roles import PendingRoles
 from conveyor.engine.mysql.producers import MysqlProducers
+from conveyor.engine.mysql.relay import MysqlRelay
 from conveyor.engine.mysql.rows import InsertRows, check_now, utc_clock
 from conveyor.engine.mysql.stats import MysqlStats
 from conveyor.engine.mysql.workflow_records import MysqlWorkflowRecords
@@ -52,6 +53,7 @@ class MysqlEngine(
     MysqlProducers,
     MysqlStats,
     MysqlWorkflowRecords,
+    MysqlRelay,
     PendingCluster,
     PendingRoles,
 ):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -11,7 +11,7 @@ from conveyor.engine.mysql.pending import pending
 from conveyor.engine.roles.notifications import Listener, NotificationHandler
 from conveyor.filters import JobFilter
 from conveyor.fleet import QueuePoll
-from conveyor.job import Job, JobState
+from conveyor.job import Job
 from conveyor.limits import FetchLimits
 from conveyor.request import JobRequest
 
@@ -19,20 +19,6 @@ from conveyor.request import JobRequest
 class PendingRoles:
     """Every method of these roles, each raising ``PendingRoleError`` until the MySQL engine
     implements it (an implementation in a class before this one in the MRO replaces it)."""
-
-    async def job_states(self, ids: Sequence[int]) -> dict[int, JobState]:
-        raise pending("Relay", "job_states")
-
-    async def record_progress(self, entries: Sequence[tuple[int, int, Mapping[str, Any]]]) -> list[int]:
-        raise pending("Relay", "record_progress")
-
-    async def signal_job(
-        self, job_id: int, message: bytes, *, now: datetime | None = None, limit: int = 1000
-    ) -> tuple[JobState, int | None] | None:
-        raise pending("Relay", "signal_job")
-
-    async def wake_awaiting(self, ids: Sequence[int], *, now: datetime | None = None) -> list[int]:
-        raise pending("Relay", "wake_awaiting")
 
     async def get_job(self, job_id: int) -> Job | None:
         raise pending("Jobs", "get_job")
