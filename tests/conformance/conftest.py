@@ -96,7 +96,6 @@ _CRON = "cron (Cron, StoredCrons) is not implemented yet"
 _DASHBOARD = "the dashboard reads the leader (get_leader) and cron entries, Cluster roles not implemented yet"
 _ELECT = "its elect_leader case is a Cluster role, not implemented yet"
 _LIMITS = "fetch_jobs under fleet limits (global, rate, partitioned) is not implemented yet"
-_LOOP = "an engine handed to the app is used from the portal's loop, where its asyncmy pool fails"
 _BLOCKING = "enqueue_sync with a busy portal loop needs blocking inserts (insert_sync), not implemented yet"
 _NOW_CHECKS = "some of the operations it checks are Cluster roles, not implemented yet"
 _PRUNING = "Pruning is not implemented yet"
@@ -178,7 +177,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
             "test_list_jobs_sync_with_a_connection_reads_in_its_transaction",
             "test_options_conn_joins_the_callers_transaction",
         ),
-        _LOOP: ("test_the_current_app_is_the_one_entered_or_made_default",),
     },
     "app/test_job_ids_contract.py": {
         _CONN: (
