@@ -93,36 +93,33 @@ _CLUSTER = "leases, rescue, pruning and cron ticks (Cluster) are not implemented
 _CLUSTER_NOTIFY = "some operations it checks (rescue, cron, resign) are Cluster roles, not implemented yet"
 _CONN = "conn= and insert_sync (a caller's transaction) are not implemented yet"
 _CRON = "cron (Cron, StoredCrons) is not implemented yet"
-_DASHBOARD = "the dashboard reads queue_counts, job_stats and cron entries, not implemented yet"
+_DASHBOARD = "the dashboard reads the leader (get_leader) and cron entries, Cluster roles not implemented yet"
 _ELECT = "its elect_leader case is a Cluster role, not implemented yet"
 _LIMITS = "fetch_jobs under fleet limits (global, rate, partitioned) is not implemented yet"
-_LOOP = "the engine's pool belongs to one event loop (the optional Abandoning role is not implemented yet)"
+_BLOCKING = "enqueue_sync with a busy portal loop needs blocking inserts (insert_sync), not implemented yet"
 _NOW_CHECKS = "some of the operations it checks are Cluster roles, not implemented yet"
 _PRUNING = "Pruning is not implemented yet"
-_RELAY = "the Relay role is not implemented yet"
 _REPLACE = "unique jobs with replace are not implemented yet"
 _RESCUE = "rescue_jobs (Producers) is not implemented yet"
-_STATS = "queue_counts and job_stats (Stats) are not implemented yet"
 _STOPPING = "cancel's stop lists in producer rows are not implemented yet"
 _STORED = "writing stored crons and queues (StoredCrons, StoredQueues) is not implemented yet"
-_WORKFLOWS = "the Workflows role is not implemented yet"
+_LEADING = "its nodes lead (elect_leader, a Cluster role), not implemented yet"
 
 #: Test modules every case of which waits.
 _PENDING_MODULES: dict[str, str] = {
     "app/test_dynamic_cron_contract.py": _CRON,
     "app/test_dynamic_queues_contract.py": _STORED,
     "app/test_priority_aging_contract.py": _AGING,
-    "app/test_workflow_runs_contract.py": _WORKFLOWS,
+    "app/test_workflow_runs_contract.py": _LEADING,
     "engine/test_caller_transaction_contract.py": _CONN,
     "engine/test_dynamic_cron_contract.py": _STORED,
     "engine/test_partitions_contract.py": _LIMITS,
     "engine/test_retention_contract.py": _PRUNING,
-    "engine/test_workflow_guards_contract.py": _WORKFLOWS,
 }
 #: Single tests (every parameter of each) that wait, by module and reason.
 _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
     "app/test_blocking_enqueue_contract.py": {
-        _LOOP: ("test_enqueue_sync_goes_on_while_the_portal_loop_is_busy",),
+        _BLOCKING: ("test_enqueue_sync_goes_on_while_the_portal_loop_is_busy",),
     },
     "app/test_dashboard_contract.py": {
         _DASHBOARD: (
@@ -149,7 +146,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "app/test_encrypted_args_contract.py": {
         _CRON: ("test_cron_jobs_of_an_encrypted_worker_are_stored_encrypted",),
-        _WORKFLOWS: ("test_workflow_steps_of_an_encrypted_worker_are_sealed_and_run",),
     },
     "app/test_enqueue_hooks_contract.py": {
         _CONN: (
@@ -181,7 +177,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
             "test_list_jobs_sync_with_a_connection_reads_in_its_transaction",
             "test_options_conn_joins_the_callers_transaction",
         ),
-        _LOOP: ("test_the_current_app_is_the_one_entered_or_made_default",),
     },
     "app/test_job_ids_contract.py": {
         _CONN: (
@@ -189,41 +184,15 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
             "test_enqueue_many_sync_on_a_callers_connection_returns_job_ids",
         ),
     },
-    "app/test_relay_runs_contract.py": {
-        _RELAY: (
-            "test_bad_signals_are_refused_clearly",
-            "test_progress_of_concurrent_coroutines_is_merged_and_kept",
-            "test_receive_times_out_and_iteration_ends",
-            "test_signals_reach_running_jobs_in_order",
-            "test_sync_twins_wait_relay_and_signal",
-            "test_wait_for_signal_lets_go_of_the_slot_until_each_message",
-            "test_wait_for_signal_works_in_threads_and_processes",
-            "test_waiting_on_what_is_not_there_or_with_bad_options_fails_clearly",
-        ),
-    },
     "app/test_testing_contract.py": {
-        _WORKFLOWS: (
-            "test_drain_runs_a_workflow_in_order",
-            "test_steps_grafted_from_blocking_code_keep_the_apps_own_connection",
-        ),
         _CONN: ("test_inline_mode_wins_over_a_sync_connection",),
     },
     "app/test_workflow_unit_contract.py": {
-        _WORKFLOWS: (
-            "test_a_batch_whose_callbacks_were_not_called_for_completes",
-            "test_a_callers_connection_names_the_steps_too",
+        _CONN: ("test_a_callers_connection_names_the_steps_too",),
+        _PRUNING: (
             "test_a_completed_batch_is_recorded_completed",
-            "test_a_discarded_step_fails_the_workflow_and_a_cancel_cancels_it",
             "test_a_locked_workflows_row_goes_with_its_record",
             "test_a_pruned_workflow_is_still_told_by_its_record",
-            "test_eight_processes_racing_make_one_workflow",
-            "test_enqueue_many_gives_each_steps_id_by_name",
-            "test_one_unfinished_workflow_per_lock",
-            "test_status_gives_one_state_a_phase_and_progress",
-            "test_sub_workflows_batches_and_grafts_name_their_steps",
-            "test_wait_workflow_raises_naming_the_failed_or_cancelled_step",
-            "test_wait_workflow_returns_the_completed_status",
-            "test_wait_workflow_times_out_and_refuses_what_is_not_there",
         ),
     },
     "engine/test_cluster_contract.py": {
@@ -299,35 +268,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
             "test_resign_announces_itself_on_the_leader_channel",
         ),
     },
-    "engine/test_relay_contract.py": {
-        _RELAY: (
-            "test_an_ack_keeps_the_progress_and_merges_a_snooze_meta",
-            "test_final_jobs_and_full_inboxes_refuse_signals",
-            "test_job_states_reports_existing_jobs_only",
-            "test_progress_is_stored_only_for_the_attempt_that_runs",
-            "test_signals_are_appended_in_order_and_told_to_a_running_job",
-            "test_signals_reach_jobs_not_yet_running_and_wake_only_those_that_wait",
-            "test_signals_survive_junk_another_client_stored",
-            "test_wake_awaiting_wakes_a_job_whose_message_came_while_it_let_go",
-        ),
-    },
-    "engine/test_stats_contract.py": {
-        _STATS: (
-            "test_a_naive_now_is_refused_by_queue_counts",
-            "test_errors_of_another_shape_are_skipped",
-            "test_failure_times_are_read_in_any_zone_and_junk_is_skipped",
-            "test_job_stats_counts_each_bucket",
-            "test_job_stats_of_a_quiet_window_is_zero",
-            "test_job_stats_of_some_queues",
-            "test_job_stats_reads_the_engine_clock_without_now",
-            "test_queue_counts_gives_every_state_of_every_queue",
-            "test_queue_counts_of_an_empty_table_is_empty",
-            "test_queue_counts_reads_the_engine_clock_without_now",
-            "test_the_app_counts_and_measures",
-            "test_the_blocking_twins_count_and_measure",
-            "test_the_oldest_available_job_is_found_across_priorities",
-        ),
-    },
     "engine/test_stopping_contract.py": {
         _STOPPING: (
             "test_a_cancel_listed_before_the_nodes_next_beat_is_kept",
@@ -338,6 +278,9 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
             "test_a_dead_producers_cancelled_runs_let_go_with_its_row",
             "test_a_thread_that_never_returns_is_let_go_after_the_cancel_grace",
         ),
+    },
+    "engine/test_workflows_contract.py": {
+        _PRUNING: ("test_finished_steps_are_not_pruned_while_their_workflow_waits",),
     },
     "engine/test_unique_contract.py": {
         _REPLACE: (
@@ -354,26 +297,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
             "test_a_retry_meeting_a_twin_in_an_open_transaction_gives_way",
             "test_a_unique_insert_joins_the_callers_transaction",
             "test_concurrent_caller_transactions_in_any_order_make_conflicts_never_deadlocks",
-        ),
-    },
-    "engine/test_workflows_contract.py": {
-        _WORKFLOWS: (
-            "test_a_deleted_dependency_cancels_its_dependents_unless_ignored",
-            "test_a_diamond_goes_on_step_by_step",
-            "test_a_failed_dependency_cancels_the_steps_after_it",
-            "test_a_failed_step_before_a_wide_fan_out_cancels_every_step_after_it",
-            "test_a_fan_in_goes_on_once_when_steps_end_at_once_on_many_nodes",
-            "test_a_policy_ignores_failed_dependencies",
-            "test_a_step_scheduled_ahead_waits_for_its_time",
-            "test_a_wide_fan_out_goes_on_whole_and_its_fan_in_once_after_the_last",
-            "test_a_workflow_retry_racing_the_sweep_never_cancels_its_steps_again",
-            "test_cancelling_a_step_cancels_the_steps_after_it",
-            "test_finished_steps_are_not_pruned_while_their_workflow_waits",
-            "test_one_ack_of_many_steps_settles_each_dependent_by_its_own_dependencies",
-            "test_one_ack_settles_alike_steps_of_different_workflows",
-            "test_steps_added_later_depend_on_stored_steps",
-            "test_steps_another_client_wrote_badly_never_stall_the_others",
-            "test_the_sweep_settles_what_no_ack_settled",
         ),
     },
 }

@@ -64,6 +64,22 @@ async def connect(address: Address, database: str | None = None) -> Any:
 
 
 @asynccontextmanager
+async def _acquire(pool: Any) -> AsyncIterator[Any]:
+    """A connection of ``pool``; on a loop other than the pool's (an engine handed to an app, used
+    from the loop of its portal thread), a connection of its own on the running loop, closed after
+    use: asyncmy's connections belong to the loop that opened them."""
+    if pool._loop is asyncio.get_running_loop():
+        async with pool.acquire() as conn:
+            yield conn
+        return
+    conn = await driver().connect(**pool._conn_kwargs)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+@asynccontextmanager
 async def transaction(pool: Any, *, keyed: bool = False) -> AsyncIterator[Any]:
     """A cursor in one transaction on a pooled connection: committed when the block ends,
     rolled back when it raises.
@@ -73,7 +89,7 @@ async def transaction(pool: Any, *, keyed: bool = False) -> AsyncIterator[Any]:
     holder of a lock committed and its locking reads take no gap locks (which deadlock inserts)."""
     if pool is None:
         raise EngineClosedError("the MySQL engine is not open; call await engine.open()")
-    async with pool.acquire() as conn:
+    async with _acquire(pool) as conn:
         if keyed:
             async with conn.cursor() as cursor:
                 await cursor.execute(READ_COMMITTED)
@@ -118,7 +134,7 @@ async def reading(pool: Any) -> AsyncIterator[Any]:
     """A cursor on a pooled connection in autocommit: each statement sees what is committed."""
     if pool is None:
         raise EngineClosedError("the MySQL engine is not open; call await engine.open()")
-    async with pool.acquire() as conn:
+    async with _acquire(pool) as conn:
         try:
             async with conn.cursor() as cursor:
                 yield cursor

@@ -3,6 +3,7 @@ schema role, and the statement texts of its database."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any
 
@@ -66,6 +67,21 @@ class MysqlCore:
             pool, self._pool = self._pool, None
             pool.close()
             await pool.wait_closed()
+
+    def abandon(self) -> None:
+        """Let go of a pool whose event loop is gone (the optional ``Abandoning`` role): its
+        connections' sockets are closed here, without that loop; ``open`` makes a new pool on the
+        running loop. The server rolls back what they left open and releases their named locks."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        for conn in [*pool._free, *pool._used]:
+            transport, conn._transport = conn._transport, None
+            with contextlib.suppress(Exception):  # the loop is closed: it cannot schedule the rest
+                transport.abort()
+            with contextlib.suppress(Exception):
+                sock, transport._sock = transport._sock, None  # closed here, not warned of later
+                sock.close()
 
     def transaction(self, *, keyed: bool = False) -> Any:
         """``async with self.transaction() as cursor``: one transaction, committed at the end

@@ -33,7 +33,10 @@ from conveyor.engine.mysql.pending import pending
 from conveyor.engine.mysql.pending_cluster import PendingCluster
 from conveyor.engine.mysql.pending_roles import PendingRoles
 from conveyor.engine.mysql.producers import MysqlProducers
+from conveyor.engine.mysql.relay import MysqlRelay
 from conveyor.engine.mysql.rows import InsertRows, check_now, utc_clock
+from conveyor.engine.mysql.stats import MysqlStats
+from conveyor.engine.mysql.workflow_records import MysqlWorkflowRecords
 from conveyor.fleet import QueuePoll, QueueState, with_limits
 from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest
@@ -44,7 +47,16 @@ RETRIED = frozenset({1213, 1062})
 INSERT_TRIES = 5
 
 
-class MysqlEngine(MysqlJobs, MysqlHotPath, MysqlProducers, PendingCluster, PendingRoles):
+class MysqlEngine(
+    MysqlJobs,
+    MysqlHotPath,
+    MysqlProducers,
+    MysqlStats,
+    MysqlWorkflowRecords,
+    MysqlRelay,
+    PendingCluster,
+    PendingRoles,
+):
     """Runs every Conveyor statement on one MySQL or MariaDB database."""
 
     _rows_per_statement = inserter.ROWS_PER_STATEMENT

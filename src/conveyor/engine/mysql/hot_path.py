@@ -21,6 +21,7 @@ from conveyor.engine import _payloads as payloads
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.pending import pending
 from conveyor.engine.mysql.rows import check_now, read_jobs, utc_clock
+from conveyor.engine.mysql.workflows import MysqlWorkflows
 from conveyor.errors import ValidationError
 from conveyor.job import Job
 from conveyor.limits import FetchLimits
@@ -52,6 +53,15 @@ def _loads(value: Any) -> Any:
         return None
 
 
+def _is_step(meta: Any) -> bool:
+    """Whether a stored meta names a workflow (the text is searched before it is parsed)."""
+    text = meta.decode() if isinstance(meta, bytes) else meta
+    if not isinstance(text, str) or "workflow_id" not in text:
+        return False
+    found = _loads(text)
+    return isinstance(found, dict) and found.get("workflow_id") is not None
+
+
 def acked_meta(stored: Any, ack: Ack) -> str | None:
     """The meta an applied ack writes (None: unchanged). Top-level keys of the ack's meta replace
     the stored ones (null values kept); a snooze counts ``snoozed`` up and drops the unique markers
@@ -71,7 +81,7 @@ def acked_meta(stored: Any, ack: Ack) -> str | None:
     return orjson.dumps(meta).decode()
 
 
-class MysqlHotPath(MysqlCore):
+class MysqlHotPath(MysqlWorkflows):
     """``fetch_jobs``, ``ack_jobs``, ``release_jobs``, ``stage_jobs``."""
 
     async def fetch_jobs(
@@ -120,6 +130,7 @@ class MysqlHotPath(MysqlCore):
             rows = {int(row[0]): row for row in await cursor.fetchall()}
             writes: list[tuple[Any, ...]] = []
             written: list[int] = []
+            steps: list[int] = []  # workflow steps that ended: the steps after them settle next
             for ack in acks:
                 row = rows.pop(ack.job_id, None)  # popped: a second ack of one attempt never applies
                 if row is None or row[1] != ack.attempt:
@@ -152,9 +163,13 @@ class MysqlHotPath(MysqlCore):
                     )
                 )
                 written.append(ack.job_id)
+                if state in _FINAL and _is_step(row[4]):
+                    steps.append(ack.job_id)
             if writes:
                 await cursor.executemany(files["ack_write"], writes)
                 await notify_ended(cursor, self, written)
+        if steps:  # after the commit: a settle that starts later sees this ack
+            await self.settle_after(steps, now)
         return written
 
     async def release_jobs(self, attempts: Sequence[tuple[int, int]]) -> list[int]:

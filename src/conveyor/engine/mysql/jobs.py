@@ -14,8 +14,9 @@ from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.hot_path import notify, notify_ended
 from conveyor.engine.mysql.pending import pending
 from conveyor.engine.mysql.rows import check_now, read_jobs, utc_clock
+from conveyor.engine.mysql.workflows import MysqlWorkflows
 from conveyor.filters import JobFilter
-from conveyor.job import Job
+from conveyor.job import Job, JobState
 from conveyor.stats import JobCount, countable
 
 #: The filter fragments (``filter_<name>.sql``), combined with AND: one per JobFilter field, except
@@ -82,12 +83,12 @@ def _no_conn(conn: Any, method: str) -> None:
         raise pending("Jobs", f"{method} (conn=: a caller's transaction)")
 
 
-class MysqlJobs(MysqlCore):
+class MysqlJobs(MysqlWorkflows):
     """``get_job``, ``list_jobs``, ``count_jobs``, ``estimate_jobs``, ``cancel_jobs``,
     ``retry_jobs``, ``delete_jobs``."""
 
     def _statement(self, name: str, condition: str = "") -> str:
-        text = self.files.compose(name, columns="job_columns")
+        text = self.files.compose(name, columns="job_columns", step_with_deps="step_with_deps")
         return text.replace("{filter}", condition)
 
     async def get_job(self, job_id: int) -> Job | None:
@@ -138,6 +139,7 @@ class MysqlJobs(MysqlCore):
                 if state == "executing":
                     await notify(cursor, self, "signal", {"action": "pkill", "job_id": job_id})
             await notify_ended(cursor, self, ids)
+        await self.settle_after(ids, now)  # cancelled steps end: the steps after them settle
         return ids
 
     async def retry_jobs(
@@ -165,8 +167,15 @@ class MysqlJobs(MysqlCore):
                 if strip:
                     await cursor.execute(files["drop_unique_markers"], {"ids": tuple(strip)})
             await cursor.execute(files["retry_jobs"], {"ids": tuple(ids), "now": utc_clock(now)})
-            for queue in sorted({row[1] for row in rows}):
+            # Steps with dependencies are held until those finish, then settled below.
+            steps = [int(row[0]) for row in rows if row[3]]
+            if steps:
+                await cursor.execute(files["hold_jobs"], (tuple(steps),))
+            for queue in sorted({row[1] for row in rows if not row[3]}):
                 await notify(cursor, self, "insert", {"queue": queue})
+        if steps:  # those whose dependency stays failed are cancelled again, and not retried
+            settled = await self.settle_after(steps, now)
+            return [job_id for job_id in ids if settled.get(job_id) is not JobState.CANCELLED]
         return ids
 
     async def delete_jobs(self, criteria: JobFilter, *, conn: Any = None) -> list[int]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -11,77 +11,14 @@ from conveyor.engine.mysql.pending import pending
 from conveyor.engine.roles.notifications import Listener, NotificationHandler
 from conveyor.filters import JobFilter
 from conveyor.fleet import QueuePoll
-from conveyor.job import Job, JobState
-from conveyor.job_ids import JobIds
+from conveyor.job import Job
 from conveyor.limits import FetchLimits
 from conveyor.request import JobRequest
-from conveyor.stats import JobCount, JobStats, QueueCounts, StatsQuery
-from conveyor.workflow_record import WorkflowRecord
 
 
 class PendingRoles:
     """Every method of these roles, each raising ``PendingRoleError`` until the MySQL engine
     implements it (an implementation in a class before this one in the MRO replaces it)."""
-
-    async def count_jobs(self, criteria: JobFilter) -> int:
-        raise pending("Stats", "count_jobs")
-
-    async def estimate_jobs(self, criteria: JobFilter, *, exact_up_to: int) -> JobCount:
-        raise pending("Stats", "estimate_jobs")
-
-    async def queue_counts(self, *, now: datetime | None = None) -> list[QueueCounts]:
-        raise pending("Stats", "queue_counts")
-
-    async def job_stats(self, query: StatsQuery, *, now: datetime | None = None) -> JobStats:
-        raise pending("Stats", "job_stats")
-
-    async def settle_steps(
-        self, ids: Sequence[int], *, now: datetime | None = None, conn: Any = None
-    ) -> dict[int, JobState]:
-        raise pending("Workflows", "settle_steps")
-
-    async def sweep_steps(self, *, now: datetime | None = None, limit: int = 10000) -> dict[int, JobState]:
-        raise pending("Workflows", "sweep_steps")
-
-    async def hold_steps(self, ids: Sequence[int], *, conn: Any = None) -> list[int]:
-        raise pending("Workflows", "hold_steps")
-
-    async def add_dependents(
-        self, workflow_id: str, added: Mapping[str, Sequence[str]], *, conn: Any = None
-    ) -> None:
-        raise pending("Workflows", "add_dependents")
-
-    async def workflow_jobs(self, workflow_id: str) -> list[Job]:
-        raise pending("Workflows", "workflow_jobs")
-
-    async def insert_locked_workflow(
-        self,
-        requests: Sequence[JobRequest],
-        *,
-        workflow_id: str,
-        name: str | None,
-        lock: str,
-        now: datetime | None = None,
-        hold: Sequence[int] = (),
-    ) -> JobIds | str:
-        raise pending("Workflows", "insert_locked_workflow")
-
-    async def workflow_record(self, workflow_id: str) -> WorkflowRecord | None:
-        raise pending("Workflows", "workflow_record")
-
-    async def job_states(self, ids: Sequence[int]) -> dict[int, JobState]:
-        raise pending("Relay", "job_states")
-
-    async def record_progress(self, entries: Sequence[tuple[int, int, Mapping[str, Any]]]) -> list[int]:
-        raise pending("Relay", "record_progress")
-
-    async def signal_job(
-        self, job_id: int, message: bytes, *, now: datetime | None = None, limit: int = 1000
-    ) -> tuple[JobState, int | None] | None:
-        raise pending("Relay", "signal_job")
-
-    async def wake_awaiting(self, ids: Sequence[int], *, now: datetime | None = None) -> list[int]:
-        raise pending("Relay", "wake_awaiting")
 
     async def get_job(self, job_id: int) -> Job | None:
         raise pending("Jobs", "get_job")
