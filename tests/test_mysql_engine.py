@@ -10,7 +10,6 @@ from conveyor.engine.mysql import MysqlEngine, PendingRoleError
 from conveyor.engine.mysql.address import mask, parse
 from conveyor.engine.urls import engine_from_url, install_sql
 from conveyor.errors import ValidationError
-from conveyor.retention import Retention
 from tests.conformance import mariadb
 
 
@@ -64,8 +63,8 @@ def test_print_sql_shows_dolphins_table_in_the_chosen_database() -> None:
 
 async def test_a_role_not_implemented_yet_says_which() -> None:
     engine = MysqlEngine("mysql://root@localhost/app")
-    with pytest.raises(PendingRoleError, match=r"Pruning\.count_prunable") as pending:
-        await engine.count_prunable(Retention())
+    with pytest.raises(PendingRoleError, match=r"Inserting\.insert_sync") as pending:
+        engine.insert_sync([], conn=object())
     assert isinstance(pending.value, NotImplementedError)
 
 

@@ -88,35 +88,21 @@ ENGINES: dict[str, Callable[[Path, list[str]], Engine]] = {
 }
 
 #: Why a case waits on MariaDB, by the role it needs.
-_AGING = "age_priorities is not implemented yet"
-_CLUSTER = "leases, rescue, pruning and cron ticks (Cluster) are not implemented yet"
-_CLUSTER_NOTIFY = "some operations it checks (rescue, cron, resign) are Cluster roles, not implemented yet"
 _CONN = "conn= and insert_sync (a caller's transaction) are not implemented yet"
-_CRON = "cron (Cron, StoredCrons) is not implemented yet"
 _DASHBOARD = "the dashboard reads queue_counts, job_stats and cron entries, not implemented yet"
-_ELECT = "its elect_leader case is a Cluster role, not implemented yet"
 _LIMITS = "fetch_jobs under fleet limits (global, rate, partitioned) is not implemented yet"
 _LOOP = "the engine's pool belongs to one event loop (the optional Abandoning role is not implemented yet)"
-_NOW_CHECKS = "some of the operations it checks are Cluster roles, not implemented yet"
-_PRUNING = "Pruning is not implemented yet"
 _RELAY = "the Relay role is not implemented yet"
 _REPLACE = "unique jobs with replace are not implemented yet"
-_RESCUE = "rescue_jobs (Producers) is not implemented yet"
 _STATS = "queue_counts and job_stats (Stats) are not implemented yet"
 _STOPPING = "cancel's stop lists in producer rows are not implemented yet"
-_STORED = "writing stored crons and queues (StoredCrons, StoredQueues) is not implemented yet"
 _WORKFLOWS = "the Workflows role is not implemented yet"
 
 #: Test modules every case of which waits.
 _PENDING_MODULES: dict[str, str] = {
-    "app/test_dynamic_cron_contract.py": _CRON,
-    "app/test_dynamic_queues_contract.py": _STORED,
-    "app/test_priority_aging_contract.py": _AGING,
     "app/test_workflow_runs_contract.py": _WORKFLOWS,
     "engine/test_caller_transaction_contract.py": _CONN,
-    "engine/test_dynamic_cron_contract.py": _STORED,
     "engine/test_partitions_contract.py": _LIMITS,
-    "engine/test_retention_contract.py": _PRUNING,
     "engine/test_workflow_guards_contract.py": _WORKFLOWS,
 }
 #: Single tests (every parameter of each) that wait, by module and reason.
@@ -147,33 +133,19 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
             "test_queue_table_names_the_limit_that_binds_and_counts_every_state",
         ),
     },
+    "app/test_dynamic_cron_contract.py": {
+        _LOOP: ("test_a_name_is_stored_once_and_a_foreign_worker_is_accepted_when_said",),
+    },
+    "app/test_dynamic_queues_contract.py": {
+        _LIMITS: ("test_a_declared_queue_starts_changes_and_stops_on_every_node",),
+    },
     "app/test_encrypted_args_contract.py": {
-        _CRON: ("test_cron_jobs_of_an_encrypted_worker_are_stored_encrypted",),
         _WORKFLOWS: ("test_workflow_steps_of_an_encrypted_worker_are_sealed_and_run",),
     },
     "app/test_enqueue_hooks_contract.py": {
         _CONN: (
             "test_a_blocking_enqueue_reads_the_callers_context_in_its_thread",
             "test_every_insert_path_carries_what_the_hook_adds",
-        ),
-    },
-    "app/test_fake_time_contract.py": {
-        _CLUSTER: (
-            "test_a_dead_producers_job_is_rescued_and_a_live_long_job_is_not",
-            "test_a_killed_leaders_jobs_run_on_a_follower_well_before_its_lease_ends",
-            "test_a_live_nodes_long_job_is_never_rescued_by_the_leader",
-            "test_a_signal_wait_runs_out_on_the_nodes_clock",
-            "test_a_silent_leader_is_replaced_within_one_ttl",
-            "test_cron_inserts_one_job_per_minute",
-            "test_job_timeouts_run_on_the_nodes_clock",
-            "test_old_finished_jobs_are_pruned_by_age",
-            "test_the_leader_prunes_by_the_rules_and_reports_each_state",
-        ),
-    },
-    "app/test_hardening_contract.py": {
-        _RESCUE: (
-            "test_rescue_counts_over_junk_meta",
-            "test_the_lifeline_rescues_only_after_unbroken_contact",
         ),
     },
     "app/test_job_api_contract.py": {
@@ -226,45 +198,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
             "test_wait_workflow_times_out_and_refuses_what_is_not_there",
         ),
     },
-    "engine/test_cluster_contract.py": {
-        _CLUSTER: (
-            "test_a_conveyor_leader_of_a_mixed_fleet_announces_itself",
-            "test_a_cron_job_is_an_available_job_with_the_requests_fields",
-            "test_a_live_lease_is_taken_from_a_leader_whose_heartbeats_stopped",
-            "test_a_live_producer_keeps_its_jobs_however_long_they_run",
-            "test_a_mixed_fleet_takes_the_lease_from_another_runtimes_node_only",
-            "test_a_producer_is_dead_once_silent_longer_than_the_timeout",
-            "test_a_stale_ack_after_rescue_does_not_overwrite_the_new_attempt",
-            "test_a_stale_leader_keeps_its_lease_without_own_rows_or_with_one_fresh",
-            "test_a_tick_is_identified_by_name_and_moment",
-            "test_another_node_takes_the_lease_only_once_it_expired",
-            "test_another_runtimes_producer_is_dead_once_silent_longer_than_the_foreign_timeout",
-            "test_backstop_rescues_a_job_another_client_left_without_attempted_at",
-            "test_backstop_rescues_old_jobs_of_unknown_producers_only",
-            "test_cron_ticks_insert_once",
-            "test_cron_with_nothing_to_do",
-            "test_each_rescue_counts_in_meta",
-            "test_get_leader_sees_a_lease_until_it_expires",
-            "test_lease_is_taken_renewed_and_taken_over_only_after_expiry",
-            "test_leases_of_different_names_are_independent",
-            "test_only_the_holder_can_resign",
-            "test_prune_deletes_in_bounded_batches",
-            "test_prune_deletes_old_final_jobs_only",
-            "test_prune_forgets_old_cron_ticks_but_each_entrys_latest",
-            "test_prune_keeps_the_newest_final_jobs_per_queue",
-            "test_rescue_follows_heartbeats",
-            "test_rescue_is_bounded_and_keeps_a_dead_producer_until_its_jobs_are_rescued",
-            "test_rescue_records_why_in_errors",
-            "test_rescue_spares_the_live_producers_it_is_told_of",
-            "test_without_a_foreign_timeout_another_runtimes_producer_is_never_dead",
-        ),
-    },
-    "engine/test_jobs_contract.py": {
-        _NOW_CHECKS: ("test_a_naive_now_is_refused",),
-    },
-    "engine/test_lifecycle_contract.py": {
-        _ELECT: ("test_an_engine_not_open_refuses_work_with_a_transient_error",),
-    },
     "engine/test_limits_contract.py": {
         _LIMITS: (
             "test_a_claim_says_whether_a_limit_stopped_it",
@@ -288,15 +221,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
         _CONN: (
             "test_a_job_committed_after_a_later_job_started_runs_after_it",
             "test_a_job_committed_before_the_claim_keeps_its_turn_by_id",
-        ),
-        _RESCUE: ("test_one_job_per_queueing_lock_waits",),
-    },
-    "engine/test_notifications_contract.py": {
-        _CLUSTER_NOTIFY: (
-            "test_a_tick_handled_before_wakes_nobody_again",
-            "test_operations_that_make_jobs_available_wake_their_queue",
-            "test_operations_that_make_nothing_available_wake_nobody",
-            "test_resign_announces_itself_on_the_leader_channel",
         ),
     },
     "engine/test_relay_contract.py": {

@@ -25,14 +25,16 @@ from conveyor.engine import _payloads as payloads
 from conveyor.engine._step_names import step_names_kept
 from conveyor.engine.base import NotificationHandler
 from conveyor.engine.mysql import inserter
+from conveyor.engine.mysql.cluster import MysqlCluster
 from conveyor.engine.mysql.connect import error_code
+from conveyor.engine.mysql.cron import MysqlCron
 from conveyor.engine.mysql.hot_path import MysqlHotPath
 from conveyor.engine.mysql.jobs import MysqlJobs
 from conveyor.engine.mysql.listener import MysqlListener
 from conveyor.engine.mysql.pending import pending
-from conveyor.engine.mysql.pending_cluster import PendingCluster
 from conveyor.engine.mysql.pending_roles import PendingRoles
 from conveyor.engine.mysql.producers import MysqlProducers
+from conveyor.engine.mysql.pruning import MysqlPruning
 from conveyor.engine.mysql.rows import InsertRows, check_now, utc_clock
 from conveyor.fleet import QueuePoll, QueueState, with_limits
 from conveyor.job_ids import JobIds
@@ -44,7 +46,15 @@ RETRIED = frozenset({1213, 1062})
 INSERT_TRIES = 5
 
 
-class MysqlEngine(MysqlJobs, MysqlHotPath, MysqlProducers, PendingCluster, PendingRoles):
+class MysqlEngine(
+    MysqlJobs,
+    MysqlHotPath,
+    MysqlProducers,
+    MysqlCluster,
+    MysqlPruning,
+    MysqlCron,
+    PendingRoles,
+):
     """Runs every Conveyor statement on one MySQL or MariaDB database."""
 
     _rows_per_statement = inserter.ROWS_PER_STATEMENT

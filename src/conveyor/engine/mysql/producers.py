@@ -1,5 +1,5 @@
 """Producers' heartbeat rows, persisted queue states and stored queues on MySQL/MariaDB: what a
-node reads and writes to run (the rest of the Cluster roles is pending: ``pending_cluster.py``)."""
+node reads and writes to run (leases and rescue: ``cluster.py``)."""
 
 from __future__ import annotations
 
