@@ -95,7 +95,6 @@ _LOOP = "the engine's pool belongs to one event loop (the optional Abandoning ro
 _RELAY = "the Relay role is not implemented yet"
 _REPLACE = "unique jobs with replace are not implemented yet"
 _STATS = "queue_counts and job_stats (Stats) are not implemented yet"
-_STOPPING = "cancel's stop lists in producer rows are not implemented yet"
 _WORKFLOWS = "the Workflows role is not implemented yet"
 
 #: Test modules every case of which waits.
@@ -253,14 +252,10 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
         ),
     },
     "engine/test_stopping_contract.py": {
-        _STOPPING: (
-            "test_a_cancel_listed_before_the_nodes_next_beat_is_kept",
+        _LIMITS: (
             "test_a_cancelled_run_keeps_its_global_slot_until_its_producer_lets_go",
-            "test_a_cancelled_run_keeps_its_lock_until_its_producer_lets_go",
             "test_a_cancelled_run_keeps_its_partitioned_global_slot",
             "test_a_cancelled_thread_job_holds_its_turn_until_its_thread_returns",
-            "test_a_dead_producers_cancelled_runs_let_go_with_its_row",
-            "test_a_thread_that_never_returns_is_let_go_after_the_cancel_grace",
         ),
     },
     "engine/test_unique_contract.py": {

@@ -13,6 +13,7 @@ import orjson
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.hot_path import notify, notify_ended
 from conveyor.engine.mysql.pending import pending
+from conveyor.engine.mysql.producers import list_stopping
 from conveyor.engine.mysql.rows import check_now, read_jobs, utc_clock
 from conveyor.filters import JobFilter
 from conveyor.job import Job
@@ -129,11 +130,13 @@ class MysqlJobs(MysqlCore):
         statement, params = self._targets("cancel_targets", criteria)
         async with self.transaction() as cursor:
             await cursor.execute(statement, params)
-            targets = [(int(row[0]), row[1]) for row in await cursor.fetchall()]
+            rows = await cursor.fetchall()
+            targets = [(int(row[0]), row[1]) for row in rows]
             if not targets:
                 return []
             ids = [job_id for job_id, _ in targets]
             await cursor.execute(self.files["cancel_jobs"], {"ids": tuple(ids), "now": utc_clock(now)})
+            await list_stopping(cursor, self.files, [(int(r[0]), r[2]) for r in rows if r[1] == "executing"])
             for job_id, state in targets:
                 if state == "executing":
                     await notify(cursor, self, "signal", {"action": "pkill", "job_id": job_id})
