@@ -9,7 +9,9 @@ import pytest
 from conveyor.engine.mysql import MysqlEngine, PendingRoleError
 from conveyor.engine.mysql.address import mask, parse
 from conveyor.engine.urls import engine_from_url, install_sql
-from conveyor.errors import ValidationError
+from conveyor.errors import UnsupportedConnectionError, ValidationError
+from conveyor.limits import FetchLimits, GlobalLimit
+from conveyor.request import JobRequest
 from tests.conformance import mariadb
 
 
@@ -63,9 +65,16 @@ def test_print_sql_shows_dolphins_table_in_the_chosen_database() -> None:
 
 async def test_a_role_not_implemented_yet_says_which() -> None:
     engine = MysqlEngine("mysql://root@localhost/app")
-    with pytest.raises(PendingRoleError, match=r"Inserting\.insert_sync") as pending:
-        engine.insert_sync([], conn=object())
+    limits = FetchLimits(global_limit=GlobalLimit(1))
+    with pytest.raises(PendingRoleError, match=r"HotPath\.fetch_jobs") as pending:
+        await engine.fetch_jobs("q", 1, node="n", producer="p", limits=limits)
     assert isinstance(pending.value, NotImplementedError)
+
+
+def test_a_callers_connection_of_another_driver_is_refused_naming_what_is_taken() -> None:
+    engine = MysqlEngine("mysql://root@localhost/app")
+    with pytest.raises(UnsupportedConnectionError, match="PyMySQL connection"):
+        engine.insert_sync([JobRequest("w")], conn=object())
 
 
 @pytest.mark.skipif(mariadb.UNREACHABLE is not None, reason=str(mariadb.UNREACHABLE))

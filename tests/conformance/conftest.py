@@ -88,7 +88,6 @@ ENGINES: dict[str, Callable[[Path, list[str]], Engine]] = {
 }
 
 #: Why a case waits on MariaDB, by the role it needs.
-_CONN = "conn= and insert_sync (a caller's transaction) are not implemented yet"
 _DASHBOARD = "the dashboard reads queue_counts, job_stats and cron entries, not implemented yet"
 _LIMITS = "fetch_jobs under fleet limits (global, rate, partitioned) is not implemented yet"
 _LOOP = "the engine's pool belongs to one event loop (the optional Abandoning role is not implemented yet)"
@@ -100,7 +99,6 @@ _WORKFLOWS = "the Workflows role is not implemented yet"
 #: Test modules every case of which waits.
 _PENDING_MODULES: dict[str, str] = {
     "app/test_workflow_runs_contract.py": _WORKFLOWS,
-    "engine/test_caller_transaction_contract.py": _CONN,
     "engine/test_partitions_contract.py": _LIMITS,
     "engine/test_workflow_guards_contract.py": _WORKFLOWS,
 }
@@ -142,22 +140,12 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
         _WORKFLOWS: ("test_workflow_steps_of_an_encrypted_worker_are_sealed_and_run",),
     },
     "app/test_enqueue_hooks_contract.py": {
-        _CONN: (
-            "test_a_blocking_enqueue_reads_the_callers_context_in_its_thread",
-            "test_every_insert_path_carries_what_the_hook_adds",
-        ),
+        _LOOP: ("test_a_blocking_enqueue_reads_the_callers_context_in_its_thread",),
     },
     "app/test_job_api_contract.py": {
-        _CONN: (
+        _LOOP: (
             "test_list_jobs_sync_with_a_connection_reads_in_its_transaction",
-            "test_options_conn_joins_the_callers_transaction",
-        ),
-        _LOOP: ("test_the_current_app_is_the_one_entered_or_made_default",),
-    },
-    "app/test_job_ids_contract.py": {
-        _CONN: (
-            "test_enqueue_many_on_a_callers_connection_returns_job_ids",
-            "test_enqueue_many_sync_on_a_callers_connection_returns_job_ids",
+            "test_the_current_app_is_the_one_entered_or_made_default",
         ),
     },
     "app/test_relay_runs_contract.py": {
@@ -177,7 +165,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
             "test_drain_runs_a_workflow_in_order",
             "test_steps_grafted_from_blocking_code_keep_the_apps_own_connection",
         ),
-        _CONN: ("test_inline_mode_wins_over_a_sync_connection",),
     },
     "app/test_workflow_unit_contract.py": {
         _WORKFLOWS: (
@@ -214,12 +201,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
             "test_jobs_of_a_silent_producer_free_their_global_slots_after_dead_after",
             "test_nodes_share_a_rate_limit",
             "test_nodes_with_a_global_limit_share_it",
-        ),
-    },
-    "engine/test_locks_contract.py": {
-        _CONN: (
-            "test_a_job_committed_after_a_later_job_started_runs_after_it",
-            "test_a_job_committed_before_the_claim_keeps_its_turn_by_id",
         ),
     },
     "engine/test_relay_contract.py": {
@@ -268,11 +249,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
             "test_replacing_max_attempts_below_the_attempts_made_discards_a_waiting_job",
             "test_replacing_max_attempts_of_a_running_job_leaves_it_its_next_attempt",
             "test_replacing_the_time_of_an_available_job_schedules_it",
-        ),
-        _CONN: (
-            "test_a_retry_meeting_a_twin_in_an_open_transaction_gives_way",
-            "test_a_unique_insert_joins_the_callers_transaction",
-            "test_concurrent_caller_transactions_in_any_order_make_conflicts_never_deadlocks",
         ),
     },
     "engine/test_workflows_contract.py": {
