@@ -65,7 +65,7 @@ def test_print_sql_shows_dolphins_table_in_the_chosen_database() -> None:
 
 async def test_a_role_not_implemented_yet_says_which() -> None:
     engine = MysqlEngine("mysql://root@localhost/app")
-    limits = FetchLimits(global_limit=GlobalLimit(1))
+    limits = FetchLimits(global_limit=GlobalLimit.build({"allowed": 1, "partition": "worker"}))
     with pytest.raises(PendingRoleError, match=r"HotPath\.fetch_jobs") as pending:
         await engine.fetch_jobs("q", 1, node="n", producer="p", limits=limits)
     assert isinstance(pending.value, NotImplementedError)

@@ -89,7 +89,7 @@ ENGINES: dict[str, Callable[[Path, list[str]], Engine]] = {
 
 #: Why a case waits on MariaDB, by the role it needs.
 _DASHBOARD = "the dashboard reads queue_counts, job_stats and cron entries, not implemented yet"
-_LIMITS = "fetch_jobs under fleet limits (global, rate, partitioned) is not implemented yet"
+_LIMITS = "fetch_jobs under partitioned fleet limits is not implemented yet"
 _LOOP = "the engine's pool belongs to one event loop (the optional Abandoning role is not implemented yet)"
 _RELAY = "the Relay role is not implemented yet"
 _REPLACE = "unique jobs with replace are not implemented yet"
@@ -185,23 +185,7 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
         ),
     },
     "engine/test_limits_contract.py": {
-        _LIMITS: (
-            "test_a_claim_says_whether_a_limit_stopped_it",
-            "test_a_global_limit_counts_executing_jobs_of_every_producer",
-            "test_a_global_limit_counts_only_its_queue_and_only_executing",
-            "test_a_global_limit_never_raises_the_demand",
-            "test_a_rate_limit_counts_starts_in_a_sliding_window",
-            "test_concurrent_engines_never_start_more_than_the_rate",
-            "test_concurrent_nodes_never_run_more_than_the_global_limit",
-            "test_dead_after_frees_partitioned_slots_too",
-            "test_dead_after_spares_the_fetching_producer_and_other_runtimes_rows",
-            "test_every_start_counts_whatever_its_outcome",
-            "test_global_and_rate_limits_together_take_the_smaller",
-            "test_jobs_of_a_dead_node_count_until_rescued",
-            "test_jobs_of_a_silent_producer_free_their_global_slots_after_dead_after",
-            "test_nodes_share_a_rate_limit",
-            "test_nodes_with_a_global_limit_share_it",
-        ),
+        _LIMITS: ("test_dead_after_frees_partitioned_slots_too",),
     },
     "engine/test_relay_contract.py": {
         _RELAY: (
@@ -233,11 +217,7 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
         ),
     },
     "engine/test_stopping_contract.py": {
-        _LIMITS: (
-            "test_a_cancelled_run_keeps_its_global_slot_until_its_producer_lets_go",
-            "test_a_cancelled_run_keeps_its_partitioned_global_slot",
-            "test_a_cancelled_thread_job_holds_its_turn_until_its_thread_returns",
-        ),
+        _LIMITS: ("test_a_cancelled_run_keeps_its_partitioned_global_slot",),
     },
     "engine/test_unique_contract.py": {
         _REPLACE: (
