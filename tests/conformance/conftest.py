@@ -92,7 +92,6 @@ _DASHBOARD = "the dashboard reads queue_counts, job_stats and cron entries, not 
 _LIMITS = "fetch_jobs under partitioned fleet limits is not implemented yet"
 _LOOP = "the engine's pool belongs to one event loop (the optional Abandoning role is not implemented yet)"
 _RELAY = "the Relay role is not implemented yet"
-_REPLACE = "unique jobs with replace are not implemented yet"
 _STATS = "queue_counts and job_stats (Stats) are not implemented yet"
 _WORKFLOWS = "the Workflows role is not implemented yet"
 
@@ -218,18 +217,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "engine/test_stopping_contract.py": {
         _LIMITS: ("test_a_cancelled_run_keeps_its_partitioned_global_slot",),
-    },
-    "engine/test_unique_contract.py": {
-        _REPLACE: (
-            "test_a_conflict_in_a_large_batch_replaces_once",
-            "test_a_conflict_replaces_the_chosen_fields_for_the_stored_jobs_state",
-            "test_a_job_in_a_state_not_named_is_left_alone",
-            "test_a_scheduled_job_takes_the_new_time",
-            "test_replacing_max_attempts_above_the_attempts_made_keeps_the_job_waiting",
-            "test_replacing_max_attempts_below_the_attempts_made_discards_a_waiting_job",
-            "test_replacing_max_attempts_of_a_running_job_leaves_it_its_next_attempt",
-            "test_replacing_the_time_of_an_available_job_schedules_it",
-        ),
     },
     "engine/test_workflows_contract.py": {
         _WORKFLOWS: (
