@@ -1,7 +1,7 @@
 """Leadership, rescue and priority aging on MySQL/MariaDB.
 
 MySQL has no ``INSERT ... ON CONFLICT ... WHERE`` and no ``RETURNING``: the lease is taken by an
-``INSERT IGNORE`` when nobody holds it, else read under a row lock and renewed or taken over in the
+insert when nobody holds it, else read under a row lock and renewed or taken over in the
 same transaction, the rules (expiry, another runtime's node, a Conveyor leader whose heartbeats
 stopped) applied in Python. Rescue locks its orphans first (``SKIP LOCKED``), then writes each
 one's errors entry and meta built in Python, where another client's junk cannot fail it.

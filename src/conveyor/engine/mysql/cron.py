@@ -2,8 +2,9 @@
 MySQL/MariaDB.
 
 A cron job is inserted once per tick across every node: the tick's row in ``conveyor_cron_ticks``
-is claimed by an ``INSERT IGNORE`` on its primary key (name, tick) in the transaction that inserts
-the job, so the one claim that wrote a row inserts the job and the others see nothing to do.
+is claimed by an insert on its primary key (name, tick), a no-op update when the row is there, in
+the transaction that inserts the job: the one claim that wrote a row inserts the job, the others
+see nothing to do.
 """
 
 from __future__ import annotations
