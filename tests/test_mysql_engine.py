@@ -4,14 +4,18 @@ behaviour it shares with the other engines is in tests/conformance (the ``mariad
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from conveyor.engine.mysql import MysqlEngine, PendingRoleError
 from conveyor.engine.mysql.address import mask, parse
 from conveyor.engine.urls import engine_from_url, install_sql
-from conveyor.errors import ValidationError
-from conveyor.retention import Retention
+from conveyor.errors import UnsupportedConnectionError, ValidationError
+from conveyor.limits import FetchLimits, GlobalLimit
+from conveyor.request import JobRequest
 from tests.conformance import mariadb
+from tests.helpers import poll
 
 
 @pytest.mark.parametrize(
@@ -64,9 +68,16 @@ def test_print_sql_shows_dolphins_table_in_the_chosen_database() -> None:
 
 async def test_a_role_not_implemented_yet_says_which() -> None:
     engine = MysqlEngine("mysql://root@localhost/app")
-    with pytest.raises(PendingRoleError, match=r"Pruning\.count_prunable") as pending:
-        await engine.count_prunable(Retention())
+    limits = FetchLimits(global_limit=GlobalLimit.build({"allowed": 1, "partition": "worker"}))
+    with pytest.raises(PendingRoleError, match=r"HotPath\.fetch_jobs") as pending:
+        await engine.fetch_jobs("q", 1, node="n", producer="p", limits=limits)
     assert isinstance(pending.value, NotImplementedError)
+
+
+def test_a_callers_connection_of_another_driver_is_refused_naming_what_is_taken() -> None:
+    engine = MysqlEngine("mysql://root@localhost/app")
+    with pytest.raises(UnsupportedConnectionError, match="PyMySQL connection"):
+        engine.insert_sync([JobRequest("w")], conn=object())
 
 
 @pytest.mark.skipif(mariadb.UNREACHABLE is not None, reason=str(mariadb.UNREACHABLE))
@@ -82,6 +93,38 @@ async def test_install_creates_the_database_and_uninstall_leaves_it_empty() -> N
         assert "nothing to apply" in await engine.migration_plan()
         await engine.uninstall()
         assert await engine.schema_version() is None
+    finally:
+        await engine.close()
+        for name in schemas:
+            mariadb.release(name)
+
+
+@pytest.mark.skipif(mariadb.UNREACHABLE is not None, reason=str(mariadb.UNREACHABLE))
+async def test_a_notification_committed_after_a_later_one_is_still_delivered() -> None:
+    """Ids are taken at insert, rows show up at commit: a listener that has seen a higher id must
+    still hand over a lower one whose transaction committed later."""
+    schemas: list[str] = []
+    engine = mariadb.factory(schemas)
+    assert isinstance(engine, MysqlEngine)
+    heard: list[dict[str, Any]] = []
+    try:
+        await engine.open()
+        await engine.install()
+        listener = await engine.listen(["insert"], lambda _, payload: heard.append(payload))
+        try:
+            slow = (await mariadb.caller(engine)).conn
+            try:
+                async with slow.cursor() as cursor:
+                    await cursor.execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')")
+                    await cursor.execute(engine.files["notify"], ("insert", '{"queue": "late"}'))
+                await engine.notify("insert", {"queue": "early"})
+                await poll(lambda: heard, lambda h: {"queue": "early"} in h, what="the early one")
+                await slow.commit()
+            finally:
+                slow.close()
+            await poll(lambda: heard, lambda h: {"queue": "late"} in h, what="the late one")
+        finally:
+            await listener.stop()
     finally:
         await engine.close()
         for name in schemas:

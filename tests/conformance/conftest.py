@@ -87,217 +87,45 @@ ENGINES: dict[str, Callable[[Path, list[str]], Engine]] = {
     "mariadb": _mariadb,
 }
 
-#: Why a case waits on MariaDB, by the role it needs.
-_AGING = "age_priorities is not implemented yet"
-_CLUSTER = "leases, rescue, pruning and cron ticks (Cluster) are not implemented yet"
-_CLUSTER_NOTIFY = "some operations it checks (rescue, cron, resign) are Cluster roles, not implemented yet"
-_CONN = "conn= and insert_sync (a caller's transaction) are not implemented yet"
-_CRON = "cron (Cron, StoredCrons) is not implemented yet"
-_DASHBOARD = "the dashboard reads the leader (get_leader) and cron entries, Cluster roles not implemented yet"
-_ELECT = "its elect_leader case is a Cluster role, not implemented yet"
-_LIMITS = "fetch_jobs under fleet limits (global, rate, partitioned) is not implemented yet"
-_BLOCKING = "enqueue_sync with a busy portal loop needs blocking inserts (insert_sync), not implemented yet"
-_NOW_CHECKS = "some of the operations it checks are Cluster roles, not implemented yet"
-_PRUNING = "Pruning is not implemented yet"
-_REPLACE = "unique jobs with replace are not implemented yet"
-_RESCUE = "rescue_jobs (Producers) is not implemented yet"
-_STOPPING = "cancel's stop lists in producer rows are not implemented yet"
-_STORED = "writing stored crons and queues (StoredCrons, StoredQueues) is not implemented yet"
-_LEADING = "its nodes lead (elect_leader, a Cluster role), not implemented yet"
+#: Why a case waits on MariaDB, by what it needs.
+_LIMITS = "fetch_jobs under partitioned fleet limits is not implemented yet"
+_LATE_SIGNAL = (
+    "the polled listener hands the node its own scale signal up to 50 ms late, after the persisted "
+    "state the test reads next (measured: applied 10 ms after it); needs a same-process fan-out"
+)
+_RECORDS = "the pruner does not write workflow records yet (record_workflows is there, not called)"
+_BLOCKING = (
+    "enqueue_sync while the portal's loop is busy needs blocking inserts on the engine's own "
+    "connections (the BlockingInserts role), not implemented yet"
+)
 
 #: Test modules every case of which waits.
 _PENDING_MODULES: dict[str, str] = {
-    "app/test_dynamic_cron_contract.py": _CRON,
-    "app/test_dynamic_queues_contract.py": _STORED,
-    "app/test_priority_aging_contract.py": _AGING,
-    "app/test_workflow_runs_contract.py": _LEADING,
-    "engine/test_caller_transaction_contract.py": _CONN,
-    "engine/test_dynamic_cron_contract.py": _STORED,
     "engine/test_partitions_contract.py": _LIMITS,
-    "engine/test_retention_contract.py": _PRUNING,
 }
 #: Single tests (every parameter of each) that wait, by module and reason.
 _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
     "app/test_blocking_enqueue_contract.py": {
         _BLOCKING: ("test_enqueue_sync_goes_on_while_the_portal_loop_is_busy",),
     },
-    "app/test_dashboard_contract.py": {
-        _DASHBOARD: (
-            "test_authentication_basic_token_and_hook",
-            "test_cron_actions_pause_resume_and_delete_entries",
-            "test_cron_page_lists_entries_with_next_run",
-            "test_cron_page_lists_stored_entries_over_the_configured_ones",
-            "test_job_detail_shows_result_progress_errors_and_workflow",
-            "test_overview_counts_queues_and_charts_the_last_hour",
-            "test_pages_filters_and_keyset_paging",
-            "test_queue_actions_reach_the_node",
-            "test_read_only_hides_and_refuses_actions",
-            "test_security_headers_on_every_response",
-            "test_user_data_is_rendered_inert",
-            "test_without_auth_only_loopback_is_served",
-        ),
-    },
-    "app/test_dashboard_details_contract.py": {
-        _DASHBOARD: (
-            "test_cron_page_lists_what_the_nodes_announce_without_importing_jobs",
-            "test_job_page_labels_progress_decodes_results_and_names_the_zone",
-            "test_queue_table_names_the_limit_that_binds_and_counts_every_state",
-        ),
-    },
-    "app/test_encrypted_args_contract.py": {
-        _CRON: ("test_cron_jobs_of_an_encrypted_worker_are_stored_encrypted",),
-    },
-    "app/test_enqueue_hooks_contract.py": {
-        _CONN: (
-            "test_a_blocking_enqueue_reads_the_callers_context_in_its_thread",
-            "test_every_insert_path_carries_what_the_hook_adds",
-        ),
+    "app/test_dynamic_queues_contract.py": {
+        _LIMITS: ("test_a_declared_queue_starts_changes_and_stops_on_every_node",),
     },
     "app/test_fake_time_contract.py": {
-        _CLUSTER: (
-            "test_a_dead_producers_job_is_rescued_and_a_live_long_job_is_not",
-            "test_a_killed_leaders_jobs_run_on_a_follower_well_before_its_lease_ends",
-            "test_a_live_nodes_long_job_is_never_rescued_by_the_leader",
-            "test_a_signal_wait_runs_out_on_the_nodes_clock",
-            "test_a_silent_leader_is_replaced_within_one_ttl",
-            "test_cron_inserts_one_job_per_minute",
-            "test_job_timeouts_run_on_the_nodes_clock",
-            "test_old_finished_jobs_are_pruned_by_age",
-            "test_the_leader_prunes_by_the_rules_and_reports_each_state",
-        ),
-    },
-    "app/test_hardening_contract.py": {
-        _RESCUE: (
-            "test_rescue_counts_over_junk_meta",
-            "test_the_lifeline_rescues_only_after_unbroken_contact",
-        ),
-    },
-    "app/test_job_api_contract.py": {
-        _CONN: (
-            "test_list_jobs_sync_with_a_connection_reads_in_its_transaction",
-            "test_options_conn_joins_the_callers_transaction",
-        ),
-    },
-    "app/test_job_ids_contract.py": {
-        _CONN: (
-            "test_enqueue_many_on_a_callers_connection_returns_job_ids",
-            "test_enqueue_many_sync_on_a_callers_connection_returns_job_ids",
-        ),
-    },
-    "app/test_testing_contract.py": {
-        _CONN: ("test_inline_mode_wins_over_a_sync_connection",),
+        _LATE_SIGNAL: ("test_a_persisted_queue_state_reaches_a_node_that_missed_its_signal",),
     },
     "app/test_workflow_unit_contract.py": {
-        _CONN: ("test_a_callers_connection_names_the_steps_too",),
-        _PRUNING: (
+        _RECORDS: (
             "test_a_completed_batch_is_recorded_completed",
             "test_a_locked_workflows_row_goes_with_its_record",
             "test_a_pruned_workflow_is_still_told_by_its_record",
         ),
     },
-    "engine/test_cluster_contract.py": {
-        _CLUSTER: (
-            "test_a_conveyor_leader_of_a_mixed_fleet_announces_itself",
-            "test_a_cron_job_is_an_available_job_with_the_requests_fields",
-            "test_a_live_lease_is_taken_from_a_leader_whose_heartbeats_stopped",
-            "test_a_live_producer_keeps_its_jobs_however_long_they_run",
-            "test_a_mixed_fleet_takes_the_lease_from_another_runtimes_node_only",
-            "test_a_producer_is_dead_once_silent_longer_than_the_timeout",
-            "test_a_stale_ack_after_rescue_does_not_overwrite_the_new_attempt",
-            "test_a_stale_leader_keeps_its_lease_without_own_rows_or_with_one_fresh",
-            "test_a_tick_is_identified_by_name_and_moment",
-            "test_another_node_takes_the_lease_only_once_it_expired",
-            "test_another_runtimes_producer_is_dead_once_silent_longer_than_the_foreign_timeout",
-            "test_backstop_rescues_a_job_another_client_left_without_attempted_at",
-            "test_backstop_rescues_old_jobs_of_unknown_producers_only",
-            "test_cron_ticks_insert_once",
-            "test_cron_with_nothing_to_do",
-            "test_each_rescue_counts_in_meta",
-            "test_get_leader_sees_a_lease_until_it_expires",
-            "test_lease_is_taken_renewed_and_taken_over_only_after_expiry",
-            "test_leases_of_different_names_are_independent",
-            "test_only_the_holder_can_resign",
-            "test_prune_deletes_in_bounded_batches",
-            "test_prune_deletes_old_final_jobs_only",
-            "test_prune_forgets_old_cron_ticks_but_each_entrys_latest",
-            "test_prune_keeps_the_newest_final_jobs_per_queue",
-            "test_rescue_follows_heartbeats",
-            "test_rescue_is_bounded_and_keeps_a_dead_producer_until_its_jobs_are_rescued",
-            "test_rescue_records_why_in_errors",
-            "test_rescue_spares_the_live_producers_it_is_told_of",
-            "test_without_a_foreign_timeout_another_runtimes_producer_is_never_dead",
-        ),
-    },
-    "engine/test_jobs_contract.py": {
-        _NOW_CHECKS: ("test_a_naive_now_is_refused",),
-    },
-    "engine/test_lifecycle_contract.py": {
-        _ELECT: ("test_an_engine_not_open_refuses_work_with_a_transient_error",),
-    },
     "engine/test_limits_contract.py": {
-        _LIMITS: (
-            "test_a_claim_says_whether_a_limit_stopped_it",
-            "test_a_global_limit_counts_executing_jobs_of_every_producer",
-            "test_a_global_limit_counts_only_its_queue_and_only_executing",
-            "test_a_global_limit_never_raises_the_demand",
-            "test_a_rate_limit_counts_starts_in_a_sliding_window",
-            "test_concurrent_engines_never_start_more_than_the_rate",
-            "test_concurrent_nodes_never_run_more_than_the_global_limit",
-            "test_dead_after_frees_partitioned_slots_too",
-            "test_dead_after_spares_the_fetching_producer_and_other_runtimes_rows",
-            "test_every_start_counts_whatever_its_outcome",
-            "test_global_and_rate_limits_together_take_the_smaller",
-            "test_jobs_of_a_dead_node_count_until_rescued",
-            "test_jobs_of_a_silent_producer_free_their_global_slots_after_dead_after",
-            "test_nodes_share_a_rate_limit",
-            "test_nodes_with_a_global_limit_share_it",
-        ),
-    },
-    "engine/test_locks_contract.py": {
-        _CONN: (
-            "test_a_job_committed_after_a_later_job_started_runs_after_it",
-            "test_a_job_committed_before_the_claim_keeps_its_turn_by_id",
-        ),
-        _RESCUE: ("test_one_job_per_queueing_lock_waits",),
-    },
-    "engine/test_notifications_contract.py": {
-        _CLUSTER_NOTIFY: (
-            "test_a_tick_handled_before_wakes_nobody_again",
-            "test_operations_that_make_jobs_available_wake_their_queue",
-            "test_operations_that_make_nothing_available_wake_nobody",
-            "test_resign_announces_itself_on_the_leader_channel",
-        ),
+        _LIMITS: ("test_dead_after_frees_partitioned_slots_too",),
     },
     "engine/test_stopping_contract.py": {
-        _STOPPING: (
-            "test_a_cancel_listed_before_the_nodes_next_beat_is_kept",
-            "test_a_cancelled_run_keeps_its_global_slot_until_its_producer_lets_go",
-            "test_a_cancelled_run_keeps_its_lock_until_its_producer_lets_go",
-            "test_a_cancelled_run_keeps_its_partitioned_global_slot",
-            "test_a_cancelled_thread_job_holds_its_turn_until_its_thread_returns",
-            "test_a_dead_producers_cancelled_runs_let_go_with_its_row",
-            "test_a_thread_that_never_returns_is_let_go_after_the_cancel_grace",
-        ),
-    },
-    "engine/test_workflows_contract.py": {
-        _PRUNING: ("test_finished_steps_are_not_pruned_while_their_workflow_waits",),
-    },
-    "engine/test_unique_contract.py": {
-        _REPLACE: (
-            "test_a_conflict_in_a_large_batch_replaces_once",
-            "test_a_conflict_replaces_the_chosen_fields_for_the_stored_jobs_state",
-            "test_a_job_in_a_state_not_named_is_left_alone",
-            "test_a_scheduled_job_takes_the_new_time",
-            "test_replacing_max_attempts_above_the_attempts_made_keeps_the_job_waiting",
-            "test_replacing_max_attempts_below_the_attempts_made_discards_a_waiting_job",
-            "test_replacing_max_attempts_of_a_running_job_leaves_it_its_next_attempt",
-            "test_replacing_the_time_of_an_available_job_schedules_it",
-        ),
-        _CONN: (
-            "test_a_retry_meeting_a_twin_in_an_open_transaction_gives_way",
-            "test_a_unique_insert_joins_the_callers_transaction",
-            "test_concurrent_caller_transactions_in_any_order_make_conflicts_never_deadlocks",
-        ),
+        _LIMITS: ("test_a_cancelled_run_keeps_its_partitioned_global_slot",),
     },
 }
 

@@ -11,6 +11,7 @@ from conveyor.engine._migrations import LATEST_VERSION
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.mysql import address as addresses
 from conveyor.engine.mysql import connect, schema
+from conveyor.engine.mysql.caller import joined
 from conveyor.engine.mysql.connect import reading, transaction
 from conveyor.engine.roles.schema import SchemaReport
 from conveyor.errors import ConveyorError, SchemaError, ValidationError
@@ -87,6 +88,11 @@ class MysqlCore:
         """``async with self.transaction() as cursor``: one transaction, committed at the end
         (``keyed``: see ``connect.transaction``)."""
         return transaction(self._pool, keyed=keyed)
+
+    def within(self, conn: Any = None, *, keyed: bool = False) -> Any:
+        """``async with self.within(conn) as cursor``: in the caller's transaction on ``conn``
+        (``caller.joined``), else in a transaction of the engine's own."""
+        return self.transaction(keyed=keyed) if conn is None else joined(conn)
 
     def reading(self) -> Any:
         """``async with self.reading() as cursor``: statements in autocommit."""

@@ -25,14 +25,16 @@ from conveyor.engine import _payloads as payloads
 from conveyor.engine._step_names import step_names_kept
 from conveyor.engine.base import NotificationHandler
 from conveyor.engine.mysql import inserter
+from conveyor.engine.mysql.caller import joined, release_locks, run_blocking
+from conveyor.engine.mysql.cluster import MysqlCluster
 from conveyor.engine.mysql.connect import error_code
+from conveyor.engine.mysql.cron import MysqlCron
 from conveyor.engine.mysql.hot_path import MysqlHotPath
 from conveyor.engine.mysql.jobs import MysqlJobs
 from conveyor.engine.mysql.listener import MysqlListener
-from conveyor.engine.mysql.pending import pending
-from conveyor.engine.mysql.pending_cluster import PendingCluster
 from conveyor.engine.mysql.pending_roles import PendingRoles
 from conveyor.engine.mysql.producers import MysqlProducers
+from conveyor.engine.mysql.pruning import MysqlPruning
 from conveyor.engine.mysql.relay import MysqlRelay
 from conveyor.engine.mysql.rows import InsertRows, check_now, utc_clock
 from conveyor.engine.mysql.stats import MysqlStats
@@ -54,7 +56,9 @@ class MysqlEngine(
     MysqlStats,
     MysqlWorkflowRecords,
     MysqlRelay,
-    PendingCluster,
+    MysqlCluster,
+    MysqlPruning,
+    MysqlCron,
     PendingRoles,
 ):
     """Runs every Conveyor statement on one MySQL or MariaDB database."""
@@ -80,7 +84,7 @@ class MysqlEngine(
     ) -> JobIds:
         check_now(now)
         if conn is not None:
-            raise pending("Inserting", "insert (conn=: a caller's transaction)")
+            return await self._insert_on(joined(conn), requests, now, hold)
         first, rest = inserter.split(requests)
         if not first:
             return JobIds()
@@ -113,7 +117,32 @@ class MysqlEngine(
         now: datetime | None = None,
         hold: Sequence[int] = (),
     ) -> JobIds:
-        raise pending("Inserting", "insert_sync")
+        check_now(now)
+        return run_blocking(self._insert_on(joined(conn, blocking=True), requests, now, hold))
+
+    async def _insert_on(
+        self, within: Any, requests: Iterable[JobRequest], now: datetime | None, hold: Sequence[int]
+    ) -> JobIds:
+        """Insert in the caller's transaction (``caller.joined``): once, since only the caller can
+        run its transaction again. Unique keys' named locks are released when the insert is done;
+        the UNIQUE index holds a twin inserted meanwhile until the caller's transaction ends."""
+        first, rest = inserter.split(requests)
+        if not first:
+            return JobIds()
+        with step_names_kept():
+            async with within as cursor:
+                try:
+                    done = await inserter.insert(
+                        cursor,
+                        self.files,
+                        inserter.chunks(first, rest),
+                        InsertRows(utc_clock(now)),
+                        rows_per_statement=self._rows_per_statement,
+                        hold=hold,
+                    )
+                finally:
+                    await release_locks(cursor)
+        return done.ids
 
     # -- polling -----------------------------------------------------------------------------
     async def waiting_queues(self, queues: Sequence[str]) -> set[str]:

@@ -18,13 +18,14 @@ import orjson
 
 from conveyor.acks import Ack
 from conveyor.engine import _payloads as payloads
+from conveyor.engine.mysql import limited
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.pending import pending
 from conveyor.engine.mysql.rows import check_now, read_jobs, utc_clock
 from conveyor.engine.mysql.workflows import MysqlWorkflows
 from conveyor.errors import ValidationError
 from conveyor.job import Job
-from conveyor.limits import FetchLimits
+from conveyor.limits import Claimed, FetchLimits
 
 #: Ids per notification on "ended" (as PostgreSQL, whose payloads are capped).
 ENDED_CHUNK = 500
@@ -99,23 +100,64 @@ class MysqlHotPath(MysqlWorkflows):
         check_now(now)
         if isinstance(demand, bool) or not isinstance(demand, int) or demand < 0:
             raise ValidationError("demand", demand, "must be an integer >= 0")
-        if limits is not None and not limits.unlimited:
-            raise pending("HotPath", "fetch_jobs (global, rate and partitioned limits)")
+        if limits is not None and limits.partitioned:
+            raise pending("HotPath", "fetch_jobs (partitioned limits)")
         if demand == 0:
             return []
-        files = self.files
+        if limits is not None and not limits.unlimited:
+            return await self._fetch_limited(queue, demand, node, producer, now, limits, ended, dead_after)
         async with self.transaction() as cursor:
-            await cursor.execute(files["fetch_jobs"], {"queue": queue, "demand": demand})
-            ids = [int(row[0]) for row in await cursor.fetchall()]
-            if not ids:
-                return []
-            params = {"ids": tuple(ids), "now": utc_clock(now), "node": node, "producer": producer}
-            await cursor.execute(files["claim_update"], params)
-            await cursor.execute(files.compose("jobs_by_id", columns="job_columns"), {"ids": tuple(ids)})
-            rows = await cursor.fetchall()
+            rows = await self._claim(cursor, queue, demand, node, producer, utc_clock(now))
         jobs = read_jobs(rows)
         jobs.sort(key=fetch_order)
         return jobs
+
+    async def _claim(
+        self, cursor: Any, queue: str, demand: int, node: str, producer: str, clock: datetime
+    ) -> Sequence[Any]:
+        """Claim up to ``demand`` jobs of ``queue`` in the transaction of ``cursor``; their rows."""
+        files = self.files
+        await cursor.execute(files["fetch_jobs"], {"queue": queue, "demand": demand})
+        ids = [int(row[0]) for row in await cursor.fetchall()]
+        if not ids:
+            return []
+        params = {"ids": tuple(ids), "now": clock, "node": node, "producer": producer}
+        await cursor.execute(files["claim_update"], params)
+        await cursor.execute(files.compose("jobs_by_id", columns="job_columns"), {"ids": tuple(ids)})
+        return list(await cursor.fetchall())
+
+    async def _fetch_limited(
+        self,
+        queue: str,
+        demand: int,
+        node: str,
+        producer: str,
+        now: datetime | None,
+        limits: FetchLimits,
+        ended: Sequence[tuple[int, int]],
+        dead_after: float | None,
+    ) -> Claimed:
+        """A claim under unpartitioned global and rate limits (``limited.py``)."""
+        clock = utc_clock(now)
+        files = self.files
+        rate = limits.rate
+        async with self.transaction(keyed=True) as cursor:
+            await limited.lock_queue(cursor, files, queue)
+            taken = None
+            if limits.global_limit is not None:
+                taken = await limited.running(
+                    cursor, files, queue, producer=producer, clock=clock, ended=ended, dead_after=dead_after
+                )
+            starts = None
+            if rate is not None:
+                starts = await limited.started(cursor, files, queue, clock - timedelta(seconds=rate.period))
+            wanted = limited.allowed(limits, demand, taken, starts)
+            rows = await self._claim(cursor, queue, wanted, node, producer, clock) if wanted else []
+            if rate is not None:
+                await limited.record_starts(cursor, files, queue, clock, len(rows), rate.period)
+        claimed = Claimed(sorted(read_jobs(rows), key=fetch_order))
+        claimed.capped = limited.capped(limits, taken, starts, len(claimed))
+        return claimed
 
     async def ack_jobs(
         self, acks: Sequence[Ack], *, now: datetime | None = None, node: str | None = None

@@ -23,7 +23,7 @@ from typing import Any
 from conveyor.engine import _payloads as payloads
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine._unique_plan import resolve_outcomes, unique_plan
-from conveyor.engine.mysql.pending import pending
+from conveyor.engine.mysql.replacing import replace_jobs
 from conveyor.engine.mysql.rows import INSERT_COLUMNS, InsertRows, take_requests
 from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest, request_stream
@@ -140,15 +140,17 @@ async def _unique_writes(
         await cursor.execute(files["unique_lookup"], (tuple(plan.claimed),))
         existing = {str(key): int(job_id) for key, job_id in await cursor.fetchall()}
     writes: list[JobRequest] = []
+    replacements: list[tuple[JobRequest, int]] = []
     for position, (request, key) in enumerate(zip(batch, plan.keys, strict=True), offset):
         if key is None:
             writes.append(request)
         elif key in existing:
             if first_of_key[key] == position and request.unique and request.unique.replace:
-                raise pending("Inserting", "insert (unique jobs with replace)")
+                replacements.append((request, existing[key]))
             collapsed[position] = existing[key]
         elif first_of_key[key] != position:
             collapsed[position] = key
         else:
             writes.append(request)
+    builder.available_queues.update(await replace_jobs(cursor, files, builder.clock, replacements))
     return writes, plan.metas

@@ -10,9 +10,10 @@ from typing import Any
 
 import orjson
 
+from conveyor.engine.mysql.caller import joined, run_blocking
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.hot_path import notify, notify_ended
-from conveyor.engine.mysql.pending import pending
+from conveyor.engine.mysql.producers import list_stopping
 from conveyor.engine.mysql.rows import check_now, read_jobs, utc_clock
 from conveyor.engine.mysql.workflows import MysqlWorkflows
 from conveyor.filters import JobFilter
@@ -78,11 +79,6 @@ def _time(value: datetime | None) -> datetime | None:
     return None if value is None else utc_clock(value)
 
 
-def _no_conn(conn: Any, method: str) -> None:
-    if conn is not None:
-        raise pending("Jobs", f"{method} (conn=: a caller's transaction)")
-
-
 class MysqlJobs(MysqlWorkflows):
     """``get_job``, ``list_jobs``, ``count_jobs``, ``estimate_jobs``, ``cancel_jobs``,
     ``retry_jobs``, ``delete_jobs``."""
@@ -101,6 +97,18 @@ class MysqlJobs(MysqlWorkflows):
         condition, params = filter_condition(self, criteria)
         params["limit"] = criteria.limit if criteria.limit is not None else DEFAULT_LIST_LIMIT
         async with self.reading() as cursor:
+            await cursor.execute(self._statement("list_jobs", condition), params)
+            return read_jobs(await cursor.fetchall())
+
+    def list_jobs_sync(self, criteria: JobFilter, *, conn: Any) -> list[Job]:
+        """``list_jobs`` in the caller's transaction on a PyMySQL connection (what it wrote and
+        has not committed included)."""
+        return run_blocking(self._list_jobs_on(criteria, conn))
+
+    async def _list_jobs_on(self, criteria: JobFilter, conn: Any) -> list[Job]:
+        condition, params = filter_condition(self, criteria)
+        params["limit"] = criteria.limit if criteria.limit is not None else DEFAULT_LIST_LIMIT
+        async with joined(conn, blocking=True) as cursor:
             await cursor.execute(self._statement("list_jobs", condition), params)
             return read_jobs(await cursor.fetchall())
 
@@ -126,15 +134,16 @@ class MysqlJobs(MysqlWorkflows):
         self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
     ) -> list[int]:
         check_now(now)
-        _no_conn(conn, "cancel_jobs")
         statement, params = self._targets("cancel_targets", criteria)
-        async with self.transaction() as cursor:
+        async with self.within(conn) as cursor:
             await cursor.execute(statement, params)
-            targets = [(int(row[0]), row[1]) for row in await cursor.fetchall()]
+            rows = await cursor.fetchall()
+            targets = [(int(row[0]), row[1]) for row in rows]
             if not targets:
                 return []
             ids = [job_id for job_id, _ in targets]
             await cursor.execute(self.files["cancel_jobs"], {"ids": tuple(ids), "now": utc_clock(now)})
+            await list_stopping(cursor, self.files, [(int(r[0]), r[2]) for r in rows if r[1] == "executing"])
             for job_id, state in targets:
                 if state == "executing":
                     await notify(cursor, self, "signal", {"action": "pkill", "job_id": job_id})
@@ -146,10 +155,9 @@ class MysqlJobs(MysqlWorkflows):
         self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
     ) -> list[int]:
         check_now(now)
-        _no_conn(conn, "retry_jobs")
         statement, params = self._targets("retry_targets", criteria)
         files = self.files
-        async with self.transaction() as cursor:
+        async with self.within(conn) as cursor:
             await cursor.execute(statement, params)
             rows = await cursor.fetchall()
             if not rows:
@@ -179,9 +187,8 @@ class MysqlJobs(MysqlWorkflows):
         return ids
 
     async def delete_jobs(self, criteria: JobFilter, *, conn: Any = None) -> list[int]:
-        _no_conn(conn, "delete_jobs")
         statement, params = self._targets("delete_targets", criteria)
-        async with self.transaction() as cursor:
+        async with self.within(conn) as cursor:
             await cursor.execute(statement, params)
             ids = [int(row[0]) for row in await cursor.fetchall()]
             if ids:

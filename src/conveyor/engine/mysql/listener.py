@@ -4,7 +4,8 @@ MySQL has no LISTEN/NOTIFY. ``notify`` (and every operation that notifies) inser
 ``conveyor_notifications`` in its own transaction, so a rollback sends nothing. Each listener reads
 the rows written after the last one it saw, every ``POLL_INTERVAL`` seconds (one indexed range read
 on the primary key: nothing when nothing was sent), and hands those of its channels to its handler
-in id order. Rows older than ``KEEP`` seconds are deleted now and then by the listeners.
+in id order; a row that commits after rows with higher ids is still delivered (``_read``). Rows
+older than ``KEEP`` seconds are deleted now and then by the listeners.
 
 As on the other engines the handler first gets ``("listener", {"event": "connected"})``, and again
 after the server was unreachable, so the node looks again for what it may have missed. Polling the
@@ -33,6 +34,10 @@ POLL_INTERVAL = 0.05
 #: Seconds a notification row is kept; and between two deletions of older ones.
 KEEP = 60.0
 RECONNECT_DELAYS = (0.1, 0.5, 1.0, 2.0, 5.0)
+#: Seconds an id skipped over (its row not committed yet, or rolled back) is awaited.
+GAP_WAIT = 10.0
+#: The most skipped ids awaited at once (a burst of rollbacks cannot grow it without bound).
+MAX_GAPS = 10_000
 CONNECTED: dict[str, Any] = {"event": "connected"}
 
 
@@ -45,6 +50,8 @@ class MysqlListener:
         self._handler = handler
         self._task: asyncio.Task[None] | None = None
         self._last = 0
+        #: Ids skipped over, awaited until a monotonic time (see ``_read``).
+        self._gaps: dict[int, float] = {}
         self._stopped = False
 
     async def start(self) -> None:
@@ -94,18 +101,34 @@ class MysqlListener:
             await asyncio.sleep(POLL_INTERVAL)
 
     async def _read(self) -> None:
+        """Hand over the rows not seen yet. Ids are taken when a row is inserted, not when it
+        commits: a row may show up after rows with higher ids (its transaction committed later).
+        An id skipped over is awaited for ``GAP_WAIT`` seconds (read again from the lowest one
+        awaited); after that it is taken for a rollback's, which never comes."""
+        now = time.monotonic()
+        self._gaps = {gap: until for gap, until in self._gaps.items() if until > now}
+        start = min(self._gaps) - 1 if self._gaps else self._last
         while True:
             async with self._core.reading() as cursor:
-                await cursor.execute(self._core.files["notifications_since"], (self._last,))
+                await cursor.execute(self._core.files["notifications_since"], (start,))
                 rows = await cursor.fetchall()
             for row_id, channel, text in rows:
-                self._last = int(row_id)
+                row_id = int(row_id)
+                if row_id <= self._last:
+                    if self._gaps.pop(row_id, None) is None:
+                        continue  # seen already
+                else:
+                    if row_id > self._last + 1 and len(self._gaps) < MAX_GAPS:
+                        skipped = range(self._last + 1, min(row_id, self._last + 1 + MAX_GAPS))
+                        self._gaps.update(dict.fromkeys(skipped, now + GAP_WAIT))
+                    self._last = row_id
                 if channel in self.names:
                     payload = payloads.decode(text)
                     if payload is not None:
                         self._dispatch(channel, payload)
             if len(rows) < 1000:
                 return
+            start = int(rows[-1][0])
 
     async def _prune(self) -> None:
         cutoff = utc_clock(None) - timedelta(seconds=KEEP)

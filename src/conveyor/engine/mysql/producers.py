@@ -1,5 +1,5 @@
 """Producers' heartbeat rows, persisted queue states and stored queues on MySQL/MariaDB: what a
-node reads and writes to run (the rest of the Cluster roles is pending: ``pending_cluster.py``)."""
+node reads and writes to run (leases and rescue: ``cluster.py``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from conveyor.engine._json_columns import json_mapping
+from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.rows import aware, check_now, utc_clock
 from conveyor.fleet import ProducerBeat, ProducerInfo, QueueState, StoredQueue, with_limits
@@ -30,6 +31,29 @@ def kept_meta(beat: ProducerBeat, stored: Any) -> dict[str, Any]:
         return beat.meta
     held = [job_id for job_id in stopping if job_id in set(beat.holding)]
     return {**beat.meta, "stopping": held} if held else beat.meta
+
+
+async def list_stopping(cursor: Any, files: SqlFiles, runs: Sequence[tuple[int, str | None]]) -> None:
+    """List cancelled runs (job id, producer uuid) in their producers' rows (meta.stopping), in the
+    cancel's transaction: until a producer's beat stops holding a job, the job keeps its ordered
+    lock and its global slot. Only Conveyor's rows (meta.runtime) are written."""
+    by_producer: dict[str, list[int]] = {}
+    for job_id, producer in runs:
+        if producer is not None:
+            by_producer.setdefault(producer, []).append(job_id)
+    if not by_producer:
+        return
+    await cursor.execute(files["producers_meta"], {"uuids": tuple(sorted(by_producer))})
+    writes = []
+    for uuid, stored in await cursor.fetchall():
+        meta = _loads(stored)
+        if not isinstance(meta, dict) or meta.get("runtime") != "conveyor":
+            continue
+        listed = meta.get("stopping")
+        stopping = [*(listed if isinstance(listed, list) else []), *by_producer[uuid]]
+        writes.append((orjson.dumps({**meta, "stopping": stopping}).decode(), uuid))
+    if writes:
+        await cursor.executemany(files["producer_stopping"], writes)
 
 
 class MysqlProducers(MysqlCore):

@@ -1,5 +1,6 @@
--- The jobs a cancel ends: matching and not final yet, lowest ids first, locked.
-SELECT id, state FROM {prefix}.oban_jobs
+-- The jobs a cancel ends: matching and not final yet, lowest ids first, locked; with the producer
+-- (attempted_by's second item) that runs the executing ones.
+SELECT id, state, JSON_VALUE(attempted_by, '$[1]') FROM {prefix}.oban_jobs
 WHERE {filter}
   AND state NOT IN ('completed', 'discarded', 'cancelled')
 ORDER BY id

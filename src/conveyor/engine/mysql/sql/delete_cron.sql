@@ -1,0 +1,1 @@
+DELETE FROM {prefix}.oban_crons WHERE name = %(name)s;

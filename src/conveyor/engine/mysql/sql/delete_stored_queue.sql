@@ -1,0 +1,1 @@
+DELETE FROM {prefix}.oban_queues WHERE name = %(name)s;

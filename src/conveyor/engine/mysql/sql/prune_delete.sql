@@ -1,0 +1,1 @@
+DELETE FROM {prefix}.oban_jobs WHERE id IN %(ids)s;
