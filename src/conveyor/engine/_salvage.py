@@ -11,7 +11,7 @@ its neighbours from ``list_jobs`` nor strands the jobs claimed with it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -56,6 +56,45 @@ def describe(exc: BaseException) -> str:
     """A one-line reason for a decoding failure."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+#: Positions in ``job_columns.sql`` of the columns stored as JSON and as times.
+JSON_COLUMNS = frozenset({4, 5, 6, 7, 11})
+TIME_COLUMNS = frozenset(range(12, 18))
+
+
+def read_or_salvage(
+    rows: Sequence[Sequence[Any]],
+    decode: Callable[[Sequence[Any]], Job],
+    salvage: Callable[[Sequence[Any]], Job],
+) -> list[Job]:
+    """Every row through ``decode``; when any row fails, every row through ``salvage`` instead
+    (the fast path costs one try per batch, and one bad row never fails the rows around it)."""
+    try:
+        return [decode(row) for row in rows]
+    except Exception:
+        return [salvage(row) for row in rows]
+
+
+def salvage_columns(
+    row: Sequence[Any], decode_json: Callable[[Any], Any], decode_time: Callable[[Any], datetime]
+) -> Job:
+    """One row of ``job_columns.sql`` decoded column by column with the engine's own decoders of a
+    stored JSON value and a stored time: what cannot be decoded is named in ``Job.unreadable``."""
+    values: list[Any] = []
+    problems: dict[str, str] = {}
+    for index, raw in enumerate(row):
+        try:
+            if raw is None or not (index in JSON_COLUMNS or index in TIME_COLUMNS):
+                values.append(raw)
+            elif index in JSON_COLUMNS:
+                values.append(decode_json(raw))
+            else:
+                values.append(decode_time(raw))
+        except Exception as exc:
+            values.append(UNREAD)
+            problems[COLUMNS[index]] = describe(exc)
+    return salvage_job(values, problems)
 
 
 def salvage_job(values: Sequence[Any], problems: Mapping[str, str]) -> Job:

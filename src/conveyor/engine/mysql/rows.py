@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from conveyor._options import check_aware
-from conveyor.engine._salvage import COLUMNS, UNREAD, describe, salvage_job
+from conveyor.engine._salvage import read_or_salvage, salvage_columns
 from conveyor.errors import ValidationError
 from conveyor.job import Job, JobState, stored_job
 from conveyor.request import JobRequest
@@ -89,14 +89,13 @@ def _text_list(value: Any) -> bool:
 def read_jobs(rows: Sequence[Sequence[Any]]) -> list[Job]:
     """The jobs of ``rows``; a row that cannot be decoded as it is comes back with
     ``Job.unreadable`` set instead of failing the rows around it (``conveyor.engine._salvage``)."""
-    try:
-        return [job_from_row(row) for row in rows]
-    except Exception:
-        return [salvage_row(row) for row in rows]
+    return read_or_salvage(rows, job_from_row, salvage_row)
 
 
-_JSON_COLUMNS = frozenset({4, 5, 6, 7, 11})
-_TIME_COLUMNS = frozenset(range(12, 18))
+def _stored_time(raw: Any) -> datetime:
+    if not isinstance(raw, datetime):
+        raise ValueError(f"not a time: {raw!r}")
+    return raw.replace(tzinfo=UTC)
 
 
 def salvage_row(row: Sequence[Any]) -> Job:
@@ -104,23 +103,7 @@ def salvage_row(row: Sequence[Any]) -> Job:
     try:
         return job_from_row(row)
     except Exception:
-        pass
-    values: list[Any] = []
-    problems: dict[str, str] = {}
-    for index, raw in enumerate(row):
-        try:
-            if raw is None or not (index in _JSON_COLUMNS or index in _TIME_COLUMNS):
-                values.append(raw)
-            elif index in _JSON_COLUMNS:
-                values.append(_json(raw))
-            elif isinstance(raw, datetime):
-                values.append(raw.replace(tzinfo=UTC))
-            else:
-                raise ValueError(f"not a time: {raw!r}")
-        except Exception as exc:
-            values.append(UNREAD)
-            problems[COLUMNS[index]] = describe(exc)
-    return salvage_job(values, problems)
+        return salvage_columns(row, _json, _stored_time)
 
 
 def take_requests(source: Iterator[Any], size: int) -> list[JobRequest]:

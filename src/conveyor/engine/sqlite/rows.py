@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from conveyor._options import check_aware
-from conveyor.engine._salvage import COLUMNS, UNREAD, describe, salvage_job
+from conveyor.engine._salvage import read_or_salvage, salvage_columns
 from conveyor.errors import ValidationError
 from conveyor.job import Job, JobState, stored_job
 from conveyor.request import JobRequest
@@ -104,15 +104,7 @@ def _text_list(value: Any) -> bool:
 def read_jobs(rows: Sequence[Sequence[Any]]) -> list[Job]:
     """The jobs of ``rows``; a row that cannot be decoded as it is comes back with
     ``Job.unreadable`` set instead of failing the rows around it (``conveyor.engine._salvage``)."""
-    try:
-        return [job_from_row(row) for row in rows]
-    except Exception:
-        return [salvage_row(row) for row in rows]
-
-
-#: How each column is decoded from its stored text, by position in ``job_columns.sql``.
-_JSON_COLUMNS = frozenset({4, 5, 6, 7, 11})
-_TIME_COLUMNS = frozenset(range(12, 18))
+    return read_or_salvage(rows, job_from_row, salvage_row)
 
 
 def salvage_row(row: Sequence[Any]) -> Job:
@@ -120,21 +112,7 @@ def salvage_row(row: Sequence[Any]) -> Job:
     try:
         return job_from_row(row)
     except Exception:
-        pass
-    values: list[Any] = []
-    problems: dict[str, str] = {}
-    for index, raw in enumerate(row):
-        try:
-            if raw is None or not (index in _JSON_COLUMNS or index in _TIME_COLUMNS):
-                values.append(raw)
-            elif index in _JSON_COLUMNS:
-                values.append(orjson.loads(raw))
-            else:
-                values.append(parse_time(raw))
-        except Exception as exc:
-            values.append(UNREAD)
-            problems[COLUMNS[index]] = describe(exc)
-    return salvage_job(values, problems)
+        return salvage_columns(row, orjson.loads, parse_time)
 
 
 def fetch_order(job: Job) -> tuple[int, datetime, int]:
