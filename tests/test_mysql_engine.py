@@ -12,7 +12,6 @@ from conveyor.engine.mysql import MysqlEngine, PendingRoleError
 from conveyor.engine.mysql.address import mask, parse
 from conveyor.engine.urls import engine_from_url, install_sql
 from conveyor.errors import UnsupportedConnectionError, ValidationError
-from conveyor.limits import FetchLimits, GlobalLimit
 from conveyor.request import JobRequest
 from tests.conformance import mariadb
 from tests.helpers import poll
@@ -68,9 +67,8 @@ def test_print_sql_shows_dolphins_table_in_the_chosen_database() -> None:
 
 async def test_a_role_not_implemented_yet_says_which() -> None:
     engine = MysqlEngine("mysql://root@localhost/app")
-    limits = FetchLimits(global_limit=GlobalLimit.build({"allowed": 1, "partition": "worker"}))
-    with pytest.raises(PendingRoleError, match=r"HotPath\.fetch_jobs") as pending:
-        await engine.fetch_jobs("q", 1, node="n", producer="p", limits=limits)
+    with pytest.raises(PendingRoleError, match=r"Workflows\.hold_steps") as pending:
+        await engine.hold_steps([1], conn=object())
     assert isinstance(pending.value, NotImplementedError)
 
 

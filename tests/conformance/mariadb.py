@@ -118,16 +118,27 @@ def blocking_caller(engine: Engine) -> Iterator[Any]:
         conn.close()
 
 
-async def unstamp(engine: Engine, job_id: int, scheduled_at: datetime) -> None:
-    assert isinstance(engine, MysqlEngine)
+async def _execute(engine: MysqlEngine, statement: str, params: tuple[Any, ...]) -> None:
+    """One statement on a connection of its own, committed: what another client writes."""
     conn = await _connect(engine)
     try:
         async with conn.cursor() as cursor:
-            await cursor.execute(
-                f"UPDATE `{engine.database}`.oban_jobs SET attempted_at = NULL, scheduled_at = %s "
-                "WHERE id = %s",
-                (scheduled_at.astimezone(UTC).replace(tzinfo=None), job_id),
-            )
+            await cursor.execute(statement, params)
         await conn.commit()
     finally:
         conn.close()
+
+
+async def unstamp(engine: Engine, job_id: int, scheduled_at: datetime) -> None:
+    assert isinstance(engine, MysqlEngine)
+    statement = (
+        f"UPDATE `{engine.database}`.oban_jobs SET attempted_at = NULL, scheduled_at = %s WHERE id = %s"
+    )
+    await _execute(engine, statement, (scheduled_at.astimezone(UTC).replace(tzinfo=None), job_id))
+
+
+async def rewrite(engine: Engine, job_id: int, column: str, text: str) -> None:
+    assert isinstance(engine, MysqlEngine) and column in ("args", "meta")
+    await _execute(
+        engine, f"UPDATE `{engine.database}`.oban_jobs SET {column} = %s WHERE id = %s", (text, job_id)
+    )

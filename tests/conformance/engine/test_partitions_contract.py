@@ -16,6 +16,7 @@ from conveyor.engine.base import Engine
 from conveyor.errors import ValidationError
 from conveyor.limits import FetchLimits, GlobalLimit, Partition, RateLimit
 from conveyor.queue_settings import QueueSettings, parse_queues
+from tests.conformance.conftest import REWRITE_JSON
 from tests.conformance.contract import T0, claim_and_ack_at_random, req, uid
 
 BY_TENANT = Partition(args=("tenant",))
@@ -109,6 +110,46 @@ async def test_missing_keys_and_odd_values_are_partitions_too(any_engine: Engine
     assert claimed == ids[0:1] + ids[2:7]
     tenants = await tenants_of(any_engine, claimed)
     assert tenants == [None, 1, "1", [1, 2], {"x": 1}, 1.5]
+
+
+async def test_args_and_meta_that_are_not_objects_are_the_null_partition(
+    any_engine: Engine, engine_name: str
+) -> None:
+    """Another client's args or meta that is not a JSON object (a list, a string, a number) has no
+    keys: its job counts in the null partition, beside the jobs that lack the key, is claimed in its
+    turn (marked unreadable) and never stops the claim of the jobs beside it."""
+    rewrite = REWRITE_JSON[engine_name]
+    ids = await any_engine.insert(
+        [req(args={"n": 1}), tenant_req("x"), tenant_req("x"), tenant_req("a")], now=T0
+    )
+    await rewrite(any_engine, ids[1], "args", "[1, 2]")
+    await rewrite(any_engine, ids[2], "args", '"text"')
+    assert await claim(any_engine, 10, per_tenant(1)) == [ids[0], ids[3]]
+    for held, turn in ((ids[0], ids[1]), (ids[1], ids[2])):
+        await any_engine.ack_jobs([Ack(held, 1, JobState.COMPLETED)], now=T0)
+        (job,) = await any_engine.fetch_jobs(
+            "default", 10, node="n", producer=uid(1), now=T0, limits=per_tenant(1)
+        )
+        assert job.id == turn and job.unreadable is not None
+
+    by_region = FetchLimits(rate=RateLimit(1, 60, Partition(meta=("region",))))
+    eu = {"region": "eu"}
+    ids = await any_engine.insert([req(meta=eu), req(meta=eu), req(), req()], now=T0)
+    await rewrite(any_engine, ids[2], "meta", "7")
+    assert await claim(any_engine, 10, by_region) == [ids[0], ids[2]]
+    assert await claim(any_engine, 10, by_region, at=T0 + timedelta(seconds=30)) == []
+    assert await claim(any_engine, 10, by_region, at=T0 + timedelta(seconds=61)) == [ids[1], ids[3]]
+
+
+async def test_long_values_and_values_apart_by_case_are_partitions_of_their_own(any_engine: Engine) -> None:
+    """A value longer than any key column, one differing from it in its last character, and two
+    differing only in case: four partitions, each with the whole rate, their starts remembered."""
+    long_a, long_b = "a" * 2000, "a" * 1999 + "b"
+    ids = await any_engine.insert([tenant_req(t) for t in (long_a, long_b, "T", "t", long_a, "t")], now=T0)
+    limits = FetchLimits(rate=RateLimit(1, 60, BY_TENANT))
+    assert await claim(any_engine, 10, limits) == ids[0:4]
+    assert await claim(any_engine, 10, limits, at=T0 + timedelta(seconds=30)) == []
+    assert await claim(any_engine, 10, limits, at=T0 + timedelta(seconds=61)) == ids[4:6]
 
 
 async def test_each_partition_has_the_whole_rate(any_engine: Engine) -> None:

@@ -18,9 +18,9 @@ import orjson
 
 from conveyor.acks import Ack
 from conveyor.engine import _payloads as payloads
-from conveyor.engine.mysql import limited
+from conveyor.engine.mysql import limited, partitioned
 from conveyor.engine.mysql.core import MysqlCore
-from conveyor.engine.mysql.pending import pending
+from conveyor.engine.mysql.limited import LimitedClaim
 from conveyor.engine.mysql.rows import check_now, read_jobs, utc_clock
 from conveyor.engine.mysql.workflows import MysqlWorkflows
 from conveyor.errors import ValidationError
@@ -100,12 +100,11 @@ class MysqlHotPath(MysqlWorkflows):
         check_now(now)
         if isinstance(demand, bool) or not isinstance(demand, int) or demand < 0:
             raise ValidationError("demand", demand, "must be an integer >= 0")
-        if limits is not None and limits.partitioned:
-            raise pending("HotPath", "fetch_jobs (partitioned limits)")
         if demand == 0:
             return []
         if limits is not None and not limits.unlimited:
-            return await self._fetch_limited(queue, demand, node, producer, now, limits, ended, dead_after)
+            claim = LimitedClaim(queue, demand, node, producer, utc_clock(now), limits, ended, dead_after)
+            return await self._fetch_limited(claim)
         async with self.transaction() as cursor:
             rows = await self._claim(cursor, queue, demand, node, producer, utc_clock(now))
         jobs = read_jobs(rows)
@@ -117,47 +116,66 @@ class MysqlHotPath(MysqlWorkflows):
     ) -> Sequence[Any]:
         """Claim up to ``demand`` jobs of ``queue`` in the transaction of ``cursor``; their rows."""
         files = self.files
-        await cursor.execute(files["fetch_jobs"], {"queue": queue, "demand": demand})
+        await cursor.execute(
+            files.compose("fetch_jobs", lock_free="lock_free"), {"queue": queue, "demand": demand}
+        )
         ids = [int(row[0]) for row in await cursor.fetchall()]
+        return await self._take(cursor, ids, node, producer, clock)
+
+    async def _take(
+        self, cursor: Any, ids: Sequence[int], node: str, producer: str, clock: datetime
+    ) -> Sequence[Any]:
+        """Claim the jobs ``ids`` (locked by the caller) in the transaction of ``cursor``; their rows."""
         if not ids:
             return []
+        files = self.files
         params = {"ids": tuple(ids), "now": clock, "node": node, "producer": producer}
         await cursor.execute(files["claim_update"], params)
         await cursor.execute(files.compose("jobs_by_id", columns="job_columns"), {"ids": tuple(ids)})
         return list(await cursor.fetchall())
 
-    async def _fetch_limited(
-        self,
-        queue: str,
-        demand: int,
-        node: str,
-        producer: str,
-        now: datetime | None,
-        limits: FetchLimits,
-        ended: Sequence[tuple[int, int]],
-        dead_after: float | None,
-    ) -> Claimed:
-        """A claim under unpartitioned global and rate limits (``limited.py``)."""
-        clock = utc_clock(now)
-        files = self.files
-        rate = limits.rate
+    async def _fetch_limited(self, claim: LimitedClaim) -> Claimed:
+        """A claim under global and rate limits, under its queue's named lock (``limited.py``;
+        ``partitioned.py`` for partitioned limits)."""
         async with self.transaction(keyed=True) as cursor:
-            await limited.lock_queue(cursor, files, queue)
-            taken = None
-            if limits.global_limit is not None:
-                taken = await limited.running(
-                    cursor, files, queue, producer=producer, clock=clock, ended=ended, dead_after=dead_after
-                )
-            starts = None
-            if rate is not None:
-                starts = await limited.started(cursor, files, queue, clock - timedelta(seconds=rate.period))
-            wanted = limited.allowed(limits, demand, taken, starts)
-            rows = await self._claim(cursor, queue, wanted, node, producer, clock) if wanted else []
-            if rate is not None:
-                await limited.record_starts(cursor, files, queue, clock, len(rows), rate.period)
+            await limited.lock_queue(cursor, self.files, claim.queue)
+            if claim.limits.partitioned:
+                rows, capped = await self._claim_partitioned(cursor, claim)
+            else:
+                rows, capped = await self._claim_counted(cursor, claim)
         claimed = Claimed(sorted(read_jobs(rows), key=fetch_order))
-        claimed.capped = limited.capped(limits, taken, starts, len(claimed))
+        claimed.capped = capped
         return claimed
+
+    async def _claim_counted(self, cursor: Any, claim: LimitedClaim) -> tuple[Sequence[Any], bool]:
+        """Unpartitioned limits: the demand they leave, claimed as a plain fetch; its rows and
+        whether a limit stopped it."""
+        files, limits = self.files, claim.limits
+        cap, rate = limits.global_limit, limits.rate
+        taken = (await limited.running(cursor, files, claim)).total() if cap else None
+        starts = (await limited.started(cursor, files, claim, rate.period))[""] if rate else None
+        wanted = limited.allowed(limits, claim.demand, taken, starts)
+        rows: Sequence[Any] = []
+        if wanted:
+            rows = await self._claim(cursor, claim.queue, wanted, claim.node, claim.producer, claim.clock)
+        if rate is not None:
+            await limited.record_starts(cursor, files, claim, {"": len(rows)}, rate.period)
+        return rows, limited.capped(limits, taken, starts, len(rows))
+
+    async def _claim_partitioned(self, cursor: Any, claim: LimitedClaim) -> tuple[Sequence[Any], bool]:
+        """Partitioned limits: the jobs each partition's room leaves (``partitioned.py``); their rows
+        and whether a limit stopped the claim (it took less than its demand while jobs wait)."""
+        files = self.files
+        chosen = await partitioned.candidates_to_claim(cursor, files, claim)
+        ids = await partitioned.lock_chosen(cursor, files, chosen)
+        rows = await self._take(cursor, ids, claim.node, claim.producer, claim.clock)
+        rate = claim.limits.rate
+        if rate is not None:
+            took = set(ids)
+            counts = Counter(rkey for job_id, _, rkey in chosen if job_id in took)
+            await limited.record_starts(cursor, files, claim, counts, rate.period)
+        waiting = len(rows) < claim.demand and await partitioned.still_waiting(cursor, files, claim.queue)
+        return rows, waiting
 
     async def ack_jobs(
         self, acks: Sequence[Ack], *, now: datetime | None = None, node: str | None = None

@@ -1,3 +1,3 @@
--- Record a claim's starts for the rate limit, and forget the rows well past any window.
+-- Record a claim's starts for the rate limit: one row per partition it started jobs of.
 INSERT INTO {prefix}.conveyor_queue_starts (queue, "partition", started_at, started)
-VALUES (%(queue)s, '', %(now)s, %(started)s);
+VALUES (%s, %s, %s, %s);
