@@ -148,7 +148,7 @@ class MysqlJobs(MysqlWorkflows):
                 if state == "executing":
                     await notify(cursor, self, "signal", {"action": "pkill", "job_id": job_id})
             await notify_ended(cursor, self, ids)
-        await self.settle_after(ids, now)  # cancelled steps end: the steps after them settle
+        await self.settle_after(ids, now, conn)  # cancelled steps end: the steps after them settle
         return ids
 
     async def retry_jobs(
@@ -182,7 +182,7 @@ class MysqlJobs(MysqlWorkflows):
             for queue in sorted({row[1] for row in rows if not row[3]}):
                 await notify(cursor, self, "insert", {"queue": queue})
         if steps:  # those whose dependency stays failed are cancelled again, and not retried
-            settled = await self.settle_after(steps, now)
+            settled = await self.settle_after(steps, now, conn)
             return [job_id for job_id in ids if settled.get(job_id) is not JobState.CANCELLED]
         return ids
 
