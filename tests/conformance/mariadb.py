@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -59,6 +59,21 @@ def factory(schemas: list[str]) -> Engine:
         tagged = [f"{TAG}conveyor_conf_{uuid.uuid4().hex[:10]}"]
         schemas.append(tagged[0])
     return MysqlEngine(URL, prefix=tagged[0][len(TAG) :], max_connections=4)
+
+
+@asynccontextmanager
+async def installed() -> AsyncIterator[MysqlEngine]:
+    """An open engine on a private database of its own, installed; closed and dropped afterwards."""
+    schemas: list[str] = []
+    engine = factory(schemas)
+    assert isinstance(engine, MysqlEngine)
+    await engine.open()
+    await engine.install()
+    try:
+        yield engine
+    finally:
+        await engine.close()
+        release(schemas[0])
 
 
 def release(name: str) -> bool:
