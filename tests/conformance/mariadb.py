@@ -89,6 +89,19 @@ def release(name: str) -> bool:
     return True
 
 
+def existing(names: set[str]) -> set[str]:
+    """Which of the databases ``names`` the server has."""
+    conn = _blocking()
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(
+                "SELECT schema_name FROM information_schema.schemata WHERE schema_name IN %s", [names]
+            )
+            return {str(row[0]) for row in cursor.fetchall()}
+    finally:
+        conn.close()
+
+
 def address(engine: Engine) -> tuple[str, str]:
     assert isinstance(engine, MysqlEngine)
     return URL, engine.prefix
