@@ -1,5 +1,6 @@
 """The pytest plugin, as a user's project sees it: a test suite in a fresh directory, run by pytest
-in a subprocess, using ``conveyor_app``, the marker and the helpers (SQLite and PostgreSQL)."""
+in a subprocess, using ``conveyor_app``, the marker and the helpers (SQLite, PostgreSQL and
+MariaDB)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+from tests.conformance import mariadb
 from tests.conftest import DSN
 
 pytest_plugins = ["pytester"]
@@ -124,22 +126,35 @@ def _key_value(url: str) -> str:
     return " ".join(f"{key}={value}" for key, value in conninfo_to_dict(url).items())
 
 
-@pytest.mark.parametrize("form", ["url", "key=value"])
-def test_the_plugin_on_postgres_leaves_no_schema_behind(pytester: pytest.Pytester, form: str) -> None:
-    write_project(pytester, f"conveyor_database_url = {DSN if form == 'url' else _key_value(DSN)}")
+def run_recording_prefixes(pytester: pytest.Pytester, url: str) -> set[str]:
+    """Run the project on ``url``, each test writing down the schema (or database) its app used:
+    the names, one per test that asked for ``conveyor_app``, each of the fixture's own pattern."""
+    write_project(pytester, f"conveyor_database_url = {url}")
     pytester.makeconftest(RECORD_SCHEMAS)
     result = pytester.runpytest_subprocess("-q")
     result.assert_outcomes(passed=6)
-    # The schemas this run's tests used, by name: tests running beside this one make others of
-    # the same pattern, so a before/after listing of the server's schemas would see theirs.
+    # By name: tests running beside this one make others of the same pattern, so a before/after
+    # listing of the server's schemas would see theirs.
     used = set((pytester.path / "schemas.txt").read_text().split())
     assert len(used) == 5 and all(name.startswith("conveyor_pytest_") for name in used), used
+    return used
+
+
+@pytest.mark.parametrize("form", ["url", "key=value"])
+def test_the_plugin_on_postgres_leaves_no_schema_behind(pytester: pytest.Pytester, form: str) -> None:
+    used = run_recording_prefixes(pytester, DSN if form == "url" else _key_value(DSN))
     with psycopg.connect(DSN, autocommit=True) as conn:
         left = {
             row[0]
             for row in conn.execute("SELECT nspname FROM pg_namespace WHERE nspname = ANY(%s)", [list(used)])
         }
     assert left == set()
+
+
+@pytest.mark.skipif(mariadb.UNREACHABLE is not None, reason=mariadb.UNREACHABLE or "")
+def test_the_plugin_on_mariadb_leaves_no_database_behind(pytester: pytest.Pytester) -> None:
+    used = run_recording_prefixes(pytester, mariadb.URL)  # a database of the server per test
+    assert mariadb.existing(used) == set()
 
 
 def test_the_fixture_is_opt_in(pytester: pytest.Pytester) -> None:

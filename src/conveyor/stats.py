@@ -92,7 +92,9 @@ class JobCount:
     ``estimated`` False: ``count`` is exact. True: the matches were too many to count in time, and
     ``count`` is an estimate: on PostgreSQL the planner's row estimate for the filter (from the
     table's statistics, as fresh as its last ``ANALYZE``), never below the matches actually
-    counted before the count stopped. ``str()`` marks an estimate with a leading ``~``.
+    counted before the count stopped; on MySQL/MariaDB the matches themselves when counting them
+    all took little time, else the optimizer's estimate. ``str()`` marks an estimate with a
+    leading ``~``.
     """
 
     count: int

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -61,6 +61,21 @@ def factory(schemas: list[str]) -> Engine:
     return MysqlEngine(URL, prefix=tagged[0][len(TAG) :], max_connections=4)
 
 
+@asynccontextmanager
+async def installed() -> AsyncIterator[MysqlEngine]:
+    """An open engine on a private database of its own, installed; closed and dropped afterwards."""
+    schemas: list[str] = []
+    engine = factory(schemas)
+    assert isinstance(engine, MysqlEngine)
+    await engine.open()
+    await engine.install()
+    try:
+        yield engine
+    finally:
+        await engine.close()
+        release(schemas[0])
+
+
 def release(name: str) -> bool:
     """Drop the database a tagged ``name`` names; False when ``name`` is not MariaDB's."""
     if not name.startswith(TAG):
@@ -72,6 +87,19 @@ def release(name: str) -> bool:
     finally:
         conn.close()
     return True
+
+
+def existing(names: set[str]) -> set[str]:
+    """Which of the databases ``names`` the server has."""
+    conn = _blocking()
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(
+                "SELECT schema_name FROM information_schema.schemata WHERE schema_name IN %s", [names]
+            )
+            return {str(row[0]) for row in cursor.fetchall()}
+    finally:
+        conn.close()
 
 
 def address(engine: Engine) -> tuple[str, str]:

@@ -1,5 +1,6 @@
 """A real dashboard server for the browser tests: uvicorn on a free port in a thread of its own,
-serving an app that also runs a node, over a fresh database of either engine."""
+serving an app that also runs a node, over a fresh database of each engine (MariaDB's cases are
+skipped, saying why, when no server answers: ``tests/conformance/mariadb.py``)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,23 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from conveyor import Conveyor
 from conveyor.cron import CronEntry
 from conveyor.web.dashboard.server import server
+from tests.conformance import mariadb
 from tests.conftest import DSN
 from tests.helpers import poll_sync
 
-ENGINE_NAMES = ("postgres", "sqlite")
+ENGINE_NAMES = (
+    "postgres",
+    "sqlite",
+    pytest.param(
+        "mariadb",
+        marks=pytest.mark.skipif(mariadb.UNREACHABLE is not None, reason=mariadb.UNREACHABLE or ""),
+    ),
+)
 #: Fast enough for a browser to see a change within a second or two.
 NODE_SETTINGS: dict[str, Any] = {
     "queues": {"default": 2},
@@ -44,6 +54,12 @@ def database(engine: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
         yield f"sqlite:///{tmp_path / 'dashboard.db'}", "public"
         return
     schema = f"dash_browser_{uuid.uuid4().hex[:10]}"
+    if engine == "mariadb":  # a database of the server, made by install
+        try:
+            yield mariadb.URL, schema
+        finally:
+            mariadb.release(mariadb.TAG + schema)
+        return
     try:
         yield DSN, schema
     finally:

@@ -1,5 +1,5 @@
 """The dashboard in a real browser: Debian's chromium driven by Playwright, against a real server
-(uvicorn) whose app runs a node, on both engines. Screenshots go to $CONVEYOR_ARTIFACTS (default: a
+(uvicorn) whose app runs a node, on every engine. Screenshots go to $CONVEYOR_ARTIFACTS (default: a
 directory under pytest's tmp dir).
 
 These tests are plain functions (Playwright's sync API runs its own loop); the database is reached

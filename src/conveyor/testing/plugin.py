@@ -5,8 +5,9 @@ marker, and changes nothing unless a test asks for them.
 test (so ``send.enqueue(...)`` and ``conveyor.testing``'s helpers find it), closed afterwards.
 
 - Where: ``conveyor_database_url`` in the pytest ini options (or the environment variable
-  ``CONVEYOR_TEST_DATABASE_URL``). A PostgreSQL URL gives each test a schema of its own, dropped
-  afterwards; unset, each test gets a SQLite file in its ``tmp_path``.
+  ``CONVEYOR_TEST_DATABASE_URL``). A PostgreSQL URL gives each test a schema of its own, a MySQL or
+  MariaDB URL a database of the server of its own (its user needs the right to create and drop
+  databases), each dropped afterwards; unset, each test gets a SQLite file in its ``tmp_path``.
 - Mode: ``conveyor_testing`` in the ini options, ``manual`` by default (``inline`` runs jobs at
   enqueue; see ``conveyor.testing.modes``). ``@pytest.mark.conveyor(testing="inline", **settings)``
   sets the mode and any ``Conveyor`` setting (``queues``, ``poll_interval`` ...) for one test.
@@ -16,7 +17,9 @@ The fixture is synchronous, so it serves plain tests and async ones (pytest-asyn
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,10 +29,10 @@ import pytest
 
 from conveyor.app import Conveyor
 from conveyor.current_app import default_app, set_default_app
-from conveyor.engine.urls import is_postgres_url
+from conveyor.engine.urls import is_mysql_url, is_postgres_url
 
-#: The ini option naming the fixture's database: a PostgreSQL URL (a schema per test), or unset (a
-#: SQLite file per test).
+#: The ini option naming the fixture's database: a PostgreSQL URL (a schema per test), a MySQL or
+#: MariaDB URL (a database per test), or unset (a SQLite file per test).
 DATABASE_URL_OPTION = "conveyor_database_url"
 #: The ini option of the fixture's testing mode: "manual" (the default) or "inline".
 MODE_OPTION = "conveyor_testing"
@@ -41,8 +44,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """Register the ini options ``conveyor_database_url`` and ``conveyor_testing``."""
     parser.addini(
         DATABASE_URL_OPTION,
-        "Database of the conveyor_app fixture: a PostgreSQL URL (a schema per test) or unset "
-        "(a SQLite file per test)",
+        "Database of the conveyor_app fixture: a PostgreSQL URL (a schema per test), a MySQL or "
+        "MariaDB URL (a database per test) or unset (a SQLite file per test)",
         default="",
     )
     parser.addini(MODE_OPTION, "Testing mode of the conveyor_app fixture: manual or inline", default="manual")
@@ -62,8 +65,8 @@ def conveyor_app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Con
     settings: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
     testing = settings.pop("testing", None) or request.config.getini(MODE_OPTION) or "manual"
     url = os.environ.get(DATABASE_URL_VARIABLE) or request.config.getini(DATABASE_URL_OPTION)
-    schema = None  # the schema this fixture makes (and drops): not one the marker names
-    if url and is_postgres_url(url):
+    schema = None  # the schema (database) this fixture makes and drops: not one the marker names
+    if url and (is_mysql_url(url) or is_postgres_url(url)):
         if "prefix" not in settings:
             schema = settings["prefix"] = f"conveyor_pytest_{uuid.uuid4().hex[:12]}"
     elif not url:
@@ -78,7 +81,7 @@ def conveyor_app(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Con
         set_default_app(previous)
         app.close_sync()
         if schema is not None:
-            _drop_schema(url, schema)
+            (_drop_database if is_mysql_url(url) else _drop_schema)(url, schema)
 
 
 def _drop_schema(url: str, schema: str) -> None:
@@ -88,3 +91,32 @@ def _drop_schema(url: str, schema: str) -> None:
 
     with psycopg.connect(check(url), autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
+
+
+def _drop_database(url: str, database: str) -> None:
+    """Drop the database a test's app made on a MySQL/MariaDB server, through the engine's driver
+    on a thread of its own (the test's event loop, if any, is left alone)."""
+    from conveyor.engine.mysql.address import parse
+    from conveyor.engine.mysql.connect import connect
+
+    async def drop() -> None:
+        conn = await connect(parse(url))
+        try:
+            async with conn.cursor() as cursor:
+                await cursor.execute(f"DROP DATABASE IF EXISTS `{database}`")
+        finally:
+            conn.close()
+
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(drop())
+        except BaseException as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name="conveyor-pytest-drop")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]

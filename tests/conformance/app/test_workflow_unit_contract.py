@@ -100,6 +100,28 @@ def test_a_callers_connection_names_the_steps_too(engine_name: str, any_engine: 
     app.close_sync()
 
 
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "rollback"])
+async def test_steps_grafted_in_a_callers_transaction_are_there_on_commit_only(
+    app: Conveyor, caller_conn: Any, commit: bool
+) -> None:
+    """Steps added to a stored workflow with ``conn``: inserted, listed among the dependents of the
+    steps they follow and settled in the caller's transaction, so its commit publishes them all
+    and its rollback leaves the workflow as it was."""
+    workflow = Workflow().add("a", request(n=1)).add("b", request(n=2), deps=["a"])
+    ids = await app.enqueue_many(workflow)
+    await app.cancel_jobs(ids=[ids.by_name["a"]])  # a ends (cancelled), so b is cancelled too
+    graft = (await app.extend_workflow(workflow.id)).add("c", request(n=3), deps=["b"], ignore=["cancelled"])
+    grafted = await app.enqueue_many(graft, conn=caller_conn)
+    assert await app.get_job(grafted.by_name["c"]) is None  # not before the commit
+    await (caller_conn.commit() if commit else caller_conn.rollback())
+    steps = (await app.workflow_status(workflow.id)).steps
+    if not commit:
+        assert sorted(steps) == ["a", "b"] and "dependents" not in steps["b"].meta
+        return
+    assert steps["c"].state is JobState.AVAILABLE  # settled in the transaction: b had ended
+    assert steps["b"].meta["dependents"] == ["c"]
+
+
 # -- one state for the whole workflow --------------------------------------------------------------
 async def test_status_gives_one_state_a_phase_and_progress(app: Conveyor) -> None:
     workflow = (

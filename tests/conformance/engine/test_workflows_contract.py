@@ -429,3 +429,91 @@ async def test_a_workflow_retry_racing_the_sweep_never_cancels_its_steps_again(a
     await run(any_engine, ids, "b")
     await run(any_engine, ids, "c")
     assert set((await states(any_engine, ids)).values()) == {JobState.COMPLETED}
+
+
+# -- in a caller's transaction (conn=) ------------------------------------------------------------
+# While the caller's transaction is open the cases only read through the engine (on SQLite the
+# caller holds the one write lock until it ends).
+async def end(conn: Any, commit: bool) -> None:
+    await (conn.commit() if commit else conn.rollback())
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "rollback"])
+async def test_steps_added_in_the_callers_transaction_settle_in_it(
+    any_engine: Engine, caller_conn: Any, commit: bool
+) -> None:
+    ids = await enqueue(any_engine, Workflow(id="graft-tx").add("a", step()).add("b", step(), deps=["a"]))
+    await run(any_engine, ids, "a")
+    added = (
+        Workflow.adding_to("graft-tx", ["a", "b"]).add("c", step(), deps=["a"]).add("d", step(), deps=["b"])
+    )
+    requests, hold = added.requests()
+    c, d = (int(i) for i in await any_engine.insert(requests, now=T0, hold=hold, conn=caller_conn))
+    await any_engine.add_dependents("graft-tx", added.new_dependents(), conn=caller_conn)
+    assert await any_engine.settle_steps([c, d], now=T0, conn=caller_conn) == {c: JobState.AVAILABLE}
+    assert await any_engine.get_job(c) is None  # not visible before the commit
+    assert (await job(any_engine, ids["b"])).meta.get("dependents", []) == []
+    await end(caller_conn, commit)
+    stored = await any_engine.workflow_jobs("graft-tx")
+    assert [step_name(j) for j in stored] == (["a", "b", "c", "d"] if commit else ["a", "b"])
+    assert (await job(any_engine, ids["b"])).meta.get("dependents", []) == (["d"] if commit else [])
+    if commit:
+        assert (await job(any_engine, c)).state is JobState.AVAILABLE
+        assert (await job(any_engine, d)).state is JobState.SUSPENDED
+        await run(any_engine, ids, "b")  # b lists d from the commit on: its ack settles d
+        assert (await job(any_engine, d)).state is JobState.AVAILABLE
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "rollback"])
+async def test_hold_steps_joins_the_callers_transaction(
+    any_engine: Engine, caller_conn: Any, commit: bool
+) -> None:
+    ids = await enqueue(any_engine, Workflow().add("a", step()).add("b", step(), deps=["a"]))
+    await run(any_engine, ids, "a", outcome=JobState.DISCARDED)
+    assert await states(any_engine, ids) == {"a": JobState.DISCARDED, "b": JobState.CANCELLED}
+    held = await any_engine.hold_steps([ids["a"], ids["b"]], conn=caller_conn)
+    assert held == sorted([ids["a"], ids["b"]])
+    assert (await job(any_engine, ids["a"])).state is JobState.DISCARDED  # until the commit
+    await end(caller_conn, commit)
+    held = {"a": JobState.SUSPENDED, "b": JobState.SUSPENDED}
+    assert await states(any_engine, ids) == (
+        held if commit else {"a": JobState.DISCARDED, "b": JobState.CANCELLED}
+    )
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "rollback"])
+async def test_cancelling_a_step_in_the_callers_transaction_cancels_the_steps_after_it(
+    any_engine: Engine, caller_conn: Any, commit: bool
+) -> None:
+    ids = await enqueue(any_engine, diamond())
+    assert await any_engine.cancel_jobs(JobFilter(ids=(ids["a"],)), now=T0, conn=caller_conn) == [ids["a"]]
+    assert (await states(any_engine, ids))["b"] is JobState.SUSPENDED  # until the commit
+    await end(caller_conn, commit)
+    found = set((await states(any_engine, ids)).values())
+    assert found == ({JobState.CANCELLED} if commit else {JobState.AVAILABLE, JobState.SUSPENDED})
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "rollback"])
+async def test_retrying_steps_in_the_callers_transaction_holds_them_in_it(
+    any_engine: Engine, caller_conn: Any, commit: bool
+) -> None:
+    workflow = Workflow().add("a", step()).add("b", step(), deps=["a"]).add("c", step(), deps=["b"])
+    ids = await enqueue(any_engine, workflow)
+    await run(any_engine, ids, "a")
+    await run(any_engine, ids, "b", outcome=JobState.DISCARDED)
+    failed = {"a": JobState.COMPLETED, "b": JobState.DISCARDED, "c": JobState.CANCELLED}
+    assert await states(any_engine, ids) == failed
+    retried = await any_engine.retry_jobs(JobFilter(ids=(ids["b"], ids["c"])), now=T0, conn=caller_conn)
+    assert sorted(retried) == sorted([ids["b"], ids["c"]])
+    assert await states(any_engine, ids) == failed  # until the commit
+    await end(caller_conn, commit)
+    if not commit:
+        assert await states(any_engine, ids) == failed
+        return
+    assert await states(any_engine, ids) == {
+        "a": JobState.COMPLETED,
+        "b": JobState.AVAILABLE,
+        "c": JobState.SUSPENDED,
+    }
+    await run(any_engine, ids, "b")
+    assert (await job(any_engine, ids["c"])).state is JobState.AVAILABLE

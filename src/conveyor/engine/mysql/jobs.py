@@ -18,7 +18,7 @@ from conveyor.engine.mysql.rows import check_now, read_jobs, utc_clock
 from conveyor.engine.mysql.workflows import MysqlWorkflows
 from conveyor.filters import JobFilter
 from conveyor.job import Job, JobState
-from conveyor.stats import JobCount, countable
+from conveyor.stats import countable
 
 #: The filter fragments (``filter_<name>.sql``), combined with AND: one per JobFilter field, except
 #: ``completed`` for completed_after and completed_before together.
@@ -80,8 +80,8 @@ def _time(value: datetime | None) -> datetime | None:
 
 
 class MysqlJobs(MysqlWorkflows):
-    """``get_job``, ``list_jobs``, ``count_jobs``, ``estimate_jobs``, ``cancel_jobs``,
-    ``retry_jobs``, ``delete_jobs``."""
+    """``get_job``, ``list_jobs``, ``count_jobs``, ``cancel_jobs``, ``retry_jobs``, ``delete_jobs``
+    (``estimate_jobs`` is in ``stats.py``)."""
 
     def _statement(self, name: str, condition: str = "") -> str:
         text = self.files.compose(name, columns="job_columns", step_with_deps="step_with_deps")
@@ -120,11 +120,6 @@ class MysqlJobs(MysqlWorkflows):
             (row,) = await cursor.fetchall()
         return int(row[0])
 
-    async def estimate_jobs(self, criteria: JobFilter, *, exact_up_to: int) -> JobCount:
-        countable(criteria)
-        # Counted exactly, whatever the number (as on SQLite): an estimate is a later optimisation.
-        return JobCount(await self.count_jobs(criteria))
-
     def _targets(self, name: str, criteria: JobFilter) -> tuple[str, dict[str, Any]]:
         condition, params = filter_condition(self, criteria)
         params["limit"] = criteria.limit if criteria.limit is not None else NO_LIMIT
@@ -148,7 +143,7 @@ class MysqlJobs(MysqlWorkflows):
                 if state == "executing":
                     await notify(cursor, self, "signal", {"action": "pkill", "job_id": job_id})
             await notify_ended(cursor, self, ids)
-        await self.settle_after(ids, now)  # cancelled steps end: the steps after them settle
+        await self.settle_after(ids, now, conn)  # cancelled steps end: the steps after them settle
         return ids
 
     async def retry_jobs(
@@ -182,7 +177,7 @@ class MysqlJobs(MysqlWorkflows):
             for queue in sorted({row[1] for row in rows if not row[3]}):
                 await notify(cursor, self, "insert", {"queue": queue})
         if steps:  # those whose dependency stays failed are cancelled again, and not retried
-            settled = await self.settle_after(steps, now)
+            settled = await self.settle_after(steps, now, conn)
             return [job_id for job_id in ids if settled.get(job_id) is not JobState.CANCELLED]
         return ids
 

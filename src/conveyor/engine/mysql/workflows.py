@@ -6,6 +6,14 @@ A settle runs in a transaction of its own after the change that ended the depend
 then the states of its dependencies are read as committed. Of two steps ending at once on two nodes,
 the settle that reads last sees both; a concurrent settle of the same step waits for the lock, then
 finds it settled. Settles that lock steps in opposite orders may deadlock: the victim runs again.
+
+With ``conn`` (a caller's transaction: ``caller.joined``) ``settle_steps``, ``hold_steps`` and
+``add_dependents`` run in the caller's transaction, as do the settles after ``cancel_jobs`` and
+``retry_jobs`` given one: they see what that transaction wrote, and the caller's commit publishes
+their changes with it. Such a settle reads at the caller's isolation level (REPEATABLE READ by
+default: its snapshot), so a dependency another node ended meanwhile may be missed; the leader's
+sweep settles that step. It is not run again on a deadlock, which rolls back the caller's whole
+transaction: the error is the caller's to see.
 """
 
 from __future__ import annotations
@@ -18,9 +26,9 @@ from typing import Any
 import orjson
 
 from conveyor.engine import _payloads as payloads
+from conveyor.engine.mysql.caller import joined
 from conveyor.engine.mysql.connect import error_code
 from conveyor.engine.mysql.core import MysqlCore
-from conveyor.engine.mysql.pending import pending
 from conveyor.engine.mysql.rows import check_now, read_jobs, utc_clock
 from conveyor.job import Job, JobState
 
@@ -86,11 +94,12 @@ class MysqlWorkflows(MysqlCore):
         self, ids: Sequence[int], *, now: datetime | None = None, conn: Any = None
     ) -> dict[int, JobState]:
         check_now(now)
-        if conn is not None:
-            raise pending("Workflows", "settle_steps (conn=: a caller's transaction)")
         given = [int(i) for i in ids]
         if not given:
             return {}
+        if conn is not None:
+            async with joined(conn) as cursor:
+                return await self._settle_in(cursor, given, now)
         for attempt in range(1, SETTLE_TRIES + 1):
             try:
                 async with self.transaction(keyed=True) as cursor:
@@ -100,12 +109,18 @@ class MysqlWorkflows(MysqlCore):
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def settle_after(self, ids: Sequence[int], now: datetime | None) -> dict[int, JobState]:
-        """``settle_steps`` after a change to ``ids`` committed (an ack, a cancel, a retry); what it
-        settled. A failure is logged, not raised: the change stands, the leader's sweep settles."""
+    async def settle_after(
+        self, ids: Sequence[int], now: datetime | None, conn: Any = None
+    ) -> dict[int, JobState]:
+        """``settle_steps`` after a change to ``ids`` committed (an ack, a cancel, a retry), or was
+        written in the caller's transaction on ``conn``; what it settled. A failure is logged, not
+        raised: the change stands, the leader's sweep settles. On ``conn`` it is raised: the
+        caller's transaction is the caller's to end."""
         try:
-            return await self.settle_steps(ids, now=now)
+            return await self.settle_steps(ids, now=now, conn=conn)
         except Exception as exc:
+            if conn is not None:
+                raise
             log.warning("settling the steps after jobs %s failed (%r); the sweep will", list(ids)[:10], exc)
             return {}
 
@@ -193,12 +208,10 @@ class MysqlWorkflows(MysqlCore):
         return settled
 
     async def hold_steps(self, ids: Sequence[int], *, conn: Any = None) -> list[int]:
-        if conn is not None:
-            raise pending("Workflows", "hold_steps (conn=: a caller's transaction)")
         given = tuple(int(i) for i in ids)
         if not given:
             return []
-        async with self.transaction() as cursor:
+        async with self.within(conn) as cursor:
             await cursor.execute(self.files["hold_targets"], (given,))
             held = sorted(int(row[0]) for row in await cursor.fetchall())
             if held:
@@ -208,10 +221,8 @@ class MysqlWorkflows(MysqlCore):
     async def add_dependents(
         self, workflow_id: str, added: Mapping[str, Sequence[str]], *, conn: Any = None
     ) -> None:
-        if conn is not None:
-            raise pending("Workflows", "add_dependents (conn=: a caller's transaction)")
         files = self.files
-        async with self.transaction() as cursor:
+        async with self.within(conn) as cursor:
             for name, names in sorted(added.items()):
                 await cursor.execute(files["step_meta"], {"workflow": workflow_id, "name": name})
                 for job_id, stored in await cursor.fetchall():
