@@ -9,6 +9,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.conformance import mariadb
+
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ("insert-bulk", "insert-single")
 UNIQUE_SCENARIOS = ("insert-unique", "insert-unique-bulk")
@@ -390,3 +394,60 @@ def test_enqueue_one_paired_with_a_base_commit_reports_current_against_base(dsn:
         expected = figures["jobs_per_s"] / figures["base_jobs_per_s"]
         assert figures["base"] == "HEAD" and abs(figures["vs_base"] - expected) < 0.01 * expected
         assert figures["ratio"] > 0 and figures["base_ratio"] > 0 and "exceeded" not in figures
+
+
+needs_mariadb = pytest.mark.skipif(mariadb.UNREACHABLE is not None, reason=str(mariadb.UNREACHABLE))
+
+
+@needs_mariadb
+def test_insert_drain_and_latency_run_on_mariadb(dsn: str) -> None:
+    """``--engine mariadb``: each scenario on a database of its own on the server, at tiny sizes."""
+    tiny = ["--jobs", "20", "--engine", "mariadb", "--mariadb-url", mariadb.URL]
+    results = run_benchmarks(dsn, "insert-bulk", "insert-single", "drain", "latency", *tiny)
+    assert [(r["scenario"], r.get("concurrency")) for r in results] == [
+        ("insert-bulk", None),
+        ("insert-single", 1),
+        ("drain", 20),
+        ("drain", 100),
+        ("latency", 10),
+    ]
+    for figures in results:
+        assert figures["engine"] == "mariadb" and figures["jobs"] == 20
+    bulk, single, drain_20, drain_100, latency = results
+    assert bulk["jobs_per_s"] > 0 and single["jobs_per_s"] > 0
+    assert drain_20["jobs_per_s"] > 0 and drain_100["jobs_per_s"] > 0
+    assert 0 < latency["p50_ms"] <= latency["p95_ms"] <= latency["max_ms"]
+    assert 0 < latency["floor_p50_ms"] <= latency["floor_max_ms"]
+
+
+FRESH_MARIADB_CHECK = """
+import asyncio, sys
+import pymysql
+from common import Settings, fresh_app, job_requests
+from conveyor.engine.mysql.address import parse
+
+def databases():
+    a = parse(sys.argv[1])
+    conn = pymysql.connect(host=a.host, port=a.port, user=a.user, password=a.password)
+    with conn.cursor() as cursor:
+        cursor.execute("SHOW DATABASES")
+        found = {row[0] for row in cursor.fetchall()}
+    conn.close()
+    return found
+
+async def main():
+    async with fresh_app(Settings(engine="mariadb", mariadb_url=sys.argv[1])) as app:
+        name = (await app.engine()).database
+        assert name.startswith("conveyor_bench_") and name in databases(), name
+        assert len(await app.enqueue_many(job_requests(3))) == 3
+        assert len(await app.list_jobs()) == 3  # an empty schema of its own before
+    assert name not in databases(), name
+
+asyncio.run(main())
+"""
+
+
+@needs_mariadb
+def test_a_mariadb_run_gets_a_database_of_its_own_dropped_afterwards() -> None:
+    done = run_in_benchmarks(FRESH_MARIADB_CHECK, mariadb.URL)
+    assert done.returncode == 0, done.stderr
