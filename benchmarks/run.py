@@ -45,6 +45,7 @@ SCENARIOS: dict[str, str] = {
     "commit-modes": "commit_modes:commit_modes",
     "node-cost": "node_cost:node_cost",
     "latency": "latency:latency",
+    "engines": "engines:engines",
     "idle": "idle:idle",
     "cpu": "cpu:cpu",
     "cpu-cold": "cpu_cold:cpu_cold",

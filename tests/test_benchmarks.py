@@ -451,3 +451,58 @@ asyncio.run(main())
 def test_a_mariadb_run_gets_a_database_of_its_own_dropped_afterwards() -> None:
     done = run_in_benchmarks(FRESH_MARIADB_CHECK, mariadb.URL)
     assert done.returncode == 0, done.stderr
+
+
+ENGINE_ROWS = ["bulk insert", "single insert", "drain c=20", "drain c=100", "pickup p50"]
+
+
+@needs_mariadb
+def test_engines_reports_every_figure_on_each_engine_and_mariadb_against_its_floor(dsn: str) -> None:
+    """One round at tiny sizes: a row per figure, each with the three engines' medians and ranges,
+    MariaDB's floor, and MariaDB's speed over the floor's (for the pickup, the floor's p50 over
+    MariaDB's)."""
+    rows = run_benchmarks(dsn, "engines", "--jobs", "20", "--rounds", "1", "--mariadb-url", mariadb.URL)
+    assert [row["row"] for row in rows] == ENGINE_ROWS
+    for row in rows:
+        assert row["scenario"] == "engines" and row["rounds"] == 1 and row["jobs"] == 20
+        for side in ("postgres", "sqlite", "mariadb", "mariadb_floor"):
+            low, high = row[f"{side}_range"]
+            assert 0 < low <= row[side] <= high  # one round: the range is the figure itself
+        if row["unit"] == "ms":
+            expected = row["mariadb_floor"] / row["mariadb"]
+        else:
+            assert row["unit"] == "jobs/s"
+            expected = row["mariadb"] / row["mariadb_floor"]
+        assert abs(row["vs_floor"] - expected) < 0.01 * expected + 0.001  # of unrounded figures
+        assert row["mariadb_deadlocks"] >= 0 and row["floor_deadlocks"] >= 0
+        assert "exceeded" not in row  # a one-round run guards nothing
+
+
+ENGINES_GUARD_CHECK = """
+import engines
+from common import print_rows
+
+def samples(values):
+    return [(value, 0) for value in values]
+
+rounds = engines.ROUNDS
+measured = {("c20", side): samples([1000.0] * rounds) for side in engines.SIDES}
+# MariaDB at a tenth of its floor in every round but one, which is at the guard.
+measured["c20", "mariadb"] = samples([100.0] * (rounds - 1) + [1000.0 * engines.GUARDS["c20"]])
+row = engines._row(measured, "c20", "drain c=20", "jobs/s", 50, rounds)
+assert "exceeded" not in row and row["vs_floor"] == 0.1, row
+measured["c20", "mariadb"] = samples([100.0] * rounds)
+row = engines._row(measured, "c20", "drain c=20", "jobs/s", 50, rounds)
+assert row["exceeded"].startswith("drain c=20: best round's vs_floor 0.100"), row
+# Fewer rounds than a full run: no guard.
+short = {key: values[:1] for key, values in measured.items()}
+assert "exceeded" not in engines._row(short, "c20", "drain c=20", "jobs/s", 50, 1)
+print_rows([{"scenario": "engines", **row}])
+"""
+
+
+def test_the_engines_guard_fails_a_full_run_whose_best_round_is_under_its_floor_ratio() -> None:
+    """The guard reads the best round's ratio, and the table shows each figure as median [range]."""
+    done = run_in_benchmarks(ENGINES_GUARD_CHECK)
+    assert done.returncode == 0, done.stderr
+    assert "drain c=20" in done.stdout and "1,000.0 [1,000.0-1,000.0]" in done.stdout
