@@ -109,8 +109,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         help="rounds of the scenarios that alternate variants (drain-nodes, insert-copy, drain-floor, "
-        "cpu-cold, cpu-user, commit-modes, telemetry, enqueue-one, drain-global, workflow-fanout), "
-        "and of node-cost",
+        "cpu-cold, cpu-user, commit-modes, telemetry, enqueue-one, drain-global, workflow-fanout, "
+        "engines), and of node-cost",
     )
     parser.add_argument(
         "--base",

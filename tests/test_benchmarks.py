@@ -498,6 +498,22 @@ assert row["exceeded"].startswith("drain c=20: best round's vs_floor 0.100"), ro
 short = {key: values[:1] for key, values in measured.items()}
 assert "exceeded" not in engines._row(short, "c20", "drain c=20", "jobs/s", 50, 1)
 print_rows([{"scenario": "engines", **row}])
+
+# A node's retries of a deadlock's victim are counted from what its acker and producer log.
+import asyncio, logging
+
+async def logs_deadlocks():
+    acker = logging.getLogger("conveyor._runtime.acker")
+    victim = RuntimeError(1213, "Deadlock found when trying to get lock")
+    acker.warning("writing %d acks failed (%s); retrying in %.2fs", 20, victim, 0.05)
+    try:
+        raise victim
+    except RuntimeError:
+        logging.getLogger("conveyor._runtime.service").exception("%s failed; retrying", "producer")
+    acker.warning("writing %d acks failed (%s); retrying in %.2fs", 20, TimeoutError(), 0.05)
+    return 1.0
+
+assert asyncio.run(engines._on_engine(logs_deadlocks())) == (1.0, 2)
 """
 
 
