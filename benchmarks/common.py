@@ -14,7 +14,7 @@ import statistics
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -25,11 +25,16 @@ from rich.table import Table
 
 from conveyor import Conveyor, JobRequest
 from conveyor.engine._sqlfiles import quote_identifier
+from conveyor.engine.mysql import MysqlEngine
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.engine.sqlite import SqliteEngine
 
 DEFAULT_DSN = os.environ.get(
     "CONVEYOR_BENCH_DSN", os.environ.get("CONVEYOR_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/test")
+)
+#: The MariaDB (or MySQL) server of ``--engine mariadb``: each run makes a database of its own there.
+DEFAULT_MARIADB_URL = os.environ.get(
+    "CONVEYOR_BENCH_MARIADB_URL", os.environ.get("CONVEYOR_MARIADB_URL", "mysql://root@127.0.0.1:3306/test")
 )
 #: The worker name stored in benchmark jobs. Nothing imports it unless a scenario runs jobs.
 BENCH_WORKER = "benchmarks.jobs.noop"
@@ -43,6 +48,8 @@ class Settings:
 
     engine: str = "postgres"
     dsn: str = DEFAULT_DSN
+    #: ``--engine mariadb`` (and the ``engines`` scenario): the server's URL.
+    mariadb_url: str = DEFAULT_MARIADB_URL
     jobs: int | None = None
     #: None when not given: each scenario has its own default (``drain`` runs several levels).
     concurrency: int | None = None
@@ -75,14 +82,18 @@ async def fresh_app(
 ) -> AsyncIterator[Conveyor]:
     """A Conveyor app on a schema made for this run, installed first and dropped afterwards
     (``synchronous_commit``: the PostgreSQL engine's option, see ``sessions.hot_session``)."""
+    size = pool_size if pool_size is not None else max(2, (settings.concurrency or 1) + 1)
     if settings.engine == "sqlite":
         async with fresh_sqlite_app() as app:
+            yield app
+        return
+    if settings.engine == "mariadb":
+        async with fresh_mariadb_app(settings.mariadb_url, size) as app:
             yield app
         return
     if settings.engine != "postgres":
         raise SystemExit(f"engine {settings.engine!r} is not supported by the benchmarks yet")
     prefix = f"conveyor_bench_{uuid.uuid4().hex[:10]}"
-    size = pool_size if pool_size is not None else max(2, (settings.concurrency or 1) + 1)
     engine = PostgresEngine(
         settings.dsn,
         prefix=prefix,
@@ -90,6 +101,15 @@ async def fresh_app(
         max_connections=size,
         synchronous_commit=synchronous_commit,
     )
+    async with _installed(engine, lambda: drop_schema(settings.dsn, prefix)) as app:
+        yield app
+
+
+@asynccontextmanager
+async def _installed(
+    engine: PostgresEngine | SqliteEngine | MysqlEngine, drop: Callable[[], Awaitable[None]] | None = None
+) -> AsyncIterator[Conveyor]:
+    """An app on ``engine``, opened and installed; closed afterwards, then ``drop`` run."""
     app = Conveyor(engine=engine)
     try:
         await engine.open()
@@ -98,22 +118,37 @@ async def fresh_app(
     finally:
         await app.close()
         await engine.close()
-        await drop_schema(settings.dsn, prefix)
+        if drop is not None:
+            await drop()
 
 
 @asynccontextmanager
 async def fresh_sqlite_app() -> AsyncIterator[Conveyor]:
     """A Conveyor app on a SQLite file made for this run in a temporary directory."""
     with tempfile.TemporaryDirectory(prefix="conveyor-bench-") as folder:
-        engine = SqliteEngine(os.path.join(folder, "bench.db"))
-        app = Conveyor(engine=engine)
-        try:
-            await engine.open()
-            await engine.install()
+        async with _installed(SqliteEngine(os.path.join(folder, "bench.db"))) as app:
             yield app
-        finally:
-            await app.close()
-            await engine.close()
+
+
+@asynccontextmanager
+async def fresh_mariadb_app(url: str, pool_size: int) -> AsyncIterator[Conveyor]:
+    """A Conveyor app on a MariaDB database made for this run (the engine's ``prefix``), installed
+    first and dropped afterwards."""
+    engine = MysqlEngine(url, prefix=f"conveyor_bench_{uuid.uuid4().hex[:10]}", max_connections=pool_size)
+    async with _installed(engine, lambda: drop_database(engine)) as app:
+        yield app
+
+
+async def drop_database(engine: MysqlEngine) -> None:
+    import asyncmy  # the mysql extra; only the MariaDB runs need it
+
+    a = engine.address
+    conn = await asyncmy.connect(host=a.host, port=a.port, user=a.user, password=a.password)
+    try:
+        async with conn.cursor() as cursor:
+            await cursor.execute(f"DROP DATABASE IF EXISTS `{engine.database}`")
+    finally:
+        conn.close()
 
 
 async def drop_schema(dsn: str, prefix: str) -> None:
@@ -196,6 +231,17 @@ def compared(variant: str, measured: Sequence[float], plain: Sequence[float]) ->
     }
 
 
+def spread(values: Sequence[float], digits: int = 3) -> tuple[float, list[float]]:
+    """The median of ``values`` and their range, rounded."""
+    return round(statistics.median(values), digits), [round(min(values), digits), round(max(values), digits)]
+
+
+def alternate(round_number: int, sides: Sequence[str]) -> list[str]:
+    """The order of ``sides`` in a round: as given, then reversed every other round, so that a drift
+    of the machine's load weighs on each side alike."""
+    return list(sides) if round_number % 2 == 0 else list(reversed(sides))
+
+
 def rate(count: int, seconds: float) -> float:
     return round(count / seconds, 1) if seconds > 0 else math.inf
 
@@ -214,6 +260,29 @@ def print_table(figures: Figures, console: Console | None = None) -> None:
         if name in ("scenario", "engine"):
             continue
         table.add_row(name, _format(value))
+    console.print(table)
+
+
+def print_rows(rows: Sequence[Figures], console: Console | None = None) -> None:
+    """Variants that each name their ``row`` as one table, a line per row: a figure with a
+    ``<name>_range`` beside it shows as ``median [low-high]``."""
+    first = rows[0]
+    table = Table(title=f"{first.get('scenario', 'benchmark')} ({first.get('engine', '?')})")
+    skipped = ("scenario", "engine", "exceeded")
+    columns = [k for k in first if k not in skipped and not (k.endswith("_range") and k[:-6] in first)]
+    for name in columns:
+        table.add_column(name, justify="left" if name == "row" else "right", no_wrap=True)
+    for row in rows:
+        cells = []
+        for name in columns:
+            value = row.get(name)
+            low_high = row.get(f"{name}_range")
+            shown = _format(value)
+            cells.append(f"{shown} [{_format(low_high[0])}-{_format(low_high[1])}]" if low_high else shown)
+        table.add_row(*cells)
+    if console is None:  # as wide as the table, whatever the terminal: a cell is never folded
+        width = Console(width=10_000).measure(table).maximum
+        console = Console(width=max(width, Console().width))
     console.print(table)
 
 

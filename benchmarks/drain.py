@@ -23,7 +23,7 @@ from typing import Any
 
 import bench_jobs
 import statement_times
-from common import Figures, Settings, compared, fresh_app, guarded, rate
+from common import Figures, Settings, alternate, compared, fresh_app, guarded, rate
 from cpu_account import CpuWindow
 from loading import load_without_indexes
 from node_runs import NODE_POOL, check_all_completed, enqueue_all, running_node, written
@@ -103,7 +103,7 @@ async def drain_global(settings: Settings) -> Figures:
     capped: list[float] = []
     for round_number in range(settings.round_count(GLOBAL_ROUNDS)):
         # Which side goes first alternates, so a drift of the machine's load weighs on both alike.
-        for side in ("plain", "capped") if round_number % 2 == 0 else ("capped", "plain"):
+        for side in alternate(round_number, ("plain", "capped")):
             if side == "plain":
                 plain.append((await drain_once(settings, jobs, concurrency))["jobs_per_s"])
             else:

@@ -21,10 +21,9 @@ current tree and one on the base commit's sources; ``vs_base`` is current/base (
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Awaitable, Callable, Sequence
 
-from common import Figures, Settings
+from common import Figures, Settings, spread
 from enqueue_sides import MODES, VARIANTS, WARMUP, open_sides
 from paired import paired_blocks
 
@@ -49,6 +48,8 @@ RunBlock = Callable[[str, str, int, int], Awaitable[float]]
 
 
 async def enqueue_one(settings: Settings) -> list[Figures]:
+    if settings.engine not in GUARDS:
+        raise RuntimeError(f"enqueue-one runs on {' and '.join(GUARDS)} only")
     jobs = settings.job_count(JOBS)
     rounds = 1 if jobs < WARMUP else settings.round_count(ROUNDS)
     if settings.base is not None:
@@ -91,27 +92,23 @@ def _ratios(top: list[float], bottom: list[float]) -> list[float]:
     return [a / b for a, b in zip(top, bottom, strict=True)]
 
 
-def _spread(values: list[float], digits: int = 3) -> tuple[float, list[float]]:
-    return round(statistics.median(values), digits), [round(min(values), digits), round(max(values), digits)]
-
-
 def _figures(speeds: Speeds, engine: str, mode: str, variant: str, jobs: int) -> Figures:
     app, driver, plain = speeds[mode, variant], speeds[mode, "driver"], speeds[mode, "plain"]
     ratios = _ratios(app, driver)
     figures: Figures = {"mode": mode, "variant": variant, "jobs": jobs, "rounds": len(app)}
-    figures["jobs_per_s"], figures["range"] = _spread(app, 1)
-    figures["driver_jobs_per_s"], figures["driver_range"] = _spread(driver, 1)
-    figures["ratio"], figures["ratio_range"] = _spread(ratios)
+    figures["jobs_per_s"], figures["range"] = spread(app, 1)
+    figures["driver_jobs_per_s"], figures["driver_range"] = spread(driver, 1)
+    figures["ratio"], figures["ratio_range"] = spread(ratios)
     if (mode, "floor") in speeds:
-        figures["floor_jobs_per_s"], _ = _spread(speeds[mode, "floor"], 1)
-        figures["floor_ratio"], figures["floor_ratio_range"] = _spread(_ratios(app, speeds[mode, "floor"]))
+        figures["floor_jobs_per_s"], _ = spread(speeds[mode, "floor"], 1)
+        figures["floor_ratio"], figures["floor_ratio_range"] = spread(_ratios(app, speeds[mode, "floor"]))
     exceeded = []
     guards = GUARDS[engine]
     if max(ratios) < guards["ratio"]:
         exceeded.append(f"best round's ratio {max(ratios):.3f} < {guards['ratio']}")
     if variant != "plain":
         against = _ratios(app, plain)
-        figures["vs_plain"], figures["vs_plain_range"] = _spread(against)
+        figures["vs_plain"], figures["vs_plain_range"] = spread(against)
         if max(against) < guards["vs_plain"]:
             exceeded.append(f"best round's vs_plain {max(against):.3f} < {guards['vs_plain']}")
     if exceeded and len(app) >= ROUNDS:  # a one-round smoke run measures nothing
@@ -129,16 +126,16 @@ def paired_figures(speeds: Speeds, settings: Settings, jobs: int) -> list[Figure
             against = _ratios(current, base)
             figures: Figures = {"mode": mode, "variant": variant, "jobs": jobs, "rounds": len(current)}
             figures["base"] = settings.base
-            figures["jobs_per_s"], figures["range"] = _spread(current, 1)
-            figures["base_jobs_per_s"], figures["base_range"] = _spread(base, 1)
-            figures["vs_base"], figures["vs_base_range"] = _spread(against)
+            figures["jobs_per_s"], figures["range"] = spread(current, 1)
+            figures["base_jobs_per_s"], figures["base_range"] = spread(base, 1)
+            figures["vs_base"], figures["vs_base_range"] = spread(against)
             ratio = _ratios(current, speeds[mode, "current:driver"])
-            figures["ratio"], figures["ratio_range"] = _spread(ratio)
-            figures["base_ratio"], _ = _spread(_ratios(base, speeds[mode, "base:driver"]))
+            figures["ratio"], figures["ratio_range"] = spread(ratio)
+            figures["base_ratio"], _ = spread(_ratios(base, speeds[mode, "base:driver"]))
             if variant != "plain":
                 plain = _ratios(current, speeds[mode, "current:plain"])
-                figures["vs_plain"], figures["vs_plain_range"] = _spread(plain)
-                figures["base_vs_plain"], _ = _spread(_ratios(base, speeds[mode, "base:plain"]))
+                figures["vs_plain"], figures["vs_plain_range"] = spread(plain)
+                figures["base_vs_plain"], _ = spread(_ratios(base, speeds[mode, "base:plain"]))
             if max(against) < PAIRED_GUARD and len(current) >= ROUNDS:
                 figures["exceeded"] = f"best round's vs_base {max(against):.3f} < {PAIRED_GUARD}"
             lines.append(figures)

@@ -30,7 +30,7 @@ from typing import Any
 import bench_jobs
 import psycopg
 import statement_times
-from common import Figures, Settings, fresh_app
+from common import Figures, Settings, alternate, fresh_app
 from cpu_account import CpuWindow, ServerCpu
 from drain import DRAIN_JOBS, drain_once
 from node_runs import enqueue_all
@@ -224,7 +224,7 @@ async def drain_floor(settings: Settings) -> Figures:
     statements = {variant: StatementTimes() for variant in measured}
     for round_ in range(rounds):
         variants = ["floor", *(f"c{level}" for level in levels)]
-        for variant in variants if round_ % 2 == 0 else reversed(variants):
+        for variant in alternate(round_, variants):
             window = CpuWindow(server)
             if variant == "floor":
                 measured[variant].append(await floor_once(settings, jobs, window, statements[variant]))

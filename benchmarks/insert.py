@@ -57,9 +57,9 @@ async def insert_bulk(settings: Settings) -> Figures:
     return {"jobs": jobs, "seconds": round(seconds, 4), "jobs_per_s": rate(jobs, seconds)}
 
 
-async def insert_single(settings: Settings) -> Figures:
-    jobs = settings.job_count(SINGLE_JOBS)
-    workers = max(1, settings.concurrency or 1)
+async def timed_single_inserts(settings: Settings, jobs: int, workers: int) -> tuple[float, list[float]]:
+    """Seconds of ``jobs`` ``enqueue`` calls from ``workers`` tasks at once, on a fresh, warmed-up
+    schema, and each call's seconds."""
     latencies: list[float] = []
 
     async def insert_share(share: int) -> None:
@@ -75,11 +75,18 @@ async def insert_single(settings: Settings) -> Figures:
             async with asyncio.TaskGroup() as group:
                 for share in shares:
                     group.create_task(insert_share(share))
+    return watch.seconds, latencies
+
+
+async def insert_single(settings: Settings) -> Figures:
+    jobs = settings.job_count(SINGLE_JOBS)
+    workers = max(1, settings.concurrency or 1)
+    seconds, latencies = await timed_single_inserts(settings, jobs, workers)
     return {
         "jobs": jobs,
         "concurrency": workers,
-        "seconds": round(watch.seconds, 4),
-        "jobs_per_s": rate(jobs, watch.seconds),
+        "seconds": round(seconds, 4),
+        "jobs_per_s": rate(jobs, seconds),
         **latency_figures(latencies),
     }
 

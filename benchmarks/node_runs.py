@@ -12,8 +12,10 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import quote
 
 from conveyor import Conveyor, JobRequest
+from conveyor.engine.mysql import MysqlEngine
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.engine.sqlite import SqliteEngine
 
@@ -94,4 +96,8 @@ def engine_like(engine: Any) -> Any:
     ``Conveyor.stop`` closes it."""
     if isinstance(engine, PostgresEngine):
         return PostgresEngine(engine.dsn, prefix=engine.prefix, max_connections=4)
+    if isinstance(engine, MysqlEngine):
+        a = engine.address  # its ``url`` masks the password
+        url = f"mysql://{quote(a.user)}:{quote(a.password)}@{a.host}:{a.port}/{quote(a.database)}"
+        return MysqlEngine(url, prefix=engine.prefix, max_connections=4)
     return SqliteEngine(engine.path)

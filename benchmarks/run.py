@@ -18,7 +18,16 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from common import DEFAULT_DSN, Figures, Scenario, Settings, print_json, print_table
+from common import (
+    DEFAULT_DSN,
+    DEFAULT_MARIADB_URL,
+    Figures,
+    Scenario,
+    Settings,
+    print_json,
+    print_rows,
+    print_table,
+)
 
 #: Every scenario, by the name the command line uses, as MODULE:FUNCTION of this folder: a run
 #: imports only the modules of the scenarios it runs (all of them, the dashboard's web stack and the
@@ -36,6 +45,7 @@ SCENARIOS: dict[str, str] = {
     "commit-modes": "commit_modes:commit_modes",
     "node-cost": "node_cost:node_cost",
     "latency": "latency:latency",
+    "engines": "engines:engines",
     "idle": "idle:idle",
     "cpu": "cpu:cpu",
     "cpu-cold": "cpu_cold:cpu_cold",
@@ -64,7 +74,7 @@ NOT_IN_ALL = ("soak",)
 #: Scenarios that measure the current tree against a base commit with ``--base`` (``paired.py``).
 PAIRED = ("enqueue-one", "node-cost")
 #: Engines the scenarios can run on (``common.fresh_app`` opens them).
-ENGINES = ("postgres", "sqlite")
+ENGINES = ("postgres", "sqlite", "mariadb")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -74,6 +84,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("scenarios", nargs="+", metavar="SCENARIO", help=f"all, {', '.join(SCENARIOS)}")
     parser.add_argument("--engine", choices=ENGINES, default="postgres")
     parser.add_argument("--dsn", default=DEFAULT_DSN, help="PostgreSQL URL (default: %(default)s)")
+    parser.add_argument(
+        "--mariadb-url",
+        default=DEFAULT_MARIADB_URL,
+        help="MariaDB/MySQL URL of --engine mariadb and engines (default: %(default)s)",
+    )
     parser.add_argument("--jobs", type=int, default=None, help="jobs per scenario (default: its own)")
     parser.add_argument(
         "--concurrency",
@@ -94,8 +109,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=int,
         default=None,
         help="rounds of the scenarios that alternate variants (drain-nodes, insert-copy, drain-floor, "
-        "cpu-cold, cpu-user, commit-modes, telemetry, enqueue-one, drain-global, workflow-fanout), "
-        "and of node-cost",
+        "cpu-cold, cpu-user, commit-modes, telemetry, enqueue-one, drain-global, workflow-fanout, "
+        "engines), and of node-cost",
     )
     parser.add_argument(
         "--base",
@@ -148,6 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = Settings(
         engine=args.engine,
         dsn=args.dsn,
+        mariadb_url=args.mariadb_url,
         jobs=args.jobs,
         concurrency=args.concurrency,
         job_ms=args.job_ms,
@@ -165,10 +181,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"scenario {name} failed:", file=sys.stderr)
             traceback.print_exc()
             continue
+        if not args.json and len(variants) > 1 and all("row" in figures for figures in variants):
+            print_rows(variants)  # one table, a line per row (``engines``)
         for figures in variants:
             if args.json:
                 print_json(figures)
-            else:
+            elif "row" not in figures or len(variants) == 1:
                 print_table(figures)
             # A guard's limit (the memory scenarios): the figures are shown, then the failure.
             if figures.get("exceeded"):

@@ -29,7 +29,7 @@ import asyncio
 import statistics
 import time
 
-from common import Figures, Settings, fresh_app, percentile
+from common import Figures, Settings, alternate, fresh_app, percentile
 from loading import Statement, load_without_indexes, run_on
 
 from conveyor import Conveyor, JobState, Pruned
@@ -139,7 +139,7 @@ async def large_tables(settings: Settings) -> Figures:
         timings: dict[str, list[float]] = {name: [] for name in sides}
         calls = min(CALLS, available // BATCH)
         for call in range(calls):
-            order = list(sides) if call % 2 == 0 else list(reversed(sides))
+            order = alternate(call, list(sides))
             for name in order:
                 timings[name].append(await fetch_and_ack(sides[name], call))
         for name, taken in timings.items():
@@ -150,7 +150,7 @@ async def large_tables(settings: Settings) -> Figures:
 
         staging: dict[str, list[float]] = {name: [] for name in sides}
         for round_ in range(STAGE_ROUNDS):
-            order = list(sides) if round_ % 2 == 0 else list(reversed(sides))
+            order = alternate(round_, list(sides))
             for name in order:
                 await run_on(sides[name], [(SCHEDULED, {"count": available}), (ANALYZE, {})])
             for name in order:

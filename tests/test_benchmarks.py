@@ -9,6 +9,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.conformance import mariadb
+
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ("insert-bulk", "insert-single")
 UNIQUE_SCENARIOS = ("insert-unique", "insert-unique-bulk")
@@ -390,3 +394,131 @@ def test_enqueue_one_paired_with_a_base_commit_reports_current_against_base(dsn:
         expected = figures["jobs_per_s"] / figures["base_jobs_per_s"]
         assert figures["base"] == "HEAD" and abs(figures["vs_base"] - expected) < 0.01 * expected
         assert figures["ratio"] > 0 and figures["base_ratio"] > 0 and "exceeded" not in figures
+
+
+needs_mariadb = pytest.mark.skipif(mariadb.UNREACHABLE is not None, reason=str(mariadb.UNREACHABLE))
+
+
+@needs_mariadb
+def test_insert_drain_and_latency_run_on_mariadb(dsn: str) -> None:
+    """``--engine mariadb``: each scenario on a database of its own on the server, at tiny sizes."""
+    tiny = ["--jobs", "20", "--engine", "mariadb", "--mariadb-url", mariadb.URL]
+    results = run_benchmarks(dsn, "insert-bulk", "insert-single", "drain", "latency", *tiny)
+    assert [(r["scenario"], r.get("concurrency")) for r in results] == [
+        ("insert-bulk", None),
+        ("insert-single", 1),
+        ("drain", 20),
+        ("drain", 100),
+        ("latency", 10),
+    ]
+    for figures in results:
+        assert figures["engine"] == "mariadb" and figures["jobs"] == 20
+    bulk, single, drain_20, drain_100, latency = results
+    assert bulk["jobs_per_s"] > 0 and single["jobs_per_s"] > 0
+    assert drain_20["jobs_per_s"] > 0 and drain_100["jobs_per_s"] > 0
+    assert 0 < latency["p50_ms"] <= latency["p95_ms"] <= latency["max_ms"]
+    assert 0 < latency["floor_p50_ms"] <= latency["floor_max_ms"]
+
+
+FRESH_MARIADB_CHECK = """
+import asyncio, sys
+import pymysql
+from common import Settings, fresh_app, job_requests
+from conveyor.engine.mysql.address import parse
+
+def databases():
+    a = parse(sys.argv[1])
+    conn = pymysql.connect(host=a.host, port=a.port, user=a.user, password=a.password)
+    with conn.cursor() as cursor:
+        cursor.execute("SHOW DATABASES")
+        found = {row[0] for row in cursor.fetchall()}
+    conn.close()
+    return found
+
+async def main():
+    async with fresh_app(Settings(engine="mariadb", mariadb_url=sys.argv[1])) as app:
+        name = (await app.engine()).database
+        assert name.startswith("conveyor_bench_") and name in databases(), name
+        assert len(await app.enqueue_many(job_requests(3))) == 3
+        assert len(await app.list_jobs()) == 3  # an empty schema of its own before
+    assert name not in databases(), name
+
+asyncio.run(main())
+"""
+
+
+@needs_mariadb
+def test_a_mariadb_run_gets_a_database_of_its_own_dropped_afterwards() -> None:
+    done = run_in_benchmarks(FRESH_MARIADB_CHECK, mariadb.URL)
+    assert done.returncode == 0, done.stderr
+
+
+ENGINE_ROWS = ["bulk insert", "single insert", "drain c=20", "drain c=100", "pickup p50"]
+
+
+@needs_mariadb
+def test_engines_reports_every_figure_on_each_engine_and_mariadb_against_its_floor(dsn: str) -> None:
+    """One round at tiny sizes: a row per figure, each with the three engines' medians and ranges,
+    MariaDB's floor, and MariaDB's speed over the floor's (for the pickup, the floor's p50 over
+    MariaDB's)."""
+    rows = run_benchmarks(dsn, "engines", "--jobs", "20", "--rounds", "1", "--mariadb-url", mariadb.URL)
+    assert [row["row"] for row in rows] == ENGINE_ROWS
+    for row in rows:
+        assert row["scenario"] == "engines" and row["rounds"] == 1 and row["jobs"] == 20
+        for side in ("postgres", "sqlite", "mariadb", "mariadb_floor"):
+            low, high = row[f"{side}_range"]
+            assert 0 < low <= row[side] <= high  # one round: the range is the figure itself
+        if row["unit"] == "ms":
+            expected = row["mariadb_floor"] / row["mariadb"]
+        else:
+            assert row["unit"] == "jobs/s"
+            expected = row["mariadb"] / row["mariadb_floor"]
+        assert abs(row["vs_floor"] - expected) < 0.01 * expected + 0.001  # of unrounded figures
+        assert row["mariadb_deadlocks"] >= 0 and row["floor_deadlocks"] >= 0
+        assert "exceeded" not in row  # a one-round run guards nothing
+
+
+ENGINES_GUARD_CHECK = """
+import engines
+from common import print_rows
+
+def samples(values):
+    return [(value, 0) for value in values]
+
+rounds = engines.ROUNDS
+measured = {("c20", side): samples([1000.0] * rounds) for side in engines.SIDES}
+# MariaDB at a tenth of its floor in every round but one, which is at the guard.
+measured["c20", "mariadb"] = samples([100.0] * (rounds - 1) + [1000.0 * engines.GUARDS["c20"]])
+row = engines._row(measured, "c20", "drain c=20", "jobs/s", 50, rounds)
+assert "exceeded" not in row and row["vs_floor"] == 0.1, row
+measured["c20", "mariadb"] = samples([100.0] * rounds)
+row = engines._row(measured, "c20", "drain c=20", "jobs/s", 50, rounds)
+assert row["exceeded"].startswith("drain c=20: best round's vs_floor 0.100"), row
+# Fewer rounds than a full run: no guard.
+short = {key: values[:1] for key, values in measured.items()}
+assert "exceeded" not in engines._row(short, "c20", "drain c=20", "jobs/s", 50, 1)
+print_rows([{"scenario": "engines", **row}])
+
+# A node's retries of a deadlock's victim are counted from what its acker and producer log.
+import asyncio, logging
+
+async def logs_deadlocks():
+    acker = logging.getLogger("conveyor._runtime.acker")
+    victim = RuntimeError(1213, "Deadlock found when trying to get lock")
+    acker.warning("writing %d acks failed (%s); retrying in %.2fs", 20, victim, 0.05)
+    try:
+        raise victim
+    except RuntimeError:
+        logging.getLogger("conveyor._runtime.service").exception("%s failed; retrying", "producer")
+    acker.warning("writing %d acks failed (%s); retrying in %.2fs", 20, TimeoutError(), 0.05)
+    return 1.0
+
+assert asyncio.run(engines._on_engine(logs_deadlocks())) == (1.0, 2)
+"""
+
+
+def test_the_engines_guard_fails_a_full_run_whose_best_round_is_under_its_floor_ratio() -> None:
+    """The guard reads the best round's ratio, and the table shows each figure as median [range]."""
+    done = run_in_benchmarks(ENGINES_GUARD_CHECK)
+    assert done.returncode == 0, done.stderr
+    assert "drain c=20" in done.stdout and "1,000.0 [1,000.0-1,000.0]" in done.stdout
