@@ -93,7 +93,6 @@ _LATE_SIGNAL = (
     "the polled listener hands the node its own scale signal up to 50 ms late, after the persisted "
     "state the test reads next (measured: applied 10 ms after it); needs a same-process fan-out"
 )
-_RECORDS = "the pruner does not write workflow records yet (record_workflows is there, not called)"
 _BLOCKING = (
     "enqueue_sync while the portal's loop is busy needs blocking inserts on the engine's own "
     "connections (the BlockingInserts role), not implemented yet"
@@ -113,13 +112,6 @@ _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "app/test_fake_time_contract.py": {
         _LATE_SIGNAL: ("test_a_persisted_queue_state_reaches_a_node_that_missed_its_signal",),
-    },
-    "app/test_workflow_unit_contract.py": {
-        _RECORDS: (
-            "test_a_completed_batch_is_recorded_completed",
-            "test_a_locked_workflows_row_goes_with_its_record",
-            "test_a_pruned_workflow_is_still_told_by_its_record",
-        ),
     },
     "engine/test_limits_contract.py": {
         _LIMITS: ("test_dead_after_frees_partitioned_slots_too",),

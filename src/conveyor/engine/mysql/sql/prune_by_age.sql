@@ -1,8 +1,9 @@
 -- One age batch of a prune (engine/_prune_plan.py), for one final state: jobs of %(state)s that
 -- ended before %(cutoff)s, governed by the batch's rule, lowest ids first, bounded, locked;
--- prune_delete.sql deletes them. {ended} is the state's time column. A finished workflow step
+-- prune_delete.sql deletes them; their columns (deleted_columns.sql) let the pruner record the
+-- workflows of the steps among them. {ended} is the state's time column. A finished workflow step
 -- stays while steps of its workflow wait: they read how it ended.
-SELECT j.id, j.state FROM {prefix}.oban_jobs AS j
+SELECT {deleted_columns} FROM {prefix}.oban_jobs AS j
 WHERE j.state = %(state)s AND j.{ended} < %(cutoff)s
   AND {governed}
   AND NOT {spared}
