@@ -22,16 +22,8 @@ T0 = datetime(2026, 1, 1, 12, 0)
 
 @pytest.fixture
 async def engine() -> AsyncIterator[MysqlEngine]:
-    schemas: list[str] = []
-    engine = mariadb.factory(schemas)
-    assert isinstance(engine, MysqlEngine)
-    await engine.open()
-    await engine.install()
-    try:
+    async with mariadb.installed() as engine:
         yield engine
-    finally:
-        await engine.close()
-        mariadb.release(schemas[0])
 
 
 async def test_passes_add_up_and_the_worse_outcome_wins_with_its_step(engine: MysqlEngine) -> None:

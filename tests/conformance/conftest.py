@@ -89,14 +89,6 @@ ENGINES: dict[str, Callable[[Path, list[str]], Engine]] = {
 
 #: Why a case waits on MariaDB, by what it needs.
 _LIMITS = "fetch_jobs under partitioned fleet limits is not implemented yet"
-_LATE_SIGNAL = (
-    "the polled listener hands the node its own scale signal up to 50 ms late, after the persisted "
-    "state the test reads next (measured: applied 10 ms after it); needs a same-process fan-out"
-)
-_BLOCKING = (
-    "enqueue_sync while the portal's loop is busy needs blocking inserts on the engine's own "
-    "connections (the BlockingInserts role), not implemented yet"
-)
 
 #: Test modules every case of which waits.
 _PENDING_MODULES: dict[str, str] = {
@@ -104,14 +96,8 @@ _PENDING_MODULES: dict[str, str] = {
 }
 #: Single tests (every parameter of each) that wait, by module and reason.
 _PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
-    "app/test_blocking_enqueue_contract.py": {
-        _BLOCKING: ("test_enqueue_sync_goes_on_while_the_portal_loop_is_busy",),
-    },
     "app/test_dynamic_queues_contract.py": {
         _LIMITS: ("test_a_declared_queue_starts_changes_and_stops_on_every_node",),
-    },
-    "app/test_fake_time_contract.py": {
-        _LATE_SIGNAL: ("test_a_persisted_queue_state_reaches_a_node_that_missed_its_signal",),
     },
     "engine/test_limits_contract.py": {
         _LIMITS: ("test_dead_after_frees_partitioned_slots_too",),

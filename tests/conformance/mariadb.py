@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -72,6 +72,22 @@ def release(name: str) -> bool:
     finally:
         conn.close()
     return True
+
+
+@asynccontextmanager
+async def installed() -> AsyncIterator[MysqlEngine]:
+    """An open engine on a private database with the schema installed, dropped afterwards (the
+    engine-specific tests' fixture)."""
+    schemas: list[str] = []
+    engine = factory(schemas)
+    assert isinstance(engine, MysqlEngine)
+    await engine.open()
+    await engine.install()
+    try:
+        yield engine
+    finally:
+        await engine.close()
+        release(schemas[0])
 
 
 def address(engine: Engine) -> tuple[str, str]:

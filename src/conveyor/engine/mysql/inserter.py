@@ -20,9 +20,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from conveyor.engine import _payloads as payloads
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine._unique_plan import resolve_outcomes, unique_plan
+from conveyor.engine.mysql import fanout
 from conveyor.engine.mysql.replacing import replace_jobs
 from conveyor.engine.mysql.rows import INSERT_COLUMNS, InsertRows, take_requests
 from conveyor.job_ids import JobIds
@@ -99,7 +99,7 @@ async def insert(
         await cursor.execute(files["hold_jobs"], (tuple(int(ids[position]) for position in hold),))
     queues = sorted(builder.available_queues)
     for queue in queues:
-        await cursor.execute(files["notify"], ("insert", payloads.encode({"queue": queue})))
+        await fanout.notify(cursor, files, "insert", {"queue": queue})
     return Inserted(ids, queues)
 
 

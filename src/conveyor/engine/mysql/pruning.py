@@ -38,7 +38,9 @@ class MysqlPruning(MysqlCore):
         clock = utc_clock(now)
         files = self.files
         pruned = Pruned()
-        async with self.transaction() as cursor:
+        # READ COMMITTED: the rows a batch scans and does not take are let go at once (claims skip
+        # locked rows, available jobs among them under REPEATABLE READ).
+        async with self.transaction(committed=True) as cursor:
             queues: list[str] = []
             if retention.keep_per_queue is not None:
                 await cursor.execute(files["final_queues"])

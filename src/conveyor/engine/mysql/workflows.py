@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from conveyor.engine import _payloads as payloads
+from conveyor.engine.mysql import fanout
 from conveyor.engine.mysql.connect import error_code
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.pending import pending
@@ -140,7 +140,7 @@ class MysqlWorkflows(MysqlCore):
                 elif state == "available":
                     woken.add(queue)
             for queue in sorted(woken):
-                await cursor.execute(files["notify"], ("insert", payloads.encode({"queue": queue})))
+                await fanout.notify(cursor, files, "insert", {"queue": queue})
         return settled
 
     async def _waiting(self, cursor: Any, found: Iterable[Any]) -> list[tuple[Any, ...]]:
