@@ -54,12 +54,6 @@ class Blocking:
         return int(self._cursor.lastrowid)
 
 
-async def release_locks(cursor: Any) -> None:
-    """Let go of the named locks an insert took on the caller's session (unique keys)."""
-    await cursor.execute("SELECT RELEASE_ALL_LOCKS()")
-    await cursor.fetchall()
-
-
 def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
     """The result of a coroutine that never suspends (its awaits are ``Blocking``'s)."""
     try:

@@ -25,7 +25,7 @@ from conveyor.engine._step_names import step_names_kept
 from conveyor.engine.base import NotificationHandler
 from conveyor.engine.mysql import fanout, inserter
 from conveyor.engine.mysql.blocking import MysqlBlockingInsert
-from conveyor.engine.mysql.caller import joined, release_locks, run_blocking
+from conveyor.engine.mysql.caller import joined, run_blocking
 from conveyor.engine.mysql.cluster import MysqlCluster
 from conveyor.engine.mysql.connect import error_code
 from conveyor.engine.mysql.cron import MysqlCron
@@ -141,11 +141,13 @@ class MysqlEngine(
         self, within: Any, requests: Iterable[JobRequest], now: datetime | None, hold: Sequence[int]
     ) -> JobIds:
         """Insert in the caller's transaction (``caller.joined``): once, since only the caller can
-        run its transaction again. Unique keys' named locks are released when the insert is done;
-        the UNIQUE index holds a twin inserted meanwhile until the caller's transaction ends."""
+        run its transaction again. Unique keys' named locks are released when the insert is done,
+        those it took only; the UNIQUE index holds a twin inserted meanwhile until the caller's
+        transaction ends."""
         first, rest = inserter.split(requests)
         if not first:
             return JobIds()
+        taken: list[str] = []
         with step_names_kept():
             async with within as cursor:
                 try:
@@ -156,9 +158,10 @@ class MysqlEngine(
                         InsertRows(utc_clock(now)),
                         rows_per_statement=self._rows_per_statement,
                         hold=hold,
+                        taken=taken,
                     )
                 finally:
-                    await release_locks(cursor)
+                    await inserter.unlock_keys(cursor, self.files, taken)
         return done.ids
 
     # -- polling -----------------------------------------------------------------------------
