@@ -1,6 +1,7 @@
 """What only the MySQL/MariaDB engine has: its URLs, its database as the prefix, the SQL
-`conveyor install --print-sql` shows for it, and how it says a role is not implemented yet. The
-behaviour it shares with the other engines is in tests/conformance (the ``mariadb`` factory)."""
+`conveyor install --print-sql` shows for it, how it says a role is not implemented yet, and the
+named locks of a caller's session. The behaviour it shares with the other engines is in
+tests/conformance (the ``mariadb`` factory)."""
 
 from __future__ import annotations
 
@@ -127,3 +128,27 @@ async def test_a_notification_committed_after_a_later_one_is_still_delivered() -
         await engine.close()
         for name in schemas:
             mariadb.release(name)
+
+
+@pytest.mark.skipif(mariadb.UNREACHABLE is not None, reason=str(mariadb.UNREACHABLE))
+async def test_an_insert_in_a_callers_transaction_leaves_the_callers_named_locks_held() -> None:
+    """The unique keys' named locks an insert takes on a caller's session are let go once it is
+    done, and those alone: a lock the application took on that session stays its own."""
+    async with mariadb.installed() as engine:
+        caller, other = (await mariadb.caller(engine)).conn, (await mariadb.caller(engine)).conn
+        try:
+            async with caller.cursor() as cursor:
+                await cursor.execute("SELECT GET_LOCK('app:nightly-report', 0)")
+                assert (await cursor.fetchone())[0] == 1
+            once = JobRequest("tests.w", args={"n": 1}).with_options(unique={"period": None})
+            job_id, _ = await engine.insert([once, JobRequest("tests.w")], conn=caller)
+            await caller.commit()
+            async with other.cursor() as cursor:
+                await cursor.execute("SELECT GET_LOCK('app:nightly-report', 0)")
+                assert (await cursor.fetchone())[0] == 0  # still the caller's
+            # The key's own lock went: another session's insert of it finds the job at once.
+            (again,) = await engine.insert([once], conn=other)
+            assert again == job_id and again.conflict
+        finally:
+            caller.close()
+            other.close()

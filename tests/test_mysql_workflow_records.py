@@ -1,6 +1,7 @@
 """The MySQL/MariaDB engine's workflow records: what its pruner writes as it deletes a workflow's
-steps (``record_workflows``), in several passes, read back by ``workflow_record``. The pruner itself
-is a Cluster role; the conformance cases that prune (tests/conformance) run once it lands."""
+steps (``record_workflows``), in several passes, read back by ``workflow_record``, with the values
+the rows of a prune cannot hold on their own (a step missing its workflow's name). The pruner's own
+records are proven on every engine by tests/conformance/app/test_workflow_unit_contract.py."""
 
 from __future__ import annotations
 

@@ -87,49 +87,11 @@ ENGINES: dict[str, Callable[[Path, list[str]], Engine]] = {
     "mariadb": _mariadb,
 }
 
-#: Why a case waits on MariaDB, by what it needs.
-_LATE_SIGNAL = (
-    "the polled listener hands the node its own scale signal up to 50 ms late, after the persisted "
-    "state the test reads next (measured: applied 10 ms after it); needs a same-process fan-out"
-)
-_RECORDS = "the pruner does not write workflow records yet (record_workflows is there, not called)"
-_BLOCKING = (
-    "enqueue_sync while the portal's loop is busy needs blocking inserts on the engine's own "
-    "connections (the BlockingInserts role), not implemented yet"
-)
-
-#: Test modules every case of which waits.
-_PENDING_MODULES: dict[str, str] = {}
-#: Single tests (every parameter of each) that wait, by module and reason.
-_PENDING_TESTS: dict[str, dict[str, tuple[str, ...]]] = {
-    "app/test_blocking_enqueue_contract.py": {
-        _BLOCKING: ("test_enqueue_sync_goes_on_while_the_portal_loop_is_busy",),
-    },
-    "app/test_fake_time_contract.py": {
-        _LATE_SIGNAL: ("test_a_persisted_queue_state_reaches_a_node_that_missed_its_signal",),
-    },
-    "app/test_workflow_unit_contract.py": {
-        _RECORDS: (
-            "test_a_completed_batch_is_recorded_completed",
-            "test_a_locked_workflows_row_goes_with_its_record",
-            "test_a_pruned_workflow_is_still_told_by_its_record",
-        ),
-    },
-}
-
 #: What the MariaDB engine does not do yet, keyed by test module (every case of it) or
 #: ``module::test`` (one test), each with the reason: those cases are skipped on mariadb, never
-#: failed. Remove an entry when the role it waits for lands (docs/mysql.md keeps the same list);
-#: ``CONVEYOR_MARIADB_PENDING=run`` runs them all anyway, to see what a change made pass.
-MARIADB_PENDING: dict[str, str] = {
-    **_PENDING_MODULES,
-    **{
-        f"{module}::{name}": reason
-        for module, by_reason in _PENDING_TESTS.items()
-        for reason, names in by_reason.items()
-        for name in names
-    },
-}
+#: failed. Empty since every role landed; an engine growing a role adds its waiting cases here
+#: (docs/mysql.md keeps the same list) and ``CONVEYOR_MARIADB_PENDING=run`` runs them anyway.
+MARIADB_PENDING: dict[str, str] = {}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

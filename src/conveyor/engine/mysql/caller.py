@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager, suppress
 from typing import Any, TypeVar
 
+from conveyor.engine.mysql.fanout import collecting
 from conveyor.errors import UnsupportedConnectionError
 
 T = TypeVar("T")
@@ -51,12 +52,6 @@ class Blocking:
     @property
     def lastrowid(self) -> int:
         return int(self._cursor.lastrowid)
-
-
-async def release_locks(cursor: Any) -> None:
-    """Let go of the named locks an insert took on the caller's session (unique keys)."""
-    await cursor.execute("SELECT RELEASE_ALL_LOCKS()")
-    await cursor.fetchall()
 
 
 def run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -98,18 +93,21 @@ async def joined(conn: Any, *, blocking: bool = False) -> AsyncIterator[Any]:
     """A cursor on the caller's connection, in its transaction, with the engine's session settings
     for the time of the block (see the module's notes)."""
     _check(conn, blocking)
-    async with _cursor(conn, blocking) as cursor:
-        await cursor.execute(SAVE)
-        saved = await cursor.fetchone()
-        await cursor.execute(SETUP)
-        try:
-            await cursor.execute(SAVEPOINT)
+    # Its notifications reach this process's listeners by the poll: only the caller knows when
+    # (and whether) it commits.
+    with collecting(None):
+        async with _cursor(conn, blocking) as cursor:
+            await cursor.execute(SAVE)
+            saved = await cursor.fetchone()
+            await cursor.execute(SETUP)
             try:
-                yield cursor
-            except BaseException:
-                with suppress(Exception):  # autocommit (no savepoint kept), or the connection is gone
-                    await cursor.execute(ROLLBACK)
-                raise
-            await cursor.execute(RELEASE)
-        finally:
-            await cursor.execute(RESTORE, (saved[0], saved[1]))
+                await cursor.execute(SAVEPOINT)
+                try:
+                    yield cursor
+                except BaseException:
+                    with suppress(Exception):  # autocommit (no savepoint kept), or the connection is gone
+                        await cursor.execute(ROLLBACK)
+                    raise
+                await cursor.execute(RELEASE)
+            finally:
+                await cursor.execute(RESTORE, (saved[0], saved[1]))

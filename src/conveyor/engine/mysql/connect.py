@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from conveyor.engine.mysql.address import Address
+from conveyor.engine.mysql.fanout import Hub, collecting
 from conveyor.errors import ConveyorError, EngineClosedError, one_line
 
 SESSION_SETUP = "SET time_zone = '+00:00', sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES'), sql_notes = 0"
@@ -53,6 +54,13 @@ def _settings(address: Address, database: str | None) -> dict[str, Any]:
     }
 
 
+def blocking_settings(address: Address) -> dict[str, Any]:
+    """PyMySQL's arguments for a connection set up as the pool's (``blocking.BlockingPool``)."""
+    settings = _settings(address, None)
+    del settings["db"]  # PyMySQL's is "database"; no default database either
+    return settings
+
+
 async def create_pool(address: Address, *, size: int) -> Any:
     """A pool of up to ``size`` connections, with no default database: statements name it."""
     return await driver().create_pool(minsize=1, maxsize=size, pool_recycle=3600, **_settings(address, None))
@@ -80,33 +88,59 @@ async def _acquire(pool: Any) -> AsyncIterator[Any]:
 
 
 @asynccontextmanager
-async def transaction(pool: Any, *, keyed: bool = False) -> AsyncIterator[Any]:
-    """A cursor in one transaction on a pooled connection: committed when the block ends,
-    rolled back when it raises.
+async def transaction(
+    pool: Any, *, keyed: bool = False, committed: bool = False, hub: Hub | None = None
+) -> AsyncIterator[Any]:
+    """A cursor in one transaction on a pooled connection (see ``in_transaction``)."""
+    if pool is None:
+        raise EngineClosedError("the MySQL engine is not open; call await engine.open()")
+    async with (
+        _acquire(pool) as conn,
+        in_transaction(conn, keyed=keyed, committed=committed, hub=hub) as cursor,
+    ):
+        yield cursor
+
+
+@asynccontextmanager
+async def in_transaction(
+    conn: Any, *, keyed: bool = False, committed: bool = False, hub: Hub | None = None
+) -> AsyncIterator[Any]:
+    """A cursor in one transaction on ``conn`` (asyncmy's, or ``blocking.BlockingConnection``):
+    committed when the block ends, rolled back when it raises. The notifications it wrote reach
+    ``hub``'s listeners once it commits (``fanout``).
 
     ``keyed``: the transaction serialises on named locks (``GET_LOCK``, taken by the statements),
     which are released once it ends; it runs READ COMMITTED, so its reads see what the previous
-    holder of a lock committed and its locking reads take no gap locks (which deadlock inserts)."""
-    if pool is None:
-        raise EngineClosedError("the MySQL engine is not open; call await engine.open()")
-    async with _acquire(pool) as conn:
-        if keyed:
-            async with conn.cursor() as cursor:
-                await cursor.execute(READ_COMMITTED)
-        await conn.begin()
+    holder of a lock committed and its locking reads take no gap locks (which deadlock inserts).
+
+    ``committed``: READ COMMITTED too, for a transaction whose locking reads scan rows they do not
+    take (the pruner's): under REPEATABLE READ each row scanned stays locked until the end (every
+    row of a small table, read whole), and claims meanwhile skip jobs that are available."""
+    with collecting(hub) as notes:
         try:
-            async with conn.cursor() as cursor:
-                yield cursor
-            await conn.commit()
-        except asyncio.CancelledError:
-            conn.close()  # cut short mid-statement: the server rolls back when it goes
-            raise
+            if keyed or committed:
+                async with conn.cursor() as cursor:
+                    await cursor.execute(READ_COMMITTED)
+            await conn.begin()
+            try:
+                async with conn.cursor() as cursor:
+                    yield cursor
+                await conn.commit()
+            except asyncio.CancelledError:
+                conn.close()  # cut short mid-statement: the server rolls back when it goes
+                raise
+            except BaseException:
+                await _rollback(conn)
+                raise
+            finally:
+                if keyed:
+                    await _release_locks(conn)
         except BaseException:
-            await _rollback(conn)
+            if notes is not None:
+                notes.forget()
             raise
-        finally:
-            if keyed:
-                await _release_locks(conn)
+    if notes is not None:
+        notes.send()
 
 
 #: The next transaction of the session only (the statement MySQL 8 and MariaDB share).

@@ -10,7 +10,7 @@ from typing import Any
 from conveyor.engine._migrations import LATEST_VERSION
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.mysql import address as addresses
-from conveyor.engine.mysql import connect, schema
+from conveyor.engine.mysql import connect, fanout, schema
 from conveyor.engine.mysql.caller import joined
 from conveyor.engine.mysql.connect import reading, transaction
 from conveyor.engine.roles.schema import SchemaReport
@@ -40,6 +40,9 @@ class MysqlCore:
             raise ValidationError("max_connections", max_connections, "must be an int >= 1")
         self.max_connections = max_connections
         self.files: SqlFiles = schema.files(self.database)
+        #: This process's listeners on the database, told of a transaction's notifications at its
+        #: commit (``fanout``).
+        self.hub = fanout.hub_for(self.address.host, self.address.port, self.database)
         self._pool: Any = None
 
     def __repr__(self) -> str:
@@ -84,10 +87,11 @@ class MysqlCore:
                 sock, transport._sock = transport._sock, None  # closed here, not warned of later
                 sock.close()
 
-    def transaction(self, *, keyed: bool = False) -> Any:
-        """``async with self.transaction() as cursor``: one transaction, committed at the end
-        (``keyed``: see ``connect.transaction``)."""
-        return transaction(self._pool, keyed=keyed)
+    def transaction(self, *, keyed: bool = False, committed: bool = False) -> Any:
+        """``async with self.transaction() as cursor``: one transaction, committed at the end, its
+        notifications handed to this process's listeners then (``keyed``, ``committed``: see
+        ``connect.in_transaction``)."""
+        return transaction(self._pool, keyed=keyed, committed=committed, hub=self.hub)
 
     def within(self, conn: Any = None, *, keyed: bool = False) -> Any:
         """``async with self.within(conn) as cursor``: in the caller's transaction on ``conn``

@@ -9,7 +9,7 @@ them). What differs, and why:
 * ``now=None`` means this machine's clock (read in Python, as on SQLite): the server's would cost a
   round trip before each statement that needs the time in Python.
 * Notifications: no LISTEN/NOTIFY; a table written in the sender's transaction and polled
-  (``listener.py``).
+  (``listener.py``), and handed to the sending process's own listeners at commit (``fanout.py``).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from typing import Any
 import orjson
 
 from conveyor._options import check_queues
-from conveyor.engine import _payloads as payloads
 from conveyor.engine._step_names import step_names_kept
 from conveyor.engine.base import NotificationHandler
-from conveyor.engine.mysql import inserter
-from conveyor.engine.mysql.caller import joined, release_locks, run_blocking
+from conveyor.engine.mysql import fanout, inserter
+from conveyor.engine.mysql.blocking import MysqlBlockingInsert
+from conveyor.engine.mysql.caller import joined, run_blocking
 from conveyor.engine.mysql.cluster import MysqlCluster
 from conveyor.engine.mysql.connect import error_code
 from conveyor.engine.mysql.cron import MysqlCron
@@ -85,6 +85,13 @@ class MysqlEngine(
         check_now(now)
         if conn is not None:
             return await self._insert_on(joined(conn), requests, now, hold)
+        return await self._insert_own(self.transaction, requests, now, hold)
+
+    async def _insert_own(
+        self, transaction: Any, requests: Iterable[JobRequest], now: datetime | None, hold: Sequence[int]
+    ) -> JobIds:
+        """Insert in transactions of the engine's own, ``transaction(keyed=...)``: the async pool's,
+        or the blocking inserts' (``blocking.py``), which run this very code in the caller's thread."""
         first, rest = inserter.split(requests)
         if not first:
             return JobIds()
@@ -94,7 +101,7 @@ class MysqlEngine(
             for attempt in range(1, INSERT_TRIES + 1):
                 try:
                     builder = InsertRows(utc_clock(now))
-                    async with self.transaction(keyed=keyed) as cursor:
+                    async with transaction(keyed=keyed) as cursor:
                         done = await inserter.insert(
                             cursor,
                             self.files,
@@ -108,6 +115,16 @@ class MysqlEngine(
                     if not whole or attempt == INSERT_TRIES or error_code(exc) not in RETRIED:
                         raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def blocking_inserts(self) -> MysqlBlockingInsert:
+        """Inserts in the caller's thread on PyMySQL connections of their own (``blocking.py``)."""
+        return MysqlBlockingInsert(
+            self._insert_own,
+            address=self.address,
+            size=self.max_connections,
+            hub=self.hub,
+            is_open=lambda: self._pool is not None,
+        )
 
     def insert_sync(
         self,
@@ -124,11 +141,13 @@ class MysqlEngine(
         self, within: Any, requests: Iterable[JobRequest], now: datetime | None, hold: Sequence[int]
     ) -> JobIds:
         """Insert in the caller's transaction (``caller.joined``): once, since only the caller can
-        run its transaction again. Unique keys' named locks are released when the insert is done;
-        the UNIQUE index holds a twin inserted meanwhile until the caller's transaction ends."""
+        run its transaction again. Unique keys' named locks are released when the insert is done,
+        those it took only; the UNIQUE index holds a twin inserted meanwhile until the caller's
+        transaction ends."""
         first, rest = inserter.split(requests)
         if not first:
             return JobIds()
+        taken: list[str] = []
         with step_names_kept():
             async with within as cursor:
                 try:
@@ -139,9 +158,10 @@ class MysqlEngine(
                         InsertRows(utc_clock(now)),
                         rows_per_statement=self._rows_per_statement,
                         hold=hold,
+                        taken=taken,
                     )
                 finally:
-                    await release_locks(cursor)
+                    await inserter.unlock_keys(cursor, self.files, taken)
         return done.ids
 
     # -- polling -----------------------------------------------------------------------------
@@ -176,7 +196,7 @@ class MysqlEngine(
     # -- notifications -----------------------------------------------------------------------
     async def notify(self, name: str, payload: dict[str, Any]) -> None:
         async with self.transaction() as cursor:
-            await cursor.execute(self.files["notify"], (name, payloads.encode(payload)))
+            await fanout.notify(cursor, self.files, name, payload)
 
     async def listen(self, names: Iterable[str], handler: NotificationHandler) -> MysqlListener:
         listener = MysqlListener(self, names, handler)

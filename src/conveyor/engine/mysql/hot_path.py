@@ -17,8 +17,7 @@ from typing import Any
 import orjson
 
 from conveyor.acks import Ack
-from conveyor.engine import _payloads as payloads
-from conveyor.engine.mysql import limited, partitioned
+from conveyor.engine.mysql import fanout, limited, partitioned
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.limited import LimitedClaim
 from conveyor.engine.mysql.rows import check_now, read_jobs, utc_clock
@@ -38,7 +37,7 @@ def fetch_order(job: Job) -> tuple[int, datetime, int]:
 
 async def notify(cursor: Any, core: MysqlCore, channel: str, payload: dict[str, Any]) -> None:
     """A notification in the transaction of ``cursor``: sent when it commits."""
-    await cursor.execute(core.files["notify"], (channel, payloads.encode(payload)))
+    await fanout.notify(cursor, core.files, channel, payload)
 
 
 async def notify_ended(cursor: Any, core: MysqlCore, ids: Sequence[int]) -> None:

@@ -20,9 +20,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from conveyor.engine import _payloads as payloads
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine._unique_plan import resolve_outcomes, unique_plan
+from conveyor.engine.mysql import fanout
 from conveyor.engine.mysql.replacing import replace_jobs
 from conveyor.engine.mysql.rows import INSERT_COLUMNS, InsertRows, take_requests
 from conveyor.job_ids import JobIds
@@ -70,9 +70,11 @@ async def insert(
     *,
     rows_per_statement: int = ROWS_PER_STATEMENT,
     hold: Sequence[int] = (),
+    taken: list[str] | None = None,
 ) -> Inserted:
     """Insert every batch on ``cursor`` (in its transaction), then hold the positions ``hold``
-    (workflow steps with dependencies) and notify the queues that gained available jobs."""
+    (workflow steps with dependencies) and notify the queues that gained available jobs. The
+    names of the unique keys' named locks it takes join ``taken`` (for ``unlock_keys``)."""
     new_ids: list[range] = []
     positions = 0
     #: Input positions not written: an int (a stored job's id) or a str (the key of an earlier
@@ -84,7 +86,7 @@ async def insert(
             values = builder.values(batch)
         else:
             writes, metas = await _unique_writes(
-                cursor, files, batch, builder, first_of_key, collapsed, positions
+                cursor, files, batch, builder, first_of_key, collapsed, positions, taken
             )
             values = builder.values(writes, metas)
         positions += len(batch)
@@ -99,7 +101,7 @@ async def insert(
         await cursor.execute(files["hold_jobs"], (tuple(int(ids[position]) for position in hold),))
     queues = sorted(builder.available_queues)
     for queue in queues:
-        await cursor.execute(files["notify"], ("insert", payloads.encode({"queue": queue})))
+        await fanout.notify(cursor, files, "insert", {"queue": queue})
     return Inserted(ids, queues)
 
 
@@ -107,19 +109,37 @@ async def insert(
 KEY_LOCK_TIMEOUT = 30
 
 
-async def _lock_keys(cursor: Any, files: SqlFiles, keys: Sequence[str]) -> None:
+async def _each_lock(cursor: Any, files: SqlFiles, name: str, args: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """What the function call of ``<name>_key.sql`` returns for each of ``args``, called in one
+    statement (``<name>_keys.sql``) per hundred."""
+    call = files[f"{name}_key"].strip()
+    results: list[Any] = []
+    for start in range(0, len(args), 100):
+        part = args[start : start + 100]
+        statement = files[f"{name}_keys"].replace("{calls}", ", ".join([call] * len(part)))
+        await cursor.execute(statement, [value for values in part for value in values])
+        (row,) = await cursor.fetchall()
+        results.extend(row)
+    return results
+
+
+async def _lock_keys(cursor: Any, files: SqlFiles, keys: Sequence[str], taken: list[str] | None) -> None:
     """Take a named lock per unique key (hashed with the database into MySQL's 64 characters), in
     sorted order, so inserts sharing keys run one after the other and never deadlock; released
-    when the transaction ends (``connect.transaction(keyed=True)``)."""
+    when the transaction ends (``connect.transaction(keyed=True)``), or on a caller's session by
+    ``unlock_keys`` (the names taken join ``taken``)."""
     names = sorted({"conveyor:" + hashlib.sha1(f"{files.prefix}:{key}".encode()).hexdigest() for key in keys})
-    call = files["lock_key"].strip()
-    for start in range(0, len(names), 100):
-        part = names[start : start + 100]
-        statement = files["lock_keys"].replace("{calls}", ", ".join([call] * len(part)))
-        await cursor.execute(statement, [v for name in part for v in (name, KEY_LOCK_TIMEOUT)])
-        (row,) = await cursor.fetchall()
-        if not all(value == 1 for value in row):
-            raise TimeoutError(f"another insert held a unique key for {KEY_LOCK_TIMEOUT} s")
+    results = await _each_lock(cursor, files, "lock", [(name, KEY_LOCK_TIMEOUT) for name in names])
+    if taken is not None:
+        taken.extend(name for name, result in zip(names, results, strict=True) if result == 1)
+    if not all(result == 1 for result in results):
+        raise TimeoutError(f"another insert held a unique key for {KEY_LOCK_TIMEOUT} s")
+
+
+async def unlock_keys(cursor: Any, files: SqlFiles, taken: Sequence[str]) -> None:
+    """Let go of the unique keys' named locks an insert took on a caller's session, one release
+    per lock taken: the session's other named locks (the application's own) stay held."""
+    await _each_lock(cursor, files, "unlock", [(name,) for name in taken])
 
 
 async def _unique_writes(
@@ -130,13 +150,14 @@ async def _unique_writes(
     first_of_key: dict[str, int],
     collapsed: dict[int, int | str],
     offset: int,
+    taken: list[str] | None,
 ) -> tuple[list[JobRequest], dict[int, bytes]]:
     """The requests of a chunk holding unique ones that must be written, and their stored metas;
     those not written join ``collapsed``."""
     plan = unique_plan(batch, builder.clock, first_of_key, offset)
     existing: dict[str, int] = {}
     if plan.claimed:
-        await _lock_keys(cursor, files, plan.claimed)
+        await _lock_keys(cursor, files, plan.claimed, taken)
         await cursor.execute(files["unique_lookup"], (tuple(plan.claimed),))
         existing = {str(key): int(job_id) for key, job_id in await cursor.fetchall()}
     writes: list[JobRequest] = []

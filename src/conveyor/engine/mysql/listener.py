@@ -1,4 +1,5 @@
-"""Notifications on MySQL/MariaDB: a table written in the sender's transaction, polled.
+"""Notifications on MySQL/MariaDB: a table written in the sender's transaction, polled; handed
+over at once inside the sending process.
 
 MySQL has no LISTEN/NOTIFY. ``notify`` (and every operation that notifies) inserts a row into
 ``conveyor_notifications`` in its own transaction, so a rollback sends nothing. Each listener reads
@@ -6,6 +7,9 @@ the rows written after the last one it saw, every ``POLL_INTERVAL`` seconds (one
 on the primary key: nothing when nothing was sent), and hands those of its channels to its handler
 in id order; a row that commits after rows with higher ids is still delivered (``_read``). Rows
 older than ``KEEP`` seconds are deleted now and then by the listeners.
+
+The listeners of the process that sent a notification get it when its transaction commits, from
+the engine's hub (``fanout``), and skip its row when their poll reads it.
 
 As on the other engines the handler first gets ``("listener", {"event": "connected"})``, and again
 after the server was unreachable, so the node looks again for what it may have missed. Polling the
@@ -17,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from datetime import timedelta
@@ -52,6 +57,10 @@ class MysqlListener:
         self._last = 0
         #: Ids skipped over, awaited until a monotonic time (see ``_read``).
         self._gaps: dict[int, float] = {}
+        #: Ids of rows the hub delivers (or will once they commit): not handed over by the poll.
+        self._delivered: set[int] = set()
+        self._delivered_lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped = False
 
     async def start(self) -> None:
@@ -59,16 +68,54 @@ class MysqlListener:
             await cursor.execute(self._core.files["notifications_head"])
             (row,) = await cursor.fetchall()
         self._last = int(row[0])
+        self._loop = asyncio.get_running_loop()
+        self._core.hub.add(self)
         self._dispatch("listener", CONNECTED)
         self._task = asyncio.create_task(self._run(), name="conveyor-mysql-listener")
 
     async def stop(self) -> None:
         self._stopped = True
+        self._core.hub.remove(self)
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+    # -- the hub's side (fanout.Receiver), from any thread --------------------------------------
+    def expect(self, row_id: int, channel: str) -> bool:
+        if self._stopped or channel not in self.names:
+            return False
+        with self._delivered_lock:
+            self._delivered.add(row_id)
+        return True
+
+    def forget(self, row_id: int) -> None:
+        with self._delivered_lock:
+            self._delivered.discard(row_id)
+
+    def deliver(self, channel: str, payload: dict[str, Any]) -> None:
+        if self._stopped or self._loop is None:
+            return
+        try:
+            self._loop.call_soon_threadsafe(self._dispatch, channel, payload)
+        except RuntimeError:  # the loop is closed: nobody is listening any more
+            self._stopped = True
+            self._core.hub.remove(self)
+
+    def _taken(self, row_id: int) -> bool:
+        """Whether the hub delivers row ``row_id`` (it is then skipped, once)."""
+        with self._delivered_lock:
+            if row_id not in self._delivered:
+                return False
+            self._delivered.discard(row_id)
+            return True
+
+    def _settle_delivered(self) -> None:
+        """Forget the ids no read will come to again: passed, and not awaited as a gap."""
+        with self._delivered_lock:
+            if self._delivered:
+                self._delivered = {i for i in self._delivered if i > self._last or i in self._gaps}
 
     def _dispatch(self, channel: str, payload: dict[str, Any]) -> None:
         if self._stopped:
@@ -122,11 +169,12 @@ class MysqlListener:
                         skipped = range(self._last + 1, min(row_id, self._last + 1 + MAX_GAPS))
                         self._gaps.update(dict.fromkeys(skipped, now + GAP_WAIT))
                     self._last = row_id
-                if channel in self.names:
+                if channel in self.names and not self._taken(row_id):
                     payload = payloads.decode(text)
                     if payload is not None:
                         self._dispatch(channel, payload)
             if len(rows) < 1000:
+                self._settle_delivered()
                 return
             start = int(rows[-1][0])
 

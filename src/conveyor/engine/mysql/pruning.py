@@ -2,7 +2,8 @@
 
 MySQL's ``DELETE`` cannot read the table it deletes from in a subquery, and returns no rows: each
 batch locks the ids it will delete with a ``SELECT ... FOR UPDATE`` (by their state, bounded), then
-deletes them by id, in one transaction per prune.
+deletes them by id, in one transaction per prune, recording the workflows of the steps it deleted
+(``workflow_records.record_workflows``) in that transaction.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import orjson
 from conveyor.engine._prune_plan import PruneBatch, cron_tick_age, prune_batches, ranked_rules
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.rows import check_now, utc_clock
+from conveyor.engine.mysql.workflow_records import record_workflows
 from conveyor.retention import Pruned, Retention
 
 #: The time column each final state ends at.
@@ -25,7 +27,9 @@ class MysqlPruning(MysqlCore):
     """``prune_jobs``, ``count_prunable``."""
 
     def _prune_statement(self, name: str) -> str:
-        return self.files.compose(name, governed="prune_governed", spared="prune_spared")
+        return self.files.compose(
+            name, governed="prune_governed", spared="prune_spared", deleted_columns="deleted_columns"
+        )
 
     async def prune_jobs(self, retention: Retention, *, limit: int, now: datetime | None = None) -> Pruned:
         """Delete at most ``limit`` final jobs the policy lets go, batch by batch, in one
@@ -34,7 +38,9 @@ class MysqlPruning(MysqlCore):
         clock = utc_clock(now)
         files = self.files
         pruned = Pruned()
-        async with self.transaction() as cursor:
+        # READ COMMITTED: the rows a batch scans and does not take are let go at once (claims skip
+        # locked rows, available jobs among them under REPEATABLE READ).
+        async with self.transaction(committed=True) as cursor:
             queues: list[str] = []
             if retention.keep_per_queue is not None:
                 await cursor.execute(files["final_queues"])
@@ -70,6 +76,7 @@ class MysqlPruning(MysqlCore):
             rows = list(await cursor.fetchall())
         if rows:
             await cursor.execute(self.files["prune_delete"], {"ids": tuple(int(row[0]) for row in rows)})
+            await record_workflows(cursor, self.files, rows)
         return Pruned.of((row[1], 1) for row in rows)
 
     async def count_prunable(self, retention: Retention, *, now: datetime | None = None) -> Pruned:

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from conveyor.engine import _payloads as payloads
+from conveyor.engine.mysql import fanout
 from conveyor.engine.mysql.caller import joined
 from conveyor.engine.mysql.connect import error_code
 from conveyor.engine.mysql.core import MysqlCore
@@ -155,7 +155,7 @@ class MysqlWorkflows(MysqlCore):
                 elif state == "available":
                     woken.add(queue)
             for queue in sorted(woken):
-                await cursor.execute(files["notify"], ("insert", payloads.encode({"queue": queue})))
+                await fanout.notify(cursor, files, "insert", {"queue": queue})
         return settled
 
     async def _waiting(self, cursor: Any, found: Iterable[Any]) -> list[tuple[Any, ...]]:

@@ -1,0 +1,1 @@
+RELEASE_LOCK(%s)
