@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conveyor.engine.mysql import MysqlEngine, PendingRoleError
+from conveyor.engine.mysql import MysqlEngine
 from conveyor.engine.mysql.address import mask, parse
 from conveyor.engine.urls import engine_from_url, install_sql
 from conveyor.errors import UnsupportedConnectionError, ValidationError
@@ -64,13 +64,6 @@ def test_print_sql_shows_dolphins_table_in_the_chosen_database() -> None:
     sql = install_sql("mariadb://root@localhost/app", prefix="jobs")
     assert 'CREATE TABLE IF NOT EXISTS "jobs".oban_jobs' in sql
     assert "oban_peers" in sql and "conveyor_uniq_key" in sql
-
-
-async def test_a_role_not_implemented_yet_says_which() -> None:
-    engine = MysqlEngine("mysql://root@localhost/app")
-    with pytest.raises(PendingRoleError, match=r"Workflows\.hold_steps") as pending:
-        await engine.hold_steps([1], conn=object())
-    assert isinstance(pending.value, NotImplementedError)
 
 
 def test_a_callers_connection_of_another_driver_is_refused_naming_what_is_taken() -> None:

@@ -1,8 +1,7 @@
 """``MysqlEngine``: the MySQL/MariaDB engine, one database of a server shared by every node.
 
-Semantics follow ``PostgresEngine`` statement for statement where a role is implemented; the
-roles not implemented yet raise ``PendingRoleError`` (``pending.py``; ``docs/mysql.md`` lists
-them). What differs, and why:
+Semantics follow ``PostgresEngine`` statement for statement, every role implemented. What differs,
+and why:
 
 * Driver: asyncmy (measured against aiomysql: ``benchmarks/mysql_drivers.py``), one pool per engine.
 * ``prefix``: the database Conveyor's tables live in, when it is not the URL's.
@@ -32,7 +31,6 @@ from conveyor.engine.mysql.cron import MysqlCron
 from conveyor.engine.mysql.hot_path import MysqlHotPath
 from conveyor.engine.mysql.jobs import MysqlJobs
 from conveyor.engine.mysql.listener import MysqlListener
-from conveyor.engine.mysql.pending_roles import PendingRoles
 from conveyor.engine.mysql.producers import MysqlProducers
 from conveyor.engine.mysql.pruning import MysqlPruning
 from conveyor.engine.mysql.relay import MysqlRelay
@@ -59,7 +57,6 @@ class MysqlEngine(
     MysqlCluster,
     MysqlPruning,
     MysqlCron,
-    PendingRoles,
 ):
     """Runs every Conveyor statement on one MySQL or MariaDB database."""
 
