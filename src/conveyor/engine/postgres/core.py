@@ -19,7 +19,7 @@ from conveyor.engine.postgres import pooler as poolers
 from conveyor.engine.postgres.connect import BUSY_PATIENCE, CONNECT_TIMEOUT, connect_once
 from conveyor.engine.postgres.inserter import Inserter
 from conveyor.engine.postgres.pool import LivePool
-from conveyor.engine.postgres.rows import read_jobs, salvage_rows
+from conveyor.engine.postgres.rows import last_value, read_jobs, salvage_rows
 from conveyor.engine.postgres.sessions import (
     configure_hot_session,
     configure_session,
@@ -40,8 +40,8 @@ CLAIM_PARTS = {
     "job_columns": "job_columns",
     "lock_free": "lock_free",
     "claimed_meta": "claimed_meta",
-    # After demand (fetch_demand_limited.sql holds running_jobs), running_jobs before still_running
-    # and stopping_ids, lock_free before stopping_ids: each holds the next.
+    # After room (fetch_room.sql holds running_jobs), running_jobs before still_running and
+    # stopping_ids, lock_free before stopping_ids: each holds the next.
     "running_jobs": "running_jobs",
     "still_running": "still_running",
     "stopping_ids": "stopping_ids",
@@ -60,6 +60,20 @@ async def read_result(cur: psycopg.AsyncCursor[Any]) -> list[Job]:
         return read_jobs(await cur.fetchall())
     except Exception:
         return salvage_rows(cur)
+
+
+async def read_claim(cur: psycopg.AsyncCursor[Any]) -> tuple[list[Job], Any]:
+    """The jobs of a claim whose rows end with one more column, the same on every row, and its
+    value: such a claim returns one row without a job (its id NULL) when it claimed nothing."""
+    try:
+        rows = await cur.fetchall()
+        if not rows:
+            return [], None
+        if rows[0][0] is None:
+            return [], rows[0][-1]
+        return read_jobs([row[:-1] for row in rows]), rows[0][-1]
+    except Exception:
+        return salvage_rows(cur), last_value(cur)
 
 
 #: Seconds a pool keeps retrying a lost connection before it starts over. psycopg_pool waits 1 s after
@@ -138,23 +152,27 @@ class PostgresCore:
         # Encoded once: psycopg would encode the text (and hash the bytes) on every call.
         parts = CLAIM_PARTS
         self._fetch_statement = hot_text(
-            self.sql.compose("fetch_jobs", demand="fetch_demand", record_starts="no_record_starts", **parts)
+            self.sql.compose(
+                "fetch_jobs",
+                room="nothing",
+                demand="fetch_demand",
+                record_starts="nothing",
+                claimed_rows="claimed_rows",
+                **parts,
+            )
         )
         # Starts of an unpartitioned rate limit count against the partition ''.
         limited = self.sql.compose(
-            "fetch_jobs", demand="fetch_demand_limited", record_starts="record_starts", **parts
+            "fetch_jobs",
+            room="fetch_room",
+            demand="fetch_demand_limited",
+            record_starts="record_starts",
+            claimed_rows="claimed_limited",
+            **parts,
         )
         self._fetch_limited_statement = hot_text(limited.replace("{rate_key}", "''"))
-        self._claim_left_statement = hot_text(
-            self.sql.compose(
-                "limited_claim_left",
-                running_jobs="running_jobs",
-                still_running="still_running",
-                stopping_ids="stopping_ids",
-            )
-        )
         #: Claims under partitioned limits, by the shapes of their partitions (hot_path).
-        self._partitioned: dict[Any, tuple[bytes, bytes]] = {}
+        self._partitioned: dict[Any, bytes] = {}
         #: The settle and sweep statements, composed at first use (workflows).
         self._settle_statements: dict[str, bytes] = {}
         self._lock_queue_statement = self.sql["lock_queue"].encode()

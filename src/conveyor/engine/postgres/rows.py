@@ -114,9 +114,10 @@ def salvage_rows(cur: psycopg.AsyncCursor[Any]) -> list[Job]:
     if result is None or cur.description is None:
         return []
     transformer = Transformer.from_context(cur)
+    # The job's columns: a claim under limits adds one after them (``core.read_claim``).
     loaders = [
         transformer.get_loader(column.type_code, pq.Format(result.fformat(index)))
-        for index, column in enumerate(cur.description)
+        for index, column in enumerate(cur.description[: len(COLUMNS)])
     ]
     jobs = []
     for row in range(result.ntuples):
@@ -137,6 +138,20 @@ def salvage_rows(cur: psycopg.AsyncCursor[Any]) -> list[Job]:
                 pass
         jobs.append(salvage_job(values, problems))
     return jobs
+
+
+def last_value(cur: psycopg.AsyncCursor[Any]) -> Any:
+    """The last column of the result's first row, loaded alone (a claim's flag beside its jobs,
+    when they needed ``salvage_rows``); None without one."""
+    result = cur.pgresult
+    if result is None or not result.ntuples or not result.nfields:
+        return None
+    column = result.nfields - 1
+    raw = result.get_value(0, column)
+    if raw is None:
+        return None
+    loader = Transformer.from_context(cur).get_loader(result.ftype(column), pq.Format(result.fformat(column)))
+    return loader.load(raw)
 
 
 def request_record(request: JobRequest, meta: bytes | None = None) -> dict[str, Any]:
