@@ -34,14 +34,15 @@ log = logging.getLogger("conveyor.engine")
 
 
 #: The fragments of every claim (fetch_jobs.sql, fetch_partitioned.sql), in the order they are
-#: pasted: claim_update.sql holds the others.
+#: pasted: claim_update.sql holds the others. The runs being stopped (stopping_ids.sql) are read
+#: once per claim, in the CTE ``stopping`` that lock_free.sql and running_jobs.sql look in.
 CLAIM_PARTS = {
     "claim_update": "claim_update",
     "job_columns": "job_columns",
     "lock_free": "lock_free",
     "claimed_meta": "claimed_meta",
-    # After room (fetch_room.sql holds running_jobs), running_jobs before still_running and
-    # stopping_ids, lock_free before stopping_ids: each holds the next.
+    # After room (fetch_room.sql holds running_jobs), running_jobs before still_running: each
+    # holds the next.
     "running_jobs": "running_jobs",
     "still_running": "still_running",
     "stopping_ids": "stopping_ids",

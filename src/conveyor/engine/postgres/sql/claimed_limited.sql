@@ -1,5 +1,5 @@
 SELECT u.*, coalesce(
-    r.running + n.claimed >= %(global_limit)s::integer OR r.started + n.claimed >= %(rate_allowed)s::integer, false
+    r.running + n.claimed >= %(global_limit)s::int OR r.started + n.claimed >= %(rate_allowed)s::int, false
 ) AS capped
 FROM room AS r
 CROSS JOIN (SELECT count(*) AS claimed FROM updated) AS n

@@ -1,3 +1,3 @@
 (SELECT greatest(0, least(
-    %(demand)s::integer, %(global_limit)s::integer - r.running, %(rate_allowed)s::integer - r.started
+    %(demand)s::int, %(global_limit)s::int - r.running, %(rate_allowed)s::int - r.started
 )) FROM room AS r)

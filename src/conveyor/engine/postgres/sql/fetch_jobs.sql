@@ -25,6 +25,9 @@
 -- even a custom plan spends most of a millisecond planning the join.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
+),
+stopping AS (
+    SELECT {stopping_ids} AS ids
 ){room},
 claimed AS (
     SELECT id

@@ -18,6 +18,9 @@
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
+stopping AS (
+    SELECT {stopping_ids} AS ids
+),
 running AS (
     SELECT {global_key} AS pkey, count(*) AS n
     FROM {running_jobs} AS x
