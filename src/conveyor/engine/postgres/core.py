@@ -19,7 +19,7 @@ from conveyor.engine.postgres import pooler as poolers
 from conveyor.engine.postgres.connect import BUSY_PATIENCE, CONNECT_TIMEOUT, connect_once
 from conveyor.engine.postgres.inserter import Inserter
 from conveyor.engine.postgres.pool import LivePool
-from conveyor.engine.postgres.rows import last_value, read_jobs, salvage_rows
+from conveyor.engine.postgres.rows import read_result
 from conveyor.engine.postgres.sessions import (
     configure_hot_session,
     configure_session,
@@ -52,29 +52,6 @@ CLAIM_PARTS = {
 def channel(prefix: str, name: str) -> str:
     """Oban's channel naming: ``<prefix>.oban_<name>``."""
     return f"{prefix}.oban_{name}"
-
-
-async def read_result(cur: psycopg.AsyncCursor[Any]) -> list[Job]:
-    """The jobs of a statement's result. A row that cannot be decoded as it is comes back with
-    ``Job.unreadable`` set (``salvage_rows``) instead of failing the rows around it."""
-    try:
-        return read_jobs(await cur.fetchall())
-    except Exception:
-        return salvage_rows(cur)
-
-
-async def read_claim(cur: psycopg.AsyncCursor[Any]) -> tuple[list[Job], Any]:
-    """The jobs of a claim whose rows end with one more column, the same on every row, and its
-    value: such a claim returns one row without a job (its id NULL) when it claimed nothing."""
-    try:
-        rows = await cur.fetchall()
-        if not rows:
-            return [], None
-        if rows[0][0] is None:
-            return [], rows[0][-1]
-        return read_jobs([row[:-1] for row in rows]), rows[0][-1]
-    except Exception:
-        return salvage_rows(cur), last_value(cur)
 
 
 #: Seconds a pool keeps retrying a lost connection before it starts over. psycopg_pool waits 1 s after

@@ -11,8 +11,8 @@ import orjson
 from conveyor.acks import Ack
 from conveyor.engine import _partitions
 from conveyor.engine._partitions import KeySyntax, Shape
-from conveyor.engine.postgres.core import CLAIM_PARTS, hot_text, read_claim, read_result
-from conveyor.engine.postgres.rows import naive_utc
+from conveyor.engine.postgres.core import CLAIM_PARTS, hot_text
+from conveyor.engine.postgres.rows import naive_utc, read_claim, read_result
 from conveyor.engine.postgres.workflows import PostgresWorkflows
 from conveyor.job import Job, JobState
 from conveyor.limits import Claimed, FetchLimits
