@@ -88,9 +88,10 @@ async def drain(settings: Settings) -> list[Figures]:
 
 #: Rounds of each variant of ``drain-global``, alternated.
 GLOBAL_ROUNDS = 5
-#: The best round of ``drain-global`` below this fails the run: 2026-11-28, load 5-9, best rounds
-#: 0.55 before the held acks' hashed test, 0.70-0.73 after.
-GLOBAL_GUARD = 0.6
+#: The best round of ``drain-global`` below this fails the run: 2026-11-28, load 5-11, best rounds
+#: 0.55 before the held acks' hashed test, 0.70-0.82 after, 0.86-1.11 with the claim in two
+#: statements (benchmarks/README.md).
+GLOBAL_GUARD = 0.7
 
 
 async def drain_global(settings: Settings) -> Figures:

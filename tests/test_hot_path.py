@@ -5,6 +5,7 @@ suite.)"""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -15,11 +16,25 @@ from conveyor.acks import Ack
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.engine.postgres.core import CLAIM_PARTS
 from conveyor.job import JobState
+from conveyor.limits import FetchLimits
+from tests.helpers import poll
 
 NODE, PRODUCER = "node-1", "producer-1"
 
 
-FETCH_PARTS = CLAIM_PARTS | {"record_starts": "no_record_starts"}
+# The claim's own parts first: fetch_room.sql holds running_jobs (see CLAIM_PARTS).
+PLAIN_PARTS = {
+    "room": "nothing",
+    "demand": "fetch_demand",
+    "record_starts": "nothing",
+    "claimed_rows": "claimed_rows",
+} | CLAIM_PARTS
+LIMITED_PARTS = {
+    "room": "fetch_room",
+    "demand": "fetch_demand_limited",
+    "record_starts": "nothing",
+    "claimed_rows": "claimed_limited",
+} | CLAIM_PARTS
 
 
 def positional(statement: str, names: list[str]) -> str:
@@ -56,7 +71,7 @@ async def test_fetch_and_ack_plans_use_the_indexes_even_when_planned_on_a_tiny_t
     # plan made now would keep doing so after the table has grown to millions of rows.
     ids = await engine.insert([JobRequest(worker="tests.noop", args={"n": n}) for n in range(3)])
     fetch = positional(
-        engine.sql.compose("fetch_jobs", demand="fetch_demand", **FETCH_PARTS),
+        engine.sql.compose("fetch_jobs", **PLAIN_PARTS),
         ["queue", "demand", "node", "producer", "now"],
     )
     plan = await generic_plan(
@@ -70,7 +85,7 @@ async def test_fetch_and_ack_plans_use_the_indexes_even_when_planned_on_a_tiny_t
 
     # Under a global limit the executing jobs of the queue are counted through the fetch index too.
     fetch_global = positional(
-        engine.sql.compose("fetch_jobs", demand="fetch_demand_limited", **FETCH_PARTS),
+        engine.sql.compose("fetch_jobs", **LIMITED_PARTS),
         [
             "queue",
             "demand",
@@ -172,7 +187,49 @@ def test_hot_statements_are_sent_without_comment_lines_and_fit_psycopgs_query_ca
     assert without_comment_lines(text) == kept
     dollar = "DO $$ BEGIN\n-- kept\nEND $$"
     assert without_comment_lines(dollar) == dollar
+    indented = "SELECT 1\n    FROM t WHERE a = 'x\n    kept\n'\n    AND b"
+    assert without_comment_lines(indented) == "SELECT 1\nFROM t WHERE a = 'x\n    kept\n'\nAND b"
     engine = PostgresEngine("postgresql://", prefix="a_rather_long_schema_prefix_name")
     ack = engine.sql.compose("ack_jobs", append_error="append_error_jsonb")
     for statement in (engine._fetch_statement, without_comment_lines(ack).encode()):
         assert b"\n--" not in statement and len(statement) <= MAX_CACHED_STATEMENT_LENGTH
+    # The claim under limits fits under a prefix of 25 characters (the benchmarks' length).
+    limited = PostgresEngine("postgresql://", prefix="p" * 25)._fetch_limited_statement
+    assert b"\n--" not in limited and len(limited) <= MAX_CACHED_STATEMENT_LENGTH
+
+
+async def waiting_on_an_advisory_lock(engine: PostgresEngine) -> int:
+    async with engine.pool.connection() as conn:
+        cur = await conn.execute(
+            b"SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted", prepare=False
+        )
+        row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+
+async def test_a_limited_claim_that_waited_for_the_queue_counts_the_claim_it_waited_for(
+    engine: PostgresEngine,
+) -> None:
+    """The lock and the claim go in one round trip without BEGIN (an implicit transaction): the
+    claim must still start after the lock is granted, with a snapshot that holds the claim that held
+    it. A snapshot from before the wait would count none of those jobs and overrun the limit."""
+    ids = await engine.insert([JobRequest(worker="w", queue="capped") for _ in range(6)])
+    async with engine.pool.connection() as other:
+        async with other.transaction():
+            # Another node's claim of two jobs, holding the queue's lock until it commits.
+            await other.execute(engine.sql["lock_queue"].encode(), {"queue": "capped"})
+            await other.execute(
+                f"UPDATE {engine.prefix}.oban_jobs SET state = 'executing', attempt = 1,"
+                " attempted_by = ARRAY['other', %(uuid)s] WHERE id = ANY(%(ids)s)".encode(),
+                {"ids": [int(i) for i in ids[:2]], "uuid": "00000000-0000-0000-0000-000000000002"},
+            )
+            waiting = asyncio.ensure_future(
+                engine.fetch_jobs(
+                    "capped", 5, node=NODE, producer=PRODUCER, limits=FetchLimits(global_limit=3)
+                )
+            )
+            await poll(lambda: waiting_on_an_advisory_lock(engine), what="the claim to wait for the lock")
+            assert not waiting.done()
+        claimed = await waiting
+    assert [job.id for job in claimed] == ids[2:3]  # 3 allowed, 2 claimed by the other
+    assert getattr(claimed, "capped", False)

@@ -20,8 +20,8 @@ def quote_literal(value: str) -> str:
 
 
 def without_comment_lines(text: str) -> str:
-    """``text`` without its blank lines and whole-line ``--`` comments (lines inside a quoted literal
-    are kept; text with dollar quoting is returned as it is).
+    """``text`` without its blank lines, whole-line ``--`` comments and indentation (lines inside a
+    quoted literal are kept as they are; text with dollar quoting is returned as it is).
 
     For the statements the hot path sends hundreds of times a second: psycopg caches its conversion
     of a query (placeholders to ``$n``) only up to 4,096 bytes, and the commented fetch and ack were
@@ -34,7 +34,7 @@ def without_comment_lines(text: str) -> str:
         stripped = line.strip()
         if not quoted and (not stripped or stripped.startswith("--")):
             continue
-        kept.append(line)
+        kept.append(line if quoted else line.lstrip())
         if line.count("'") % 2:
             quoted = not quoted
     return "\n".join(kept)

@@ -19,7 +19,7 @@ from conveyor.engine.postgres import pooler as poolers
 from conveyor.engine.postgres.connect import BUSY_PATIENCE, CONNECT_TIMEOUT, connect_once
 from conveyor.engine.postgres.inserter import Inserter
 from conveyor.engine.postgres.pool import LivePool
-from conveyor.engine.postgres.rows import read_jobs, salvage_rows
+from conveyor.engine.postgres.rows import read_result
 from conveyor.engine.postgres.sessions import (
     configure_hot_session,
     configure_session,
@@ -34,14 +34,15 @@ log = logging.getLogger("conveyor.engine")
 
 
 #: The fragments of every claim (fetch_jobs.sql, fetch_partitioned.sql), in the order they are
-#: pasted: claim_update.sql holds the others.
+#: pasted: claim_update.sql holds the others. The runs being stopped (stopping_ids.sql) are read
+#: once per claim, in the CTE ``stopping`` that lock_free.sql and running_jobs.sql look in.
 CLAIM_PARTS = {
     "claim_update": "claim_update",
     "job_columns": "job_columns",
     "lock_free": "lock_free",
     "claimed_meta": "claimed_meta",
-    # After demand (fetch_demand_limited.sql holds running_jobs), running_jobs before still_running
-    # and stopping_ids, lock_free before stopping_ids: each holds the next.
+    # After room (fetch_room.sql holds running_jobs), running_jobs before still_running: each
+    # holds the next.
     "running_jobs": "running_jobs",
     "still_running": "still_running",
     "stopping_ids": "stopping_ids",
@@ -51,15 +52,6 @@ CLAIM_PARTS = {
 def channel(prefix: str, name: str) -> str:
     """Oban's channel naming: ``<prefix>.oban_<name>``."""
     return f"{prefix}.oban_{name}"
-
-
-async def read_result(cur: psycopg.AsyncCursor[Any]) -> list[Job]:
-    """The jobs of a statement's result. A row that cannot be decoded as it is comes back with
-    ``Job.unreadable`` set (``salvage_rows``) instead of failing the rows around it."""
-    try:
-        return read_jobs(await cur.fetchall())
-    except Exception:
-        return salvage_rows(cur)
 
 
 #: Seconds a pool keeps retrying a lost connection before it starts over. psycopg_pool waits 1 s after
@@ -138,23 +130,27 @@ class PostgresCore:
         # Encoded once: psycopg would encode the text (and hash the bytes) on every call.
         parts = CLAIM_PARTS
         self._fetch_statement = hot_text(
-            self.sql.compose("fetch_jobs", demand="fetch_demand", record_starts="no_record_starts", **parts)
+            self.sql.compose(
+                "fetch_jobs",
+                room="nothing",
+                demand="fetch_demand",
+                record_starts="nothing",
+                claimed_rows="claimed_rows",
+                **parts,
+            )
         )
         # Starts of an unpartitioned rate limit count against the partition ''.
         limited = self.sql.compose(
-            "fetch_jobs", demand="fetch_demand_limited", record_starts="record_starts", **parts
+            "fetch_jobs",
+            room="fetch_room",
+            demand="fetch_demand_limited",
+            record_starts="record_starts",
+            claimed_rows="claimed_limited",
+            **parts,
         )
         self._fetch_limited_statement = hot_text(limited.replace("{rate_key}", "''"))
-        self._claim_left_statement = hot_text(
-            self.sql.compose(
-                "limited_claim_left",
-                running_jobs="running_jobs",
-                still_running="still_running",
-                stopping_ids="stopping_ids",
-            )
-        )
         #: Claims under partitioned limits, by the shapes of their partitions (hot_path).
-        self._partitioned: dict[Any, tuple[bytes, bytes]] = {}
+        self._partitioned: dict[Any, bytes] = {}
         #: The settle and sweep statements, composed at first use (workflows).
         self._settle_statements: dict[str, bytes] = {}
         self._lock_queue_statement = self.sql["lock_queue"].encode()

@@ -11,11 +11,11 @@ import orjson
 from conveyor.acks import Ack
 from conveyor.engine import _partitions
 from conveyor.engine._partitions import KeySyntax, Shape
-from conveyor.engine.postgres.core import CLAIM_PARTS, hot_text, read_result
-from conveyor.engine.postgres.rows import naive_utc
+from conveyor.engine.postgres.core import CLAIM_PARTS, hot_text
+from conveyor.engine.postgres.rows import naive_utc, read_claim, read_result
 from conveyor.engine.postgres.workflows import PostgresWorkflows
 from conveyor.job import Job, JobState
-from conveyor.limits import Claimed, FetchLimits, capped_by
+from conveyor.limits import Claimed, FetchLimits
 
 #: Partition keys on PostgreSQL: a jsonb array of the worker and the values under the keys, as text.
 KEYS = KeySyntax(
@@ -26,6 +26,12 @@ KEYS = KeySyntax(
 
 #: Each state's ``value``, without the enum's ``value`` descriptor (written in Python) per ack.
 _STATE_VALUES = {state: state.value for state in JobState}
+
+
+def _int_array(values: list[int]) -> str:
+    """Integers as an array literal, cast by the statement (``'{1,2}'::bigint[]``): a few hundred
+    held acks a claim, several times cheaper to send than a list psycopg adapts item by item."""
+    return "{" + ",".join(map(str, values)) + "}"
 
 
 def ack_record(ack: Ack) -> dict[str, Any]:
@@ -73,48 +79,39 @@ class PostgresHotPath(PostgresWorkflows):
         # after the lock is taken (READ COMMITTED gives it a snapshot with every earlier claim).
         rate = limits.rate
         params |= {
-            "ended_ids": [job_id for job_id, _ in ended],
-            "ended_attempts": [attempt for _, attempt in ended],
+            "ended_ids": _int_array([job_id for job_id, _ in ended]),
+            "ended_attempts": _int_array([attempt for _, attempt in ended]),
             "dead_after": dead_after,
             "global_limit": limits.global_limit.allowed if limits.global_limit else None,
             "rate_allowed": rate.allowed if rate else None,
             "rate_period": rate.period if rate else None,
         }
-        partitioned = limits.partitioned
-        if partitioned:
-            fetch, claim_left = self._partitioned_statements(_partitions.limits_shape(limits))
+        if limits.partitioned:
+            fetch = self._partitioned_statement(_partitions.limits_shape(limits))
             params |= _partitions.partitioned_params(KEYS, limits) | {"scan": _partitions.scan_size(demand)}
         else:
-            fetch, claim_left = self._fetch_limited_statement, self._claim_left_statement
-        # One round trip for the lock, the claim (which records its starts), the count of what the
-        # limits have left and the commit: the pipeline sends them together, the server runs them in
-        # order. The results are read after the transaction block, so the COMMIT goes with them
-        # (read inside it, the commit would be a second round trip).
-        async with self.hot_pool.connection() as conn, conn.pipeline():
-            async with conn.transaction():
-                await self.set_local(conn)
+            fetch = self._fetch_limited_statement
+        # Two statements in one round trip, no BEGIN or COMMIT: the lock, then the claim, which
+        # records its starts and says whether a limit stopped it. The pipeline sends them before one
+        # Sync, so they run in one implicit transaction, committed at the Sync (the lock is held
+        # until then), and the claim still begins after the lock is granted, with a snapshot of its
+        # own (test_hot_path shows a snapshot taken before the wait would overrun the limit).
+        # Through a transaction pooler with settings to apply, an explicit transaction holds them.
+        async with self.hot_pool.connection() as conn:
+            async with conn.pipeline(), self.hot_transaction(conn):
                 await conn.execute(self._lock_queue_statement, {"queue": queue})
                 claim = await conn.execute(fetch, params)
-                left = await conn.execute(claim_left, params)
-            claimed = Claimed(await read_result(claim))
-            row = await left.fetchone()
-        if partitioned:
-            claimed.capped = len(claimed) < demand and bool(row and row[0])
-        else:
-            running, started = (row[0], row[1]) if row else (None, None)
-            claimed.capped = capped_by(limits, running, started)
+            jobs, capped = await read_claim(claim)
+        claimed = Claimed(jobs)
+        claimed.capped = bool(capped)
         return claimed
 
-    def _partitioned_statements(self, shapes: tuple[Shape, Shape]) -> tuple[bytes, bytes]:
-        """The claim and its follow-up for partitions of these shapes, composed once per shape."""
+    def _partitioned_statement(self, shapes: tuple[Shape, Shape]) -> bytes:
+        """The claim for partitions of these shapes, composed once per shape."""
         found = self._partitioned.get(shapes)
         if found is None:
             composed = self.sql.compose("fetch_partitioned", record_starts="record_starts", **CLAIM_PARTS)
-            fetch = _partitions.render(composed, KEYS, shapes)
-            left = self.sql.compose(
-                "partitioned_claim_left", lock_free="lock_free", stopping_ids="stopping_ids"
-            )
-            found = self._partitioned[shapes] = (hot_text(fetch), hot_text(left))
+            found = self._partitioned[shapes] = hot_text(_partitions.render(composed, KEYS, shapes))
         return found
 
     async def ack_jobs(

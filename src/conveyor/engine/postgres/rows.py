@@ -114,9 +114,10 @@ def salvage_rows(cur: psycopg.AsyncCursor[Any]) -> list[Job]:
     if result is None or cur.description is None:
         return []
     transformer = Transformer.from_context(cur)
+    # The job's columns: a claim under limits adds one after them (``read_claim``).
     loaders = [
         transformer.get_loader(column.type_code, pq.Format(result.fformat(index)))
-        for index, column in enumerate(cur.description)
+        for index, column in enumerate(cur.description[: len(COLUMNS)])
     ]
     jobs = []
     for row in range(result.ntuples):
@@ -137,6 +138,43 @@ def salvage_rows(cur: psycopg.AsyncCursor[Any]) -> list[Job]:
                 pass
         jobs.append(salvage_job(values, problems))
     return jobs
+
+
+def last_value(cur: psycopg.AsyncCursor[Any]) -> Any:
+    """The last column of the result's first row, loaded alone (a claim's flag beside its jobs,
+    when they needed ``salvage_rows``); None without one."""
+    result = cur.pgresult
+    if result is None or not result.ntuples or not result.nfields:
+        return None
+    column = result.nfields - 1
+    raw = result.get_value(0, column)
+    if raw is None:
+        return None
+    loader = Transformer.from_context(cur).get_loader(result.ftype(column), pq.Format(result.fformat(column)))
+    return loader.load(raw)
+
+
+async def read_result(cur: psycopg.AsyncCursor[Any]) -> list[Job]:
+    """The jobs of a statement's result. A row that cannot be decoded as it is comes back with
+    ``Job.unreadable`` set (``salvage_rows``) instead of failing the rows around it."""
+    try:
+        return read_jobs(await cur.fetchall())
+    except Exception:
+        return salvage_rows(cur)
+
+
+async def read_claim(cur: psycopg.AsyncCursor[Any]) -> tuple[list[Job], Any]:
+    """The jobs of a claim whose rows end with one more column, the same on every row, and its
+    value: such a claim returns one row without a job (its id NULL) when it claimed nothing."""
+    try:
+        rows = await cur.fetchall()
+        if not rows:
+            return [], None
+        if rows[0][0] is None:
+            return [], rows[0][-1]
+        return read_jobs([row[:-1] for row in rows]), rows[0][-1]
+    except Exception:
+        return salvage_rows(cur), last_value(cur)
 
 
 def request_record(request: JobRequest, meta: bytes | None = None) -> dict[str, Any]:

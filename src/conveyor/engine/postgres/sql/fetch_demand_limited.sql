@@ -1,11 +1,3 @@
-greatest(0, least(
-    %(demand)s,
-    CASE WHEN %(global_limit)s::integer IS NULL THEN %(demand)s ELSE %(global_limit)s::integer - (
-        SELECT count(*) FROM {running_jobs} AS x
-    ) END,
-    CASE WHEN %(rate_allowed)s::integer IS NULL THEN %(demand)s ELSE %(rate_allowed)s::integer - (
-        SELECT coalesce(sum(r.started), 0) FROM {prefix}.conveyor_queue_starts AS r
-        WHERE r.queue = %(queue)s
-          AND r.started_at > (SELECT now FROM clock) - make_interval(secs => %(rate_period)s::double precision)
-    ) END
-))
+(SELECT greatest(0, least(
+    %(demand)s::int, %(global_limit)s::int - r.running, %(rate_allowed)s::int - r.started
+)) FROM room AS r)

@@ -1,10 +1,13 @@
 -- Claim up to the demand of available jobs of one queue, in priority, scheduled_at, id order.
--- The LIMIT is fetch_demand.sql (the producer's free slots) or fetch_demand_limited.sql (also capped by
--- the queue's global limit less its jobs executing on every node, and by its rate limit less the starts
--- in the window). The capped form runs after lock_queue.sql in the same transaction, in a statement
--- begun after the lock was taken, so its counts see every claim committed before, and no other claim
--- of the queue runs until this one commits; it also records its starts for the rate limit and forgets
--- old ones (record_starts.sql; nothing in the plain form).
+-- The LIMIT is fetch_demand.sql (the producer's free slots) or, under fleet-wide limits,
+-- fetch_demand_limited.sql: also capped by the queue's global limit less its jobs executing on every
+-- node, and by its rate limit less the starts in the window, both counted once (fetch_room.sql).
+-- The limited form runs after lock_queue.sql in the same transaction, in a statement begun after the
+-- lock was taken, so its counts see every claim committed before, and no other claim of the queue
+-- runs until this one commits; it also records its starts for the rate limit and forgets old ones
+-- (record_starts.sql), and its rows end with a column saying whether a limit stopped it
+-- (claimed_limited.sql: one row without a job when nothing was claimed). The plain form has none of
+-- these (nothing.sql, claimed_rows.sql).
 -- Fragments carry no comments: they are pasted into the middle of a line.
 -- A job with an ordered lock (meta.lock_key) is claimed only when no job with its key runs and none
 -- enqueued before it waits (lock_free.sql). A claimed job unique only while it waits drops its unique
@@ -23,6 +26,9 @@
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
+stopping AS (
+    SELECT {stopping_ids} AS ids
+){room},
 claimed AS (
     SELECT id
     FROM {prefix}.oban_jobs AS c
@@ -36,4 +42,4 @@ updated AS (
     {claim_update}
 ){record_starts}
 -- The primary key hands the rows back in id order: give them in claim order again.
-SELECT * FROM updated ORDER BY priority, scheduled_at, id;
+{claimed_rows};

@@ -18,6 +18,9 @@
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamp, timezone('UTC', now())) AS now
 ),
+stopping AS (
+    SELECT {stopping_ids} AS ids
+),
 running AS (
     SELECT {global_key} AS pkey, count(*) AS n
     FROM {running_jobs} AS x
@@ -66,4 +69,15 @@ claimed AS (
 updated AS (
     {claim_update}
 ){record_starts}
-SELECT * FROM updated ORDER BY priority, scheduled_at, id;
+-- The claimed rows, in claim order, each ending with whether a partition's limit stopped the claim
+-- (one row without a job when nothing was claimed): it took less than its demand while jobs of the
+-- queue that no ordered lock holds are still waiting (the claimed ones still look so here).
+SELECT u.*,
+    CASE WHEN n.claimed < %(demand)s THEN EXISTS (
+        SELECT 1 FROM {prefix}.oban_jobs AS c
+        WHERE state = 'available' AND queue = %(queue)s AND attempt < max_attempts AND {lock_free}
+          AND c.id <> ALL(ARRAY(SELECT id FROM updated))
+    ) ELSE false END AS capped
+FROM (SELECT count(*) AS claimed FROM updated) AS n
+LEFT JOIN updated AS u ON true
+ORDER BY u.priority, u.scheduled_at, u.id;

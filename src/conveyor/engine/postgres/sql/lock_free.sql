@@ -5,5 +5,5 @@
       AND (o.id < c.id OR o.state = 'executing')
 ) AND NOT EXISTS (
     SELECT 1 FROM {prefix}.oban_jobs AS s
-    WHERE s.id = ANY({stopping_ids}) AND (s.meta ->> 'lock_key') = (c.meta ->> 'lock_key')
+    WHERE s.id = ANY((SELECT ids FROM stopping)::bigint[]) AND (s.meta ->> 'lock_key') = (c.meta ->> 'lock_key')
 ))

@@ -1,0 +1,1 @@
+SELECT * FROM updated ORDER BY priority, scheduled_at, id

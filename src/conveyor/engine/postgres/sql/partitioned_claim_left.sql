@@ -1,7 +1,0 @@
--- After a partitioned claim, in its transaction: are jobs of the queue still waiting that could run
--- now (no ordered lock holds them)? A claim that took less than its demand while such jobs wait was
--- stopped by a partition's limit, so the producer tries again soon.
-SELECT EXISTS (
-    SELECT 1 FROM {prefix}.oban_jobs AS c
-    WHERE state = 'available' AND queue = %(queue)s AND attempt < max_attempts AND {lock_free}
-);
