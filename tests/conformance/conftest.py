@@ -51,8 +51,8 @@ def _postgres(tmp_path: Path, schemas: list[str]) -> Engine:
 
 def release_schema(schema: str) -> None:
     """Empty a test's schema for the next one, or drop it when it is not intact (uninstalled); a
-    MariaDB test's private database (tagged ``mariadb:``) is dropped."""
-    if mariadb.release(schema):
+    MariaDB test's private database (tagged ``mariadb:``) likewise (``mariadb.release``)."""
+    if mariadb.release(schema, keep=True):
         return
     with psycopg.connect(DSN, autocommit=True) as conn:
         try:
@@ -68,6 +68,8 @@ def release_schema(schema: str) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def _drop_spare_schemas() -> Iterator[None]:
     yield
+    if mariadb.UNREACHABLE is None:
+        mariadb.drop_spares()
     with psycopg.connect(DSN, autocommit=True) as conn:
         while _spare_schemas:
             conn.execute(f'DROP SCHEMA IF EXISTS "{_spare_schemas.pop()}" CASCADE'.encode())
@@ -78,7 +80,7 @@ def _sqlite(tmp_path: Path, schemas: list[str]) -> Engine:
 
 
 def _mariadb(tmp_path: Path, schemas: list[str]) -> Engine:
-    return mariadb.factory(schemas)
+    return mariadb.factory(schemas, spare=True)
 
 
 ENGINES: dict[str, Callable[[Path, list[str]], Engine]] = {
