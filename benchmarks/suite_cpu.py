@@ -15,11 +15,12 @@ CPU time, unlike wall time, does not grow when other processes share the machine
 
 The servers are shared: other sessions' work on them counts too. ``--private postgres|mariadb|both``
 starts servers of this run's own (temporary directories, free ports, the machine's servers'
-settings) and points the tests at them, so their figures are this run's alone. The whole suite
-takes ``--private mariadb`` only: the PgBouncer and Django tests name port 5432 themselves.
-``--profile FILE`` also loads ``suite_cpu_plugin`` (CPU per test phase, see there).
+settings) and points the tests at them, so their figures are this run's alone. ``--profile FILE``
+also loads ``suite_cpu_plugin`` (CPU per test phase, see there); with ``--servers N`` (N = the
+xdist workers) each worker gets a PostgreSQL of its own, so the server's CPU of every test phase
+is known even when the workers run side by side.
 
-    python benchmarks/suite_cpu.py [--private both] [--profile FILE] [--json FILE] -- PYTEST_ARGS
+    python benchmarks/suite_cpu.py [--private both] [--servers 3 --profile FILE] [--json FILE] -- PYTEST_ARGS
 """
 
 from __future__ import annotations
@@ -121,24 +122,33 @@ def _wait(check: Any, what: str) -> None:
 
 
 @contextlib.contextmanager
-def private_postgres() -> Iterator[dict[str, str]]:
-    """A PostgreSQL of this run's own (the machine's server's settings); the environment for it."""
+def private_postgres(count: int) -> Iterator[dict[str, str]]:
+    """PostgreSQL servers of this run's own (the machine's server's settings): one, or with
+    ``count`` > 1 one per xdist worker (``SUITE_CPU_DSNS``, which ``suite_cpu_plugin`` hands out),
+    so that each worker's tests, one at a time, are alone on theirs. The environment for them."""
     sys.path.insert(0, str(ROOT))
     from tests.faults.cluster import PgCluster, find_bin_dir
 
     bin_dir = find_bin_dir()
     if bin_dir is None:
         raise SystemExit("--private postgres needs PostgreSQL's initdb")
-    pg = PgCluster(bin_dir)
+    clusters: list[PgCluster] = []
     try:
-        # The machine's server's settings where the fault clusters' differ.
-        pg.create({"fsync": "on", "max_connections": "100", "shared_buffers": "128MB"})
-        pg.start()
-        with psycopg.connect(pg.dsn, autocommit=True) as conn:
-            conn.execute("CREATE DATABASE test")
-        yield {"CONVEYOR_TEST_DSN": pg.dsn.rsplit("/", 1)[0] + "/test"}
+        for _ in range(count):
+            pg = PgCluster(bin_dir)
+            clusters.append(pg)
+            # The machine's server's settings where the fault clusters' differ.
+            pg.create(
+                {"fsync": "on", "max_connections": "100", "shared_buffers": "128MB", "autovacuum": "off"}
+            )
+            pg.start()
+            with psycopg.connect(pg.dsn, autocommit=True) as conn:
+                conn.execute("CREATE DATABASE test")
+        dsns = [pg.dsn.rsplit("/", 1)[0] + "/test" for pg in clusters]
+        yield {"CONVEYOR_TEST_DSN": dsns[0], "SUITE_CPU_DSNS": " ".join(dsns)}
     finally:
-        pg.remove()
+        for pg in clusters:
+            pg.remove()
 
 
 @contextlib.contextmanager
@@ -184,14 +194,15 @@ def private_mariadb() -> Iterator[dict[str, str]]:
 
 def measure(pytest_args: list[str], env: dict[str, str]) -> dict[str, Any]:
     """Run pytest with ``pytest_args`` in ``env``; its figures."""
-    pg = _pg_server(env.get("CONVEYOR_TEST_DSN", DEFAULT_DSN))
+    dsns = env.get("SUITE_CPU_DSNS", env.get("CONVEYOR_TEST_DSN", DEFAULT_DSN)).split()
+    pgs = [server for server in map(_pg_server, dsns) if server is not None]
     mariadb_pid = _mariadb_pid(env.get("CONVEYOR_MARIADB_URL", DEFAULT_MARIADB))
     try:
         group: Group | None = Group()
     except OSError:
         group = None
     before_children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    pg_before = pg.seconds() if pg else None
+    pg_before = sum(pg.seconds() for pg in pgs)
     my_before = _process_seconds(mariadb_pid) if mariadb_pid else None
     start = time.perf_counter()
     done = subprocess.run(
@@ -209,7 +220,7 @@ def measure(pytest_args: list[str], env: dict[str, str]) -> dict[str, Any]:
         system = after_children.ru_stime - before_children.ru_stime
         figures["counted"] = "waited-for children only"
     figures |= {"tests_user": round(user, 1), "tests_sys": round(system, 1)}
-    figures["postgres"] = round(pg.seconds() - pg_before, 1) if pg and pg_before is not None else None
+    figures["postgres"] = round(sum(pg.seconds() for pg in pgs) - pg_before, 1) if pgs else None
     my_after = _process_seconds(mariadb_pid) if mariadb_pid else None
     figures["mariadb"] = round(my_after - my_before, 1) if my_after is not None and my_before else None
     figures["total"] = round(user + system + (figures["postgres"] or 0) + (figures["mariadb"] or 0), 1)
@@ -232,6 +243,9 @@ def main() -> None:
         choices=("postgres", "mariadb", "both"),
         help="start servers of this run's own (the whole suite: mariadb only, some tests name 5432)",
     )
+    parser.add_argument(
+        "--servers", type=int, default=1, help="private PostgreSQL servers: one per xdist worker (-n N)"
+    )
     parser.add_argument("--profile", metavar="FILE", help="CPU per test phase, as JSON lines, to FILE")
     parser.add_argument("--json", metavar="FILE", help="append the figures as a JSON line to FILE")
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER)
@@ -242,9 +256,11 @@ def main() -> None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "benchmarks"), env.get("PYTHONPATH")]))
         env["SUITE_CPU_PROFILE"] = str(Path(options.profile).resolve())
         args = ["-p", "suite_cpu_plugin", *args]
+    if options.servers > 1 and not (options.profile and options.private in ("postgres", "both")):
+        parser.error("--servers N needs --private postgres|both and --profile (its plugin hands them out)")
     with contextlib.ExitStack() as stack:
         if options.private in ("postgres", "both"):
-            env |= stack.enter_context(private_postgres())
+            env |= stack.enter_context(private_postgres(options.servers))
         if options.private in ("mariadb", "both"):
             env |= stack.enter_context(private_mariadb())
         figures = measure(args, env)

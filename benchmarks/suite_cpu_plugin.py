@@ -27,6 +27,11 @@ from cpu_account import ServerCpu
 from suite_cpu import DEFAULT_DSN, DEFAULT_MARIADB, _mariadb_pid, _process_seconds
 
 PROFILE = os.environ.get("SUITE_CPU_PROFILE")
+# A server of each worker's own (suite_cpu.py --servers N): set before the tests' conftest reads it.
+if (_dsns := os.environ.get("SUITE_CPU_DSNS", "").split()) and (
+    _worker := os.environ.get("PYTEST_XDIST_WORKER")
+):
+    os.environ["CONVEYOR_TEST_DSN"] = _dsns[int(_worker.removeprefix("gw")) % len(_dsns)]
 _servers: dict[str, Any] = {}
 
 
