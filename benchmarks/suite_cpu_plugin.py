@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import resource
@@ -33,6 +34,20 @@ if (_dsns := os.environ.get("SUITE_CPU_DSNS", "").split()) and (
 ):
     os.environ["CONVEYOR_TEST_DSN"] = _dsns[int(_worker.removeprefix("gw")) % len(_dsns)]
 _servers: dict[str, Any] = {}
+#: CPU seconds the cyclic garbage collector took in this process, by generation.
+_gc_seconds = [0.0, 0.0, 0.0]
+_gc_started = [0.0]
+
+
+def _gc_callback(phase: str, info: dict[str, int]) -> None:
+    if phase == "start":
+        _gc_started[0] = time.process_time()
+    else:
+        _gc_seconds[info["generation"]] += time.process_time() - _gc_started[0]
+
+
+if PROFILE:
+    gc.callbacks.append(_gc_callback)
 
 
 def _children() -> float:
@@ -84,8 +99,9 @@ def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """The whole process's CPU (a line of phase ``worker`` or ``controller``): what no test phase
-    holds is start-up, collection and xdist's traffic."""
+    """The whole process's CPU (a line of phase ``worker`` or ``controller``), and the
+    garbage collector's share of it by generation (``gc``): what no test phase holds is start-up,
+    collection and xdist's traffic."""
     if PROFILE is None:
         return
     worker = hasattr(config, "workerinput")
@@ -97,6 +113,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         "children": round(_children(), 3),
         "pg": None,
         "my": None,
+        "gc": [round(seconds, 3) for seconds in _gc_seconds],
     }
     with open(PROFILE, "a") as out:
         out.write(json.dumps(line) + "\n")
