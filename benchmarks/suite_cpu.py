@@ -11,7 +11,8 @@ CPU time, unlike wall time, does not grow when other processes share the machine
 - ``postgres``: the PostgreSQL server behind ``CONVEYOR_TEST_DSN`` (postmaster, its live processes
   and what its exited backends used), before and after;
 - ``mariadb``: the MariaDB server behind ``CONVEYOR_MARIADB_URL`` (one process, all its threads);
-- ``wall``.
+- ``wall``, and ``others_cores``: the cores everything else on the machine kept busy meanwhile
+  (other sessions' tests), which the wall time depends on and the CPU figures do not.
 
 The servers are shared: other sessions' work on them counts too. ``--private postgres|mariadb|both``
 starts servers of this run's own (temporary directories, free ports, the machine's servers'
@@ -204,11 +205,13 @@ def measure(pytest_args: list[str], env: dict[str, str]) -> dict[str, Any]:
     before_children = resource.getrusage(resource.RUSAGE_CHILDREN)
     pg_before = sum(pg.seconds() for pg in pgs)
     my_before = _process_seconds(mariadb_pid) if mariadb_pid else None
+    machine_before = _machine_seconds()
     start = time.perf_counter()
     done = subprocess.run(
         [*PYTEST, *pytest_args], cwd=ROOT, env=env, preexec_fn=group.join if group else None, check=False
     )
     wall = time.perf_counter() - start
+    machine = _machine_seconds() - machine_before
     after_children = resource.getrusage(resource.RUSAGE_CHILDREN)
     figures: dict[str, Any] = {"args": " ".join(pytest_args), "exit": done.returncode, "wall": round(wall, 1)}
     if group is not None:
@@ -224,8 +227,16 @@ def measure(pytest_args: list[str], env: dict[str, str]) -> dict[str, Any]:
     my_after = _process_seconds(mariadb_pid) if mariadb_pid else None
     figures["mariadb"] = round(my_after - my_before, 1) if my_after is not None and my_before else None
     figures["total"] = round(user + system + (figures["postgres"] or 0) + (figures["mariadb"] or 0), 1)
-    figures["load_before_after"] = os.getloadavg()[0]
+    # What everything else on the machine used meanwhile, in cores: the wall time's context.
+    figures["others_cores"] = round((machine - figures["total"]) / wall, 2)
     return figures
+
+
+def _machine_seconds() -> float:
+    """CPU seconds every process of the machine used since boot (the first line of /proc/stat)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / TICKS
 
 
 def _pg_server(dsn: str) -> ServerCpu | None:

@@ -72,6 +72,8 @@ def _record(item: pytest.Item, phase: str) -> Generator[None, None, None]:
     line = {
         "test": item.nodeid,
         "phase": phase,
+        "worker": os.environ.get("PYTEST_XDIST_WORKER", "-"),
+        "end": round(time.time(), 3),
         "wall": round(wall, 4),
         "cpu": round(cpu, 4),
         "children": round(children, 3),
