@@ -56,20 +56,30 @@ class ServerCpu:
 
     def seconds(self) -> float:
         """utime + stime of the postmaster and its live children, plus its reaped children's."""
-        total = 0
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            fields = _stat_fields(int(entry.name))
-            if fields is None:
-                continue
-            pid, ppid = int(entry.name), int(fields[1])
-            if pid == self.postmaster:
-                # fields[11..14] are utime, stime, cutime, cstime (stat fields 14-17)
-                total += sum(int(v) for v in fields[11:15])
-            elif ppid == self.postmaster:
-                total += int(fields[11]) + int(fields[12])
+        fields = _stat_fields(self.postmaster)
+        if fields is None:
+            return 0.0
+        # fields[11..14] are utime, stime, cutime, cstime (stat fields 14-17)
+        total = sum(int(v) for v in fields[11:15])
+        for child in _children_of(self.postmaster):
+            child_fields = _stat_fields(child)
+            if child_fields is not None:
+                total += int(child_fields[11]) + int(child_fields[12])
         return total / TICKS
+
+
+def _children_of(pid: int) -> list[int]:
+    """The processes ``pid`` started that still run: the kernel's list when it keeps one (one
+    file, where scanning all of /proc costs milliseconds), else a scan."""
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        pass
+    children = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and (fields := _stat_fields(int(entry.name))) and int(fields[1]) == pid:
+            children.append(int(entry.name))
+    return children
 
 
 @dataclass(slots=True)

@@ -29,6 +29,7 @@ echo "== mypy"
 echo "== import contracts"
 .venv/bin/lint-imports
 echo "== pytest"
-# Three workers on two cores: most tests wait on a database, a subprocess or a timer, so the suite runs
-# in about half the time (3-4 minutes instead of 6-7). PYTEST_WORKERS=0 runs it in one process.
-.venv/bin/pytest -n "${PYTEST_WORKERS:-3}" "$@"
+# Four workers on two cores: many tests wait on a database, a subprocess or a timer, and a fourth
+# worker fills those waits for about 2 % more CPU (the measurements: benchmarks/README.md, "The test
+# suite's CPU"). PYTEST_WORKERS=0 runs it in one process.
+.venv/bin/pytest -n "${PYTEST_WORKERS:-4}" "$@"

@@ -1,10 +1,9 @@
-"""Shared fixtures: every test gets its own PostgreSQL schema (prefix), installed fresh."""
+"""Shared fixtures: every test gets its own PostgreSQL schema (prefix), empty or freshly installed."""
 
 from __future__ import annotations
 
 import os
 import sys
-import uuid
 from collections.abc import AsyncIterator, Iterator
 
 # Compiled modules are written and reused, whatever the environment says (PYTHONDONTWRITEBYTECODE):
@@ -15,11 +14,11 @@ from collections.abc import AsyncIterator, Iterator
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
-import psycopg  # noqa: E402
 import pytest  # noqa: E402
 
 from conveyor import Conveyor  # noqa: E402
 from conveyor.engine.postgres import PostgresEngine  # noqa: E402
+from tests.spare_schemas import SpareSchemas  # noqa: E402
 
 # The Django project's own tests run under its runners (manage.py test, pytest-django with its
 # pytest.ini), started by tests/test_django.py; collected here they would import Django unconfigured.
@@ -35,13 +34,24 @@ def dsn() -> str:
     return DSN
 
 
+#: Installed schemas a finished test left for the next test of this process (tests/spare_schemas.py).
+SPARES = SpareSchemas(DSN)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_spare_test_schemas() -> Iterator[None]:
+    yield
+    SPARES.drop_all()
+
+
 @pytest.fixture
-def prefix() -> Iterator[str]:
-    """A schema name unique to this test, dropped afterwards with everything in it."""
-    name = f"conveyor_test_{uuid.uuid4().hex[:10]}"
+def prefix(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A schema name unique to this test, dropped afterwards with everything in it. A test that
+    asks for ``engine`` (which installs the schema anyway) may get a schema a finished test left
+    installed and emptied, its definitions unchanged (``SpareSchemas``)."""
+    name = SPARES.take() if "engine" in request.fixturenames else SPARES.new_name()
     yield name
-    with psycopg.connect(DSN, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'.encode())
+    SPARES.release(name)
 
 
 @pytest.fixture
@@ -49,6 +59,7 @@ async def engine(prefix: str) -> AsyncIterator[PostgresEngine]:
     engine = PostgresEngine(DSN, prefix=prefix, max_connections=4)
     await engine.open()
     await engine.install()
+    SPARES.installed(prefix)
     yield engine
     await engine.close()
 

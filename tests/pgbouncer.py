@@ -1,10 +1,10 @@
 """A PgBouncer of the tests' own, in front of the shared server: its own process, port and config.
 
 ``start_pgbouncer(tmp_path, mode)`` runs Debian's ``pgbouncer`` (``scripts/ensure-pgbouncer.sh``
-installs it) with ``pool_mode`` ``mode``, trust authentication, and every database of the server
-127.0.0.1:5432 behind it; ``Bouncer.dsn`` connects through it. The packaged service is never used.
-PgBouncer refuses to run as root: then it switches to the ``postgres`` system user (``-u``) after
-reading its config, and logs to stderr (a file of ours it could no longer open).
+installs it) with ``pool_mode`` ``mode``, trust authentication, and every database of the tests'
+server (``CONVEYOR_TEST_DSN``) behind it; ``Bouncer.dsn`` connects through it. The packaged service
+is never used. PgBouncer refuses to run as root: then it switches to the ``postgres`` system user
+(``-u``) after reading its config, and logs to stderr (a file of ours it could no longer open).
 """
 
 from __future__ import annotations
@@ -17,14 +17,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 
+from tests.conftest import DSN
 from tests.faults.cluster import free_port
 from tests.helpers import poll_sync
 
-SERVER = ("127.0.0.1", 5432)
+SERVER = (urlsplit(DSN).hostname or "127.0.0.1", urlsplit(DSN).port or 5432)
 
 
 def pgbouncer_binary() -> str | None:

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -38,6 +39,9 @@ class Project:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVEYOR_", "SHOP_", "DJANGO_"))}
         env["PYTHONPATH"] = os.pathsep.join([str(PROJECT), str(SRC)])
         env["SHOP_SQLITE" if self.engine == "sqlite" else "SHOP_PG_SCHEMA"] = self.where
+        server = urlsplit(DSN)  # the server the tests use
+        env |= {"SHOP_PG_HOST": server.hostname or "127.0.0.1", "SHOP_PG_PORT": str(server.port or 5432)}
+        env["SHOP_PG_NAME"] = server.path.lstrip("/") or "test"
         return env | self.settings() | extra
 
     def settings(self) -> dict[str, str]:

@@ -49,28 +49,47 @@ def _postgres(tmp_path: Path, schemas: list[str]) -> Engine:
     return PostgresEngine(DSN, prefix=schemas[0], max_connections=4)
 
 
+#: The connection that empties (or drops) released schemas, kept for the process: a new one for
+#: each of a thousand cases cost the server a backend's start and exit every time.
+_admin: list[psycopg.Connection[Any]] = []
+
+
+def _admin_connection() -> psycopg.Connection[Any]:
+    if _admin and _admin[0].closed:
+        _admin.clear()
+    if not _admin:
+        _admin.append(psycopg.connect(DSN, autocommit=True))
+    return _admin[0]
+
+
 def release_schema(schema: str) -> None:
     """Empty a test's schema for the next one, or drop it when it is not intact (uninstalled); a
-    MariaDB test's private database (tagged ``mariadb:``) is dropped."""
-    if mariadb.release(schema):
+    MariaDB test's private database (tagged ``mariadb:``) likewise (``mariadb.release``)."""
+    if mariadb.release(schema, keep=True):
         return
-    with psycopg.connect(DSN, autocommit=True) as conn:
-        try:
-            with conn.transaction():
-                for table in _RECYCLED_TABLES:
-                    conn.execute(f'DELETE FROM "{schema}"."{table}"'.encode())
-        except psycopg.Error:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
-        else:
-            _spare_schemas.append(schema)
+    conn = _admin_connection()
+    try:
+        with conn.transaction():
+            for table in _RECYCLED_TABLES:
+                conn.execute(f'DELETE FROM "{schema}"."{table}"'.encode())
+    except psycopg.OperationalError:
+        conn.close()  # the next release connects again
+        raise
+    except psycopg.Error:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'.encode())
+    else:
+        _spare_schemas.append(schema)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _drop_spare_schemas() -> Iterator[None]:
     yield
-    with psycopg.connect(DSN, autocommit=True) as conn:
-        while _spare_schemas:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{_spare_schemas.pop()}" CASCADE'.encode())
+    if mariadb.UNREACHABLE is None:
+        mariadb.drop_spares()
+    conn = _admin_connection()
+    while _spare_schemas:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{_spare_schemas.pop()}" CASCADE'.encode())
+    conn.close()
 
 
 def _sqlite(tmp_path: Path, schemas: list[str]) -> Engine:
@@ -78,7 +97,7 @@ def _sqlite(tmp_path: Path, schemas: list[str]) -> Engine:
 
 
 def _mariadb(tmp_path: Path, schemas: list[str]) -> Engine:
-    return mariadb.factory(schemas)
+    return mariadb.factory(schemas, spare=True)
 
 
 ENGINES: dict[str, Callable[[Path, list[str]], Engine]] = {

@@ -2,7 +2,8 @@
 
 The environment picks the database: ``SHOP_SQLITE`` (a file path; ``SHOP_SQLITE_TEST`` the file of
 Django's test database), ``SHOP_PG_SCHEMA`` (a schema of the test database that holds Django's
-tables and Conveyor's) or ``SHOP_PG_DB`` (a database name, for Django's test runner).
+tables and Conveyor's) or ``SHOP_PG_DB`` (a database name, for Django's test runner); the server is
+``SHOP_PG_HOST``, ``SHOP_PG_PORT`` and ``SHOP_PG_NAME`` (default: 127.0.0.1, 5432, test).
 ``SHOP_CONVEYOR`` (JSON) is merged into ``CONVEYOR``, so tests can try bad settings.
 """
 
@@ -39,8 +40,8 @@ elif os.environ.get("SHOP_PG_DB"):
             "ENGINE": "django.db.backends.postgresql",
             "NAME": os.environ["SHOP_PG_DB"],
             "USER": "postgres",
-            "HOST": "127.0.0.1",
-            "PORT": "5432",
+            "HOST": os.environ.get("SHOP_PG_HOST", "127.0.0.1"),
+            "PORT": os.environ.get("SHOP_PG_PORT", "5432"),
         }
     }
 else:
@@ -48,10 +49,10 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.postgresql",
-            "NAME": "test",
+            "NAME": os.environ.get("SHOP_PG_NAME", "test"),
             "USER": "postgres",
-            "HOST": "127.0.0.1",
-            "PORT": "5432",
+            "HOST": os.environ.get("SHOP_PG_HOST", "127.0.0.1"),
+            "PORT": os.environ.get("SHOP_PG_PORT", "5432"),
             # Django's tables in the test's own schema, beside Conveyor's.
             "OPTIONS": {"options": f"-c search_path={PREFIX}"},
         }
