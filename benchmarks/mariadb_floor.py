@@ -62,7 +62,7 @@ class Floor:
         self.connections = connections
         files = engine.files
         self.notify = files["notify"]
-        self.fetch = files["fetch_jobs"]
+        self.fetch = files.compose("fetch_jobs", lock_free="lock_free")
         self.claim = files["claim_update"]
         self.read = files.compose("jobs_by_id", columns="job_columns")
         self.ack_targets = files["ack_targets"]
