@@ -150,7 +150,10 @@ class MysqlCluster(MysqlCore):
         spared = set(live)
         available: list[int] = []
         discarded: list[int] = []
-        async with self.transaction() as cursor:
+        # READ COMMITTED: the read of executing jobs then takes no gap locks, which would hold up
+        # each claim meanwhile (its jobs enter that range of the index), and lets go at once of the
+        # executing jobs it does not rescue.
+        async with self.transaction(committed=True) as cursor:
             await cursor.execute(files["rescue_producers"])
             dead = tuple(
                 uuid

@@ -254,7 +254,9 @@ class MysqlHotPath(MysqlWorkflows):
         if limit == 0:
             return {}
         files = self.files
-        async with self.transaction() as cursor:
+        # READ COMMITTED: the range read of due jobs then takes no gap locks, which would hold up
+        # each claim meanwhile (its jobs enter the gap after the range, as "executing").
+        async with self.transaction(committed=True) as cursor:
             await cursor.execute(files["stage_targets"], {"now": utc_clock(now), "limit": limit})
             rows = await cursor.fetchall()
             if not rows:
