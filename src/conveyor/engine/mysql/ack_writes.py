@@ -23,6 +23,7 @@ import orjson
 
 from conveyor.acks import Ack
 from conveyor.engine._sqlfiles import SqlFiles
+from conveyor.engine.mysql.rows import stored_json
 from conveyor.job import JobState
 
 _FINAL = frozenset({"completed", "discarded", "cancelled"})
@@ -31,20 +32,12 @@ _COMPLETED = JobState.COMPLETED
 _TIME = "%Y-%m-%d %H:%M:%S.%f"
 
 
-def loads(value: Any) -> Any:
-    """A stored JSON column as Python, or None when it is not JSON."""
-    try:
-        return orjson.loads(value) if isinstance(value, str | bytes) else value
-    except orjson.JSONDecodeError:
-        return None
-
-
 def is_step(meta: Any) -> bool:
     """Whether a stored meta names a workflow (the text is searched before it is parsed)."""
     text = meta.decode() if isinstance(meta, bytes) else meta
     if not isinstance(text, str) or "workflow_id" not in text:
         return False
-    found = loads(text)
+    found = stored_json(text)
     return isinstance(found, dict) and found.get("workflow_id") is not None
 
 
@@ -105,7 +98,7 @@ class AckWrites:
             if row is None or row[1] != ack.attempt:
                 continue
             if node is not None:
-                claim = loads(row[2])
+                claim = stored_json(row[2])
                 if not (isinstance(claim, list) and claim and claim[0] == node):
                     continue
             writes.add(ack, row)
@@ -122,12 +115,12 @@ class AckWrites:
             return
         errors = None
         if ack.error is not None:
-            stored = loads(row[3])
+            stored = stored_json(row[3])
             errors = orjson.dumps([*(stored if isinstance(stored, list) else []), ack.error]).decode()
         scheduled = None
         if ack.schedule_in is not None:
             scheduled = (self.clock + timedelta(seconds=ack.schedule_in)).strftime(_TIME)
-        meta = acked_meta(loads(row[4]), ack)
+        meta = acked_meta(stored_json(row[4]), ack)
         self.rows.append([ack.job_id, state, scheduled, 1 if ack.snoozed else 0, errors, meta])
 
     async def write(self, cursor: Any, files: SqlFiles) -> None:

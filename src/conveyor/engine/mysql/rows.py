@@ -40,6 +40,14 @@ def check_now(now: datetime | None) -> None:
         check_aware("now", now)
 
 
+def stored_json(value: Any) -> Any:
+    """A stored JSON column as Python, or None when it is not JSON (another client's text)."""
+    try:
+        return orjson.loads(value) if isinstance(value, str | bytes) else value
+    except orjson.JSONDecodeError:
+        return None
+
+
 def id_array(ids: Iterable[int]) -> str:
     """Job ids as the JSON array a statement reads with ``JSON_TABLE`` (``delete_jobs.sql``)."""
     return orjson.dumps([int(job_id) for job_id in ids]).decode()
