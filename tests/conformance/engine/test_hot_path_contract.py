@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 from datetime import UTC, timedelta
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from conveyor import JobFilter, JobState
 from conveyor.acks import Ack
 from conveyor.engine.base import Engine
+from tests.conformance.conftest import REWRITE_JSON
 from tests.conformance.contract import ERROR, NODE, PRODUCER, STATES, T0, fetch, job, put, req
 
 
@@ -102,54 +104,49 @@ async def test_fetch_never_hands_out_a_job_twice_under_concurrency(any_engine: E
 LATER = T0 + timedelta(minutes=1)
 
 
-@pytest.mark.parametrize(
-    ("ack", "expected"),
-    [
-        (
-            {"state": JobState.COMPLETED},
-            {"state": JobState.COMPLETED, "completed_at": LATER, "attempt": 1, "errors": 0},
-        ),
-        (
-            {"state": JobState.RETRYABLE, "schedule_in": 30, "error": ERROR},
-            {"state": JobState.RETRYABLE, "scheduled_at": LATER + timedelta(seconds=30), "errors": 1},
-        ),
-        (
-            {"state": JobState.RETRYABLE, "schedule_in": 30.25, "error": ERROR},
-            {"state": JobState.RETRYABLE, "scheduled_at": LATER + timedelta(seconds=30.25), "errors": 1},
-        ),
-        (
-            {"state": JobState.SCHEDULED, "schedule_in": 5, "snoozed": True},
-            {"state": JobState.SCHEDULED, "scheduled_at": LATER + timedelta(seconds=5), "attempt": 0},
-        ),
-        (
-            {"state": JobState.DISCARDED, "error": ERROR},
-            {"state": JobState.DISCARDED, "discarded_at": LATER, "errors": 1},
-        ),
-        (
-            {"state": JobState.CANCELLED, "error": ERROR},
-            {"state": JobState.CANCELLED, "cancelled_at": LATER, "errors": 1},
-        ),
-        (
-            {"state": JobState.CANCELLED},
-            {"state": JobState.CANCELLED, "cancelled_at": LATER, "errors": 0},
-        ),
-    ],
-    ids=[
-        "completed",
-        "retryable",
-        "retryable-in-a-fraction",
-        "snoozed",
-        "discarded",
-        "cancelled-with-error",
-        "cancelled",
-    ],
-)
-async def test_ack_writes_the_outcome(
-    any_engine: Engine, ack: dict[str, Any], expected: dict[str, Any]
-) -> None:
-    job_id = await put(any_engine, JobState.EXECUTING)
-    assert await any_engine.ack_jobs([Ack(job_id, 1, **ack)], now=LATER) == [job_id]
-    found = await job(any_engine, job_id)
+#: Each kind of ack, and what it writes (``errors``: how many entries).
+OUTCOMES: list[tuple[dict[str, Any], dict[str, Any]]] = [
+    (
+        {"state": JobState.COMPLETED},
+        {"state": JobState.COMPLETED, "completed_at": LATER, "attempt": 1, "errors": 0},
+    ),
+    (
+        {"state": JobState.RETRYABLE, "schedule_in": 30, "error": ERROR},
+        {"state": JobState.RETRYABLE, "scheduled_at": LATER + timedelta(seconds=30), "errors": 1},
+    ),
+    (
+        {"state": JobState.RETRYABLE, "schedule_in": 30.25, "error": ERROR},
+        {"state": JobState.RETRYABLE, "scheduled_at": LATER + timedelta(seconds=30.25), "errors": 1},
+    ),
+    (
+        {"state": JobState.SCHEDULED, "schedule_in": 5, "snoozed": True},
+        {"state": JobState.SCHEDULED, "scheduled_at": LATER + timedelta(seconds=5), "attempt": 0},
+    ),
+    (
+        {"state": JobState.DISCARDED, "error": ERROR},
+        {"state": JobState.DISCARDED, "discarded_at": LATER, "errors": 1},
+    ),
+    (
+        {"state": JobState.CANCELLED, "error": ERROR},
+        {"state": JobState.CANCELLED, "cancelled_at": LATER, "errors": 1},
+    ),
+    (
+        {"state": JobState.CANCELLED},
+        {"state": JobState.CANCELLED, "cancelled_at": LATER, "errors": 0},
+    ),
+]
+OUTCOME_IDS = [
+    "completed",
+    "retryable",
+    "retryable-in-a-fraction",
+    "snoozed",
+    "discarded",
+    "cancelled-with-error",
+    "cancelled",
+]
+
+
+def assert_outcome(found: Any, expected: dict[str, Any]) -> None:
     for field, value in expected.items():
         if field == "errors":
             assert [e["error"] for e in found.errors] == ["boom"] * value
@@ -158,6 +155,45 @@ async def test_ack_writes_the_outcome(
     for stamp in ("completed_at", "discarded_at", "cancelled_at"):
         if stamp not in expected:
             assert getattr(found, stamp) is None
+
+
+@pytest.mark.parametrize(("ack", "expected"), OUTCOMES, ids=OUTCOME_IDS)
+async def test_ack_writes_the_outcome(
+    any_engine: Engine, ack: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    job_id = await put(any_engine, JobState.EXECUTING)
+    assert await any_engine.ack_jobs([Ack(job_id, 1, **ack)], now=LATER) == [job_id]
+    assert_outcome(await job(any_engine, job_id), expected)
+
+
+async def test_one_batch_writes_each_acks_outcome(any_engine: Engine, engine_name: str) -> None:
+    """Every kind of ack in one batch, mixed with plain completions, a recorded result and a snooze
+    over meta another client left that is not an object, and a stale ack: each job ends as its ack
+    alone would end it, and the stale one changes nothing."""
+    kinds = [await put(any_engine, JobState.EXECUTING) for _ in OUTCOMES]
+    plain = [await put(any_engine, JobState.EXECUTING) for _ in range(3)]
+    recorded, snoozed, stale = [await put(any_engine, JobState.EXECUTING) for _ in range(3)]
+    await REWRITE_JSON[engine_name](any_engine, recorded, "meta", "[1, 2]")
+    await REWRITE_JSON[engine_name](any_engine, snoozed, "meta", '"text"')
+    untouched = await any_engine.get_job(stale)
+    acks = [Ack(job_id, 1, **ack) for job_id, (ack, _) in zip(kinds, OUTCOMES, strict=True)]
+    acks += [Ack(job_id, 1, JobState.COMPLETED) for job_id in plain]
+    acks += [
+        Ack(recorded, 1, JobState.COMPLETED, meta={"recorded": True, "return": "g2gD"}),
+        Ack(snoozed, 1, JobState.SCHEDULED, schedule_in=5, snoozed=True),
+        Ack(stale, 2, JobState.DISCARDED, error=ERROR),
+    ]
+    random.Random(38).shuffle(acks)
+    assert sorted(await any_engine.ack_jobs(acks, now=LATER)) == sorted([*kinds, *plain, recorded, snoozed])
+    for job_id, (_, expected) in zip(kinds, OUTCOMES, strict=True):
+        assert_outcome(await job(any_engine, job_id), expected)
+    for job_id in plain:
+        assert_outcome(await job(any_engine, job_id), OUTCOMES[0][1])
+    done = await job(any_engine, recorded)
+    assert (done.state, done.meta) == (JobState.COMPLETED, {"recorded": True, "return": "g2gD"})
+    later = await job(any_engine, snoozed)
+    assert (later.state, later.attempt, later.meta) == (JobState.SCHEDULED, 0, {"snoozed": 1})
+    assert await any_engine.get_job(stale) == untouched
 
 
 @pytest.mark.parametrize("case", ["other-attempt", "released", "unknown-job", "acked-already", "cancelled"])

@@ -18,7 +18,7 @@ import orjson
 from conveyor.engine._aging import check_aging
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.hot_path import notify
-from conveyor.engine.mysql.rows import aware, check_now, utc_clock
+from conveyor.engine.mysql.rows import aware, check_now, stored_json, utc_clock
 from conveyor.fleet import LeaderInfo, RescueResult
 
 #: What an ``IN %(...)s`` list holds when it is empty (MySQL has no empty list): no uuid is ''.
@@ -27,13 +27,6 @@ NOTHING = ("",)
 RESCUES_CAP = 1_000_000_000
 #: Tries of elect_leader when the row it read went (a resign) between its statements.
 ELECT_TRIES = 3
-
-
-def _loads(value: Any) -> Any:
-    try:
-        return orjson.loads(value) if isinstance(value, str | bytes) else value
-    except orjson.JSONDecodeError:
-        return None
 
 
 def rescued_meta(stored: Any) -> str:
@@ -150,7 +143,10 @@ class MysqlCluster(MysqlCore):
         spared = set(live)
         available: list[int] = []
         discarded: list[int] = []
-        async with self.transaction() as cursor:
+        # READ COMMITTED: the read of executing jobs then takes no gap locks, which would hold up
+        # each claim meanwhile (its jobs enter that range of the index), and lets go at once of the
+        # executing jobs it does not rescue.
+        async with self.transaction(committed=True) as cursor:
             await cursor.execute(files["rescue_producers"])
             dead = tuple(
                 uuid
@@ -175,11 +171,12 @@ class MysqlCluster(MysqlCore):
                     reason = f"executing for over {backstop:g} s with no heartbeat row of its node ({who})"
                 spent = attempt >= max_attempts
                 reason += "; discarded: no attempts left" if spent else "; rescued to run again"
-                stored = _loads(errors)
+                stored = stored_json(errors)
                 entry = {"attempt": attempt, "at": at, "error": reason}
                 written = orjson.dumps([*(stored if isinstance(stored, list) else []), entry]).decode()
                 state = "discarded" if spent else "available"
-                writes.append((state, clock if spent else None, written, rescued_meta(_loads(meta)), job_id))
+                meta = rescued_meta(stored_json(meta))
+                writes.append((state, clock if spent else None, written, meta, job_id))
                 (discarded if spent else available).append(int(job_id))
                 if not spent:
                     queues.add(queue)

@@ -3,21 +3,21 @@
 MySQL's UPDATE returns no rows and cannot read its own table in a subquery, so each operation
 first locks the rows it will change with a ``SELECT ... FOR UPDATE`` (``SKIP LOCKED`` for claims and
 staging: rows another transaction holds are skipped, never waited for), then updates them by id.
-Acks read the rows they apply to under that lock and merge ``errors`` and ``meta`` in Python, where
-another client's junk in either column cannot make the statement fail.
+Acks read the rows they apply to under that lock, merge ``errors`` and ``meta`` in Python, where
+another client's junk in either column cannot make the statement fail, and write the batch in at
+most two statements (``ack_writes.py``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
-
-import orjson
 
 from conveyor.acks import Ack
 from conveyor.engine.mysql import fanout, limited, partitioned
+from conveyor.engine.mysql.ack_writes import AckWrites
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.limited import LimitedClaim
 from conveyor.engine.mysql.rows import check_now, read_jobs, utc_clock
@@ -28,7 +28,6 @@ from conveyor.limits import Claimed, FetchLimits
 
 #: Ids per notification on "ended" (as PostgreSQL, whose payloads are capped).
 ENDED_CHUNK = 500
-_FINAL = frozenset({"completed", "discarded", "cancelled"})
 
 
 def fetch_order(job: Job) -> tuple[int, datetime, int]:
@@ -44,41 +43,6 @@ async def notify_ended(cursor: Any, core: MysqlCore, ids: Sequence[int]) -> None
     """Announce jobs that ended (or were acked at all) to whoever waits for them."""
     for start in range(0, len(ids), ENDED_CHUNK):
         await notify(cursor, core, "ended", {"ids": list(ids[start : start + ENDED_CHUNK])})
-
-
-def _loads(value: Any) -> Any:
-    try:
-        return orjson.loads(value) if isinstance(value, str | bytes) else value
-    except orjson.JSONDecodeError:
-        return None
-
-
-def _is_step(meta: Any) -> bool:
-    """Whether a stored meta names a workflow (the text is searched before it is parsed)."""
-    text = meta.decode() if isinstance(meta, bytes) else meta
-    if not isinstance(text, str) or "workflow_id" not in text:
-        return False
-    found = _loads(text)
-    return isinstance(found, dict) and found.get("workflow_id") is not None
-
-
-def acked_meta(stored: Any, ack: Ack) -> str | None:
-    """The meta an applied ack writes (None: unchanged). Top-level keys of the ack's meta replace
-    the stored ones (null values kept); a snooze counts ``snoozed`` up and drops the unique markers
-    of a job that is not unique while executing (scheduled again, it must not meet a twin)."""
-    if ack.meta is None and not ack.snoozed:
-        return None
-    meta = stored if isinstance(stored, dict) else {}
-    if ack.snoozed:
-        count = meta.get("snoozed")
-        count = min(max(int(count), 0), 1_000_000_000) if isinstance(count, int | float) else 0
-        meta = {**meta, "snoozed": count + 1}
-        states = meta.get("uniq_states")
-        if meta.get("uniq_key") is not None and not (isinstance(states, list) and "executing" in states):
-            meta = {k: v for k, v in meta.items() if k not in ("uniq_key", "uniq_states")}
-    if ack.meta is not None:
-        meta = {**meta, **ack.meta}
-    return orjson.dumps(meta).decode()
 
 
 class MysqlHotPath(MysqlWorkflows):
@@ -182,54 +146,17 @@ class MysqlHotPath(MysqlWorkflows):
         check_now(now)
         if not acks:
             return []
-        clock = utc_clock(now)
         files = self.files
         async with self.transaction() as cursor:
             await cursor.execute(files["ack_targets"], {"ids": tuple(sorted({ack.job_id for ack in acks}))})
-            rows = {int(row[0]): row for row in await cursor.fetchall()}
-            writes: list[tuple[Any, ...]] = []
-            written: list[int] = []
-            steps: list[int] = []  # workflow steps that ended: the steps after them settle next
-            for ack in acks:
-                row = rows.pop(ack.job_id, None)  # popped: a second ack of one attempt never applies
-                if row is None or row[1] != ack.attempt:
-                    continue
-                if node is not None:
-                    claim = _loads(row[2])
-                    if not (isinstance(claim, list) and claim and claim[0] == node):
-                        continue
-                errors = row[3]
-                if ack.error is not None:
-                    stored = _loads(errors)
-                    errors = orjson.dumps([*(stored if isinstance(stored, list) else []), ack.error]).decode()
-                meta = acked_meta(_loads(row[4]), ack)
-                state = ack.state.value
-                scheduled = None if ack.schedule_in is None else clock + timedelta(seconds=ack.schedule_in)
-                writes.append(
-                    (
-                        state,
-                        state,
-                        clock,
-                        state,
-                        clock,
-                        state,
-                        clock,
-                        scheduled,
-                        1 if ack.snoozed else 0,
-                        errors,
-                        row[4] if meta is None else meta,
-                        ack.job_id,
-                    )
-                )
-                written.append(ack.job_id)
-                if state in _FINAL and _is_step(row[4]):
-                    steps.append(ack.job_id)
-            if writes:
-                await cursor.executemany(files["ack_write"], writes)
-                await notify_ended(cursor, self, written)
-        if steps:  # after the commit: a settle that starts later sees this ack
-            await self.settle_after(steps, now)
-        return written
+            targets = {int(row[0]): row for row in await cursor.fetchall()}
+            writes = AckWrites.of(acks, targets, node, utc_clock(now))
+            if writes.written:
+                await writes.write(cursor, files)
+                await notify_ended(cursor, self, writes.written)
+        if writes.steps:  # after the commit: a settle that starts later sees this ack
+            await self.settle_after(writes.steps, now)
+        return writes.written
 
     async def release_jobs(self, attempts: Sequence[tuple[int, int]]) -> list[int]:
         if not attempts:
@@ -254,7 +181,9 @@ class MysqlHotPath(MysqlWorkflows):
         if limit == 0:
             return {}
         files = self.files
-        async with self.transaction() as cursor:
+        # READ COMMITTED: the range read of due jobs then takes no gap locks, which would hold up
+        # each claim meanwhile (its jobs enter the gap after the range, as "executing").
+        async with self.transaction(committed=True) as cursor:
             await cursor.execute(files["stage_targets"], {"now": utc_clock(now), "limit": limit})
             rows = await cursor.fetchall()
             if not rows:

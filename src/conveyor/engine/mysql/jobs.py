@@ -14,7 +14,7 @@ from conveyor.engine.mysql.caller import joined, run_blocking
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.hot_path import notify, notify_ended
 from conveyor.engine.mysql.producers import list_stopping
-from conveyor.engine.mysql.rows import check_now, read_jobs, utc_clock
+from conveyor.engine.mysql.rows import check_now, id_array, read_jobs, utc_clock
 from conveyor.engine.mysql.workflows import MysqlWorkflows
 from conveyor.filters import JobFilter
 from conveyor.job import Job, JobState
@@ -121,9 +121,12 @@ class MysqlJobs(MysqlWorkflows):
         return int(row[0])
 
     def _targets(self, name: str, criteria: JobFilter) -> tuple[str, dict[str, Any]]:
+        """A bulk action's locking read of its targets, read by the primary key when the filter
+        names ids (``by_ids.sql``)."""
         condition, params = filter_condition(self, criteria)
         params["limit"] = criteria.limit if criteria.limit is not None else NO_LIMIT
-        return self._statement(name, condition), params
+        hint = _fragment(self.files["by_ids"]) if criteria.ids else ""
+        return self._statement(name, condition).replace("{by_ids}", hint), params
 
     async def cancel_jobs(
         self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
@@ -187,5 +190,5 @@ class MysqlJobs(MysqlWorkflows):
             await cursor.execute(statement, params)
             ids = [int(row[0]) for row in await cursor.fetchall()]
             if ids:
-                await cursor.execute(self.files["delete_jobs"], {"ids": tuple(ids)})
+                await cursor.execute(self.files["delete_jobs"], {"ids": id_array(ids)})
         return ids

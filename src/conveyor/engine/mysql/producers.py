@@ -12,15 +12,8 @@ import orjson
 from conveyor.engine._json_columns import json_mapping
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.mysql.core import MysqlCore
-from conveyor.engine.mysql.rows import aware, check_now, utc_clock
+from conveyor.engine.mysql.rows import aware, check_now, stored_json, utc_clock
 from conveyor.fleet import ProducerBeat, ProducerInfo, QueueState, StoredQueue, with_limits
-
-
-def _loads(value: Any) -> Any:
-    try:
-        return orjson.loads(value) if isinstance(value, str | bytes) else value
-    except orjson.JSONDecodeError:
-        return None
 
 
 def kept_meta(beat: ProducerBeat, stored: Any) -> dict[str, Any]:
@@ -46,7 +39,7 @@ async def list_stopping(cursor: Any, files: SqlFiles, runs: Sequence[tuple[int, 
     await cursor.execute(files["producers_meta"], {"uuids": tuple(sorted(by_producer))})
     writes = []
     for uuid, stored in await cursor.fetchall():
-        meta = _loads(stored)
+        meta = stored_json(stored)
         if not isinstance(meta, dict) or meta.get("runtime") != "conveyor":
             continue
         listed = meta.get("stopping")
@@ -102,7 +95,7 @@ class MysqlProducers(MysqlCore):
         files = self.files
         async with self.transaction() as cursor:
             await cursor.execute(files["producers_meta"], {"uuids": tuple(b.uuid for b in beats)})
-            stored = {row[0]: _loads(row[1]) for row in await cursor.fetchall()}
+            stored = {row[0]: stored_json(row[1]) for row in await cursor.fetchall()}
             rows = [
                 (
                     b.uuid,
@@ -129,7 +122,7 @@ class MysqlProducers(MysqlCore):
             rows = await cursor.fetchall()
         return [
             ProducerInfo(
-                r[0], r[1], r[2], r[3], _loads(r[4]), r[5].replace(tzinfo=UTC), r[6].replace(tzinfo=UTC)
+                r[0], r[1], r[2], r[3], stored_json(r[4]), r[5].replace(tzinfo=UTC), r[6].replace(tzinfo=UTC)
             )
             for r in rows
         ]

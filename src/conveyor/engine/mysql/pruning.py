@@ -15,7 +15,7 @@ import orjson
 
 from conveyor.engine._prune_plan import PruneBatch, cron_tick_age, prune_batches, ranked_rules
 from conveyor.engine.mysql.core import MysqlCore
-from conveyor.engine.mysql.rows import check_now, utc_clock
+from conveyor.engine.mysql.rows import check_now, id_array, utc_clock
 from conveyor.engine.mysql.workflow_records import record_workflows
 from conveyor.retention import Pruned, Retention
 
@@ -75,7 +75,7 @@ class MysqlPruning(MysqlCore):
             await cursor.execute(self._prune_statement("prune_by_count"), params)
             rows = list(await cursor.fetchall())
         if rows:
-            await cursor.execute(self.files["prune_delete"], {"ids": tuple(int(row[0]) for row in rows)})
+            await cursor.execute(self.files["delete_jobs"], {"ids": id_array(int(row[0]) for row in rows)})
             await record_workflows(cursor, self.files, rows)
         return Pruned.of((row[1], 1) for row in rows)
 

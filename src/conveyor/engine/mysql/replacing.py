@@ -16,17 +16,11 @@ from typing import Any
 import orjson
 
 from conveyor.engine._sqlfiles import SqlFiles
+from conveyor.engine.mysql.rows import stored_json
 from conveyor.request import JobRequest
 
 WAITING = frozenset({"available", "scheduled", "retryable", "suspended"})
 UNIQUE_MARKERS = ("uniq_key", "uniq_states")
-
-
-def _loads(value: Any) -> Any:
-    try:
-        return orjson.loads(value) if isinstance(value, str | bytes) else value
-    except orjson.JSONDecodeError:
-        return None
 
 
 def _run_at(request: JobRequest, clock: datetime) -> datetime:
@@ -70,7 +64,7 @@ async def replace_jobs(
         if "args" in fields:
             args = request.args_json.decode()
         if "meta" in fields:
-            old = _loads(stored_meta)
+            old = stored_json(stored_meta)
             kept = {k: old[k] for k in UNIQUE_MARKERS if isinstance(old, dict) and old.get(k) is not None}
             meta = orjson.dumps({**orjson.loads(request.meta_json), **kept}).decode()
         if "queue" in fields:
@@ -92,7 +86,7 @@ async def replace_jobs(
             new_state, discarded_at = "discarded", clock
             why = f"discarded: max_attempts replaced with {request.max_attempts} after {attempt} attempts"
             entry = {"attempt": attempt, "at": clock.strftime("%Y-%m-%dT%H:%M:%S.%f+00:00"), "error": why}
-            listed = _loads(stored_errors)
+            listed = stored_json(stored_errors)
             errors = orjson.dumps([*(listed if isinstance(listed, list) else []), entry]).decode()
         elif "scheduled_at" in fields and state == "available" and run_at > clock:
             new_state = "scheduled"

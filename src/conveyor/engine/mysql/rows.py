@@ -9,7 +9,7 @@ cost a round trip before every statement that needs it in Python.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -38,6 +38,19 @@ def check_now(now: datetime | None) -> None:
     """Refuse a naive ``now`` before any work is queued."""
     if now is not None:
         check_aware("now", now)
+
+
+def stored_json(value: Any) -> Any:
+    """A stored JSON column as Python, or None when it is not JSON (another client's text)."""
+    try:
+        return orjson.loads(value) if isinstance(value, str | bytes) else value
+    except orjson.JSONDecodeError:
+        return None
+
+
+def id_array(ids: Iterable[int]) -> str:
+    """Job ids as the JSON array a statement reads with ``JSON_TABLE`` (``delete_jobs.sql``)."""
+    return orjson.dumps([int(job_id) for job_id in ids]).decode()
 
 
 def aware(value: datetime | None) -> datetime | None:

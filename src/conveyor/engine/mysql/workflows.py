@@ -29,7 +29,7 @@ from conveyor.engine.mysql import fanout
 from conveyor.engine.mysql.caller import joined
 from conveyor.engine.mysql.connect import error_code
 from conveyor.engine.mysql.core import MysqlCore
-from conveyor.engine.mysql.rows import check_now, read_jobs, utc_clock
+from conveyor.engine.mysql.rows import check_now, read_jobs, stored_json, utc_clock
 from conveyor.job import Job, JobState
 
 log = logging.getLogger("conveyor.workflows")
@@ -42,20 +42,13 @@ RETRIED = frozenset({1213, 1205})
 SETTLE_TRIES = 5
 
 
-def _loads(value: Any) -> Any:
-    try:
-        return orjson.loads(value) if isinstance(value, str | bytes) else value
-    except orjson.JSONDecodeError:
-        return None
-
-
 def _meta(value: Any) -> dict[str, Any]:
-    meta = _loads(value)
+    meta = stored_json(value)
     return meta if isinstance(meta, dict) else {}
 
 
 def _names(value: Any) -> list[str]:
-    names = _loads(value)
+    names = stored_json(value)
     return [name for name in names if isinstance(name, str)] if isinstance(names, list) else []
 
 
@@ -226,7 +219,7 @@ class MysqlWorkflows(MysqlCore):
             for name, names in sorted(added.items()):
                 await cursor.execute(files["step_meta"], {"workflow": workflow_id, "name": name})
                 for job_id, stored in await cursor.fetchall():
-                    meta = _loads(stored)
+                    meta = stored_json(stored)
                     if not isinstance(meta, dict):
                         continue
                     dependents = meta.get("dependents")

@@ -1,7 +1,8 @@
 -- Claim the jobs fetch_jobs.sql locked: attempted_by records [node, producer uuid] so rescue can
 -- tell whose jobs are orphaned. A job unique only while it waits drops its unique markers, so going
 -- back to waiting later (a rescue, a snooze) never meets a twin.
-UPDATE {prefix}.oban_jobs
+-- By the primary key only, whatever the table's size (ack_targets.sql says why).
+UPDATE {prefix}.oban_jobs FORCE INDEX (PRIMARY)
 SET state = 'executing',
     attempt = attempt + 1,
     attempted_at = %(now)s,

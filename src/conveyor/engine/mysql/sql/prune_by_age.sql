@@ -1,6 +1,6 @@
 -- One age batch of a prune (engine/_prune_plan.py), for one final state: jobs of %(state)s that
 -- ended before %(cutoff)s, governed by the batch's rule, earliest ended first, bounded, locked;
--- prune_delete.sql deletes them; their columns (deleted_columns.sql) let the pruner record the
+-- delete_jobs.sql deletes them; their columns (deleted_columns.sql) let the pruner record the
 -- workflows of the steps among them. {ended} is the state's time column. A finished workflow step
 -- stays while steps of its workflow wait: they read how it ended. Read in the order of the state's
 -- (state, {ended}) index, the batch locks rows of that state only: a scan in id order would lock

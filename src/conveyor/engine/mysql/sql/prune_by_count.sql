@@ -1,5 +1,5 @@
 -- One count batch of a prune (engine/_prune_plan.py): of the final jobs in the batch's states
--- its rule governs, all but the newest %(keep)s (by id), bounded, locked; prune_delete.sql deletes
+-- its rule governs, all but the newest %(keep)s (by id), bounded, locked; delete_jobs.sql deletes
 -- them (deleted_columns.sql: see prune_by_age.sql). A finished workflow step stays while steps of
 -- its workflow wait.
 SELECT {deleted_columns} FROM {prefix}.oban_jobs AS j

@@ -1,1 +1,0 @@
-DELETE FROM {prefix}.oban_jobs WHERE id IN %(ids)s;
