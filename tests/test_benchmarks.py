@@ -56,8 +56,9 @@ RUNTIME_SCENARIOS = ("drain", "latency", "cpu", "drain-history")
 
 def test_runtime_benchmarks_run_at_tiny_sizes_and_print_json(dsn: str) -> None:
     """Each runtime scenario at a size that takes seconds, not minutes: the figures are meaningless,
-    but every scenario runs its node, measures, and reports."""
-    tiny = ["--jobs", "20", "--job-ms", "5", "--history", "2000"]
+    but every scenario runs its node, measures, and reports. (The latency's jobs, and as many before
+    them to warm up, are 50 ms apart: eight, not twenty, save more than a second.)"""
+    tiny = ["--jobs", "8", "--job-ms", "5", "--history", "2000"]
     command = [sys.executable, "benchmarks/run.py", *RUNTIME_SCENARIOS, *tiny, "--json", "--dsn", dsn]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
@@ -72,7 +73,7 @@ def test_runtime_benchmarks_run_at_tiny_sizes_and_print_json(dsn: str) -> None:
     ]
     for figures in results:
         assert figures["engine"] == "postgres"
-        assert figures["jobs"] == 20
+        assert figures["jobs"] == 8
         assert figures["leadership"] is False
     drain_20, drain_100, latency, cpu, history = results
     assert drain_20["jobs_per_s"] > 0 and drain_100["jobs_per_s"] > 0
@@ -255,7 +256,7 @@ def test_statement_times_sum_each_kind_over_the_window_and_tell_when_absent(dsn:
 
 
 # insert-copy, the memory guards and soak run in three processes (three tests), which the suite's
-# workers run side by side: together they took over 20 s, the soak's fixed 6 s included.
+# workers run side by side.
 def test_insert_copy_runs_and_reports(dsn: str) -> None:
     """``insert-copy`` measures both sides."""
     (copy,) = run_benchmarks(dsn, "insert-copy", "--jobs", "1000", "--rounds", "1")
@@ -274,7 +275,8 @@ def test_the_memory_guards_run_and_report(dsn: str) -> None:
 
 
 def test_the_soak_guard_runs_and_reports(dsn: str) -> None:
-    (soak,) = run_benchmarks(dsn, "soak", "--jobs", "1000", "--minutes", "0.1", "--rounds", "1")
+    # 1.2 s runs the guard, samples the node and reports; its RSS windows mean something over minutes.
+    (soak,) = run_benchmarks(dsn, "soak", "--jobs", "1000", "--minutes", "0.02", "--rounds", "1")
     assert soak["scenario"] == "soak" and soak["jobs_enqueued"] > 0 and "exceeded" not in soak
 
 
@@ -349,8 +351,9 @@ def test_node_cost_paired_with_a_base_commit_reports_current_against_base(dsn: s
 
 
 def test_commit_modes_reports_both_modes_of_the_hot_path(dsn: str) -> None:
-    (figures,) = run_benchmarks(dsn, "commit-modes", "--jobs", "10", "--rounds", "1")
-    assert figures["scenario"] == "commit-modes" and figures["jobs"] == 10 and figures["rounds"] == 1
+    # Four jobs: each mode's latency times them and as many before, 50 ms apart.
+    (figures,) = run_benchmarks(dsn, "commit-modes", "--jobs", "4", "--rounds", "1")
+    assert figures["scenario"] == "commit-modes" and figures["jobs"] == 4 and figures["rounds"] == 1
     for name in ("c20", "c100", "p50_ms", "p95_ms"):
         for mode in ("on", "off"):
             low, high = figures[f"{name}_{mode}_range"]
@@ -402,7 +405,7 @@ needs_mariadb = pytest.mark.skipif(mariadb.UNREACHABLE is not None, reason=str(m
 @needs_mariadb
 def test_insert_drain_and_latency_run_on_mariadb(dsn: str) -> None:
     """``--engine mariadb``: each scenario on a database of its own on the server, at tiny sizes."""
-    tiny = ["--jobs", "20", "--engine", "mariadb", "--mariadb-url", mariadb.URL]
+    tiny = ["--jobs", "8", "--engine", "mariadb", "--mariadb-url", mariadb.URL]
     results = run_benchmarks(dsn, "insert-bulk", "insert-single", "drain", "latency", *tiny)
     assert [(r["scenario"], r.get("concurrency")) for r in results] == [
         ("insert-bulk", None),
@@ -412,7 +415,7 @@ def test_insert_drain_and_latency_run_on_mariadb(dsn: str) -> None:
         ("latency", 10),
     ]
     for figures in results:
-        assert figures["engine"] == "mariadb" and figures["jobs"] == 20
+        assert figures["engine"] == "mariadb" and figures["jobs"] == 8
     bulk, single, drain_20, drain_100, latency = results
     assert bulk["jobs_per_s"] > 0 and single["jobs_per_s"] > 0
     assert drain_20["jobs_per_s"] > 0 and drain_100["jobs_per_s"] > 0
