@@ -1,8 +1,12 @@
-"""The benchmark script runs and reports, so it cannot rot between benchmark runs."""
+"""The benchmark script runs and reports, so it cannot rot between benchmark runs.
+
+Each run is a process of its own, forked from a server that imported Conveyor and its drivers once
+(``tests.forked``); the check of what a run imports starts a new interpreter."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -11,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests import forked
 from tests.conformance import mariadb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,25 +23,28 @@ SCENARIOS = ("insert-bulk", "insert-single")
 UNIQUE_SCENARIOS = ("insert-unique", "insert-unique-bulk")
 
 
+def run_script(*arguments: str) -> subprocess.CompletedProcess[str]:
+    """``python benchmarks/run.py ARGUMENTS``, forked."""
+    command = ["benchmarks/run.py", *arguments]
+    return forked.run_python(command, cwd=ROOT, env=dict(os.environ), timeout=300)
+
+
 def run_benchmarks(dsn: str, *arguments: str) -> list[dict[str, Any]]:
     """``benchmarks/run.py ARGUMENTS --json --dsn DSN``: the JSON object of each line it printed."""
-    command = [sys.executable, "benchmarks/run.py", *arguments, "--json", "--dsn", dsn]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    done = run_script(*arguments, "--json", "--dsn", dsn)
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
 def run_in_benchmarks(code: str, *arguments: str) -> subprocess.CompletedProcess[str]:
-    """``python -c CODE ARGUMENTS`` in the benchmarks' folder (their modules import each other)."""
-    command = [sys.executable, "-c", code, *arguments]
-    return subprocess.run(
-        command, cwd=ROOT / "benchmarks", capture_output=True, text=True, timeout=60, check=False
+    """``python -c CODE ARGUMENTS`` in the benchmarks' folder (their modules import each other), forked."""
+    return forked.run_python(
+        ["-c", code, *arguments], cwd=ROOT / "benchmarks", env=dict(os.environ), timeout=60
     )
 
 
 def test_benchmarks_print_one_json_object_per_scenario(dsn: str) -> None:
-    command = [sys.executable, "benchmarks/run.py", *SCENARIOS, "--jobs", "500", "--json", "--dsn", dsn]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    done = run_script(*SCENARIOS, "--jobs", "500", "--json", "--dsn", dsn)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == len(SCENARIOS), done.stdout
@@ -59,8 +67,7 @@ def test_runtime_benchmarks_run_at_tiny_sizes_and_print_json(dsn: str) -> None:
     but every scenario runs its node, measures, and reports. (The latency's jobs, and as many before
     them to warm up, are 50 ms apart: eight, not twenty, save more than a second.)"""
     tiny = ["--jobs", "8", "--job-ms", "5", "--history", "2000"]
-    command = [sys.executable, "benchmarks/run.py", *RUNTIME_SCENARIOS, *tiny, "--json", "--dsn", dsn]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    done = run_script(*RUNTIME_SCENARIOS, *tiny, "--json", "--dsn", dsn)
     assert done.returncode == 0, done.stderr
     results = [json.loads(line) for line in done.stdout.splitlines()]
     # drain runs at two concurrencies when none is given: one object each.
@@ -83,17 +90,7 @@ def test_runtime_benchmarks_run_at_tiny_sizes_and_print_json(dsn: str) -> None:
 
 
 def test_unique_insert_benchmarks_report_ratios_against_plain_inserts(dsn: str) -> None:
-    command = [
-        sys.executable,
-        "benchmarks/run.py",
-        *UNIQUE_SCENARIOS,
-        "--jobs",
-        "200",
-        "--json",
-        "--dsn",
-        dsn,
-    ]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    done = run_script(*UNIQUE_SCENARIOS, "--jobs", "200", "--json", "--dsn", dsn)
     assert done.returncode == 0, done.stderr
     single, bulk = (json.loads(line) for line in done.stdout.splitlines())
     for figures in (single, bulk):
@@ -215,7 +212,9 @@ def test_every_scenario_names_an_async_function_and_a_run_imports_only_its_own()
         "bad = [n for n in run.SCENARIOS if not inspect.iscoroutinefunction(run.scenario(n))]\n"
         "assert not bad, bad"
     )
-    done = run_in_benchmarks(code)
+    # What a run imports: a new interpreter's.
+    command = [sys.executable, "-c", code]
+    done = subprocess.run(command, cwd=ROOT / "benchmarks", capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
 
 
