@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import multiprocessing
 import multiprocessing.context
 import os
 import time
@@ -21,6 +20,7 @@ from conveyor import Conveyor
 from conveyor._runtime.clock import FakeClock
 from conveyor._runtime.service import Service
 from conveyor.engine.postgres import inserter
+from tests import forked
 
 T = TypeVar("T")
 
@@ -39,27 +39,14 @@ FAST_NODE: dict[str, Any] = {
 }
 
 
-#: What the fork server of ``racing_processes`` imports once: Conveyor, both engines and the
-#: modules whose functions the tests run in other processes.
-RACER_MODULES = [
-    "conveyor",
-    "conveyor.engine.postgres",
-    "conveyor.engine.sqlite",
-    "tests.conformance.unique_procs",
-    "tests.conformance.workflow_procs",
-    "tests.sqlite_procs",
-]
-
-
 def racing_processes() -> multiprocessing.context.ForkServerContext:
     """A context for processes a test races against each other or itself: each is forked from a
-    server that imported ``RACER_MODULES`` once for this pytest process, so it starts in a few
-    milliseconds of CPU instead of a fresh interpreter importing Conveyor and a driver again
-    (0.4-0.6 s with "spawn"). Every process is still a process of its own, with its own
-    connections; the server itself runs no test code and holds no connection."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(RACER_MODULES)  # taken when the server starts, the first time
-    return context
+    server that imported ``tests.forked.PRELOAD`` (Conveyor, its engines, the modules of the racing
+    functions) once for this pytest process, so it starts in a few milliseconds of CPU instead of a
+    fresh interpreter importing Conveyor and a driver again (0.4-0.6 s with "spawn"). Every process is
+    still a process of its own, with its own connections; the server itself runs no test code and
+    holds no connection."""
+    return forked.server()
 
 
 def make_app(dsn: str, prefix: str, **settings: Any) -> Conveyor:

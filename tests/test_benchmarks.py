@@ -1,8 +1,12 @@
-"""The benchmark script runs and reports, so it cannot rot between benchmark runs."""
+"""The benchmark script runs and reports, so it cannot rot between benchmark runs.
+
+Each run is a process of its own, forked from a server that imported Conveyor and its drivers once
+(``tests.forked``); the check of what a run imports starts a new interpreter."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -11,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests import forked
 from tests.conformance import mariadb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,25 +23,28 @@ SCENARIOS = ("insert-bulk", "insert-single")
 UNIQUE_SCENARIOS = ("insert-unique", "insert-unique-bulk")
 
 
+def run_script(*arguments: str) -> subprocess.CompletedProcess[str]:
+    """``python benchmarks/run.py ARGUMENTS``, forked."""
+    command = ["benchmarks/run.py", *arguments]
+    return forked.run_python(command, cwd=ROOT, env=dict(os.environ), timeout=300)
+
+
 def run_benchmarks(dsn: str, *arguments: str) -> list[dict[str, Any]]:
     """``benchmarks/run.py ARGUMENTS --json --dsn DSN``: the JSON object of each line it printed."""
-    command = [sys.executable, "benchmarks/run.py", *arguments, "--json", "--dsn", dsn]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    done = run_script(*arguments, "--json", "--dsn", dsn)
     assert done.returncode == 0, done.stderr
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
 def run_in_benchmarks(code: str, *arguments: str) -> subprocess.CompletedProcess[str]:
-    """``python -c CODE ARGUMENTS`` in the benchmarks' folder (their modules import each other)."""
-    command = [sys.executable, "-c", code, *arguments]
-    return subprocess.run(
-        command, cwd=ROOT / "benchmarks", capture_output=True, text=True, timeout=60, check=False
+    """``python -c CODE ARGUMENTS`` in the benchmarks' folder (their modules import each other), forked."""
+    return forked.run_python(
+        ["-c", code, *arguments], cwd=ROOT / "benchmarks", env=dict(os.environ), timeout=60
     )
 
 
 def test_benchmarks_print_one_json_object_per_scenario(dsn: str) -> None:
-    command = [sys.executable, "benchmarks/run.py", *SCENARIOS, "--jobs", "500", "--json", "--dsn", dsn]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    done = run_script(*SCENARIOS, "--jobs", "500", "--json", "--dsn", dsn)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == len(SCENARIOS), done.stdout
@@ -56,10 +64,10 @@ RUNTIME_SCENARIOS = ("drain", "latency", "cpu", "drain-history")
 
 def test_runtime_benchmarks_run_at_tiny_sizes_and_print_json(dsn: str) -> None:
     """Each runtime scenario at a size that takes seconds, not minutes: the figures are meaningless,
-    but every scenario runs its node, measures, and reports."""
-    tiny = ["--jobs", "20", "--job-ms", "5", "--history", "2000"]
-    command = [sys.executable, "benchmarks/run.py", *RUNTIME_SCENARIOS, *tiny, "--json", "--dsn", dsn]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    but every scenario runs its node, measures, and reports. (The latency's jobs, and as many before
+    them to warm up, are 50 ms apart: eight, not twenty, save more than a second.)"""
+    tiny = ["--jobs", "8", "--job-ms", "5", "--history", "2000"]
+    done = run_script(*RUNTIME_SCENARIOS, *tiny, "--json", "--dsn", dsn)
     assert done.returncode == 0, done.stderr
     results = [json.loads(line) for line in done.stdout.splitlines()]
     # drain runs at two concurrencies when none is given: one object each.
@@ -72,7 +80,7 @@ def test_runtime_benchmarks_run_at_tiny_sizes_and_print_json(dsn: str) -> None:
     ]
     for figures in results:
         assert figures["engine"] == "postgres"
-        assert figures["jobs"] == 20
+        assert figures["jobs"] == 8
         assert figures["leadership"] is False
     drain_20, drain_100, latency, cpu, history = results
     assert drain_20["jobs_per_s"] > 0 and drain_100["jobs_per_s"] > 0
@@ -82,17 +90,7 @@ def test_runtime_benchmarks_run_at_tiny_sizes_and_print_json(dsn: str) -> None:
 
 
 def test_unique_insert_benchmarks_report_ratios_against_plain_inserts(dsn: str) -> None:
-    command = [
-        sys.executable,
-        "benchmarks/run.py",
-        *UNIQUE_SCENARIOS,
-        "--jobs",
-        "200",
-        "--json",
-        "--dsn",
-        dsn,
-    ]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    done = run_script(*UNIQUE_SCENARIOS, "--jobs", "200", "--json", "--dsn", dsn)
     assert done.returncode == 0, done.stderr
     single, bulk = (json.loads(line) for line in done.stdout.splitlines())
     for figures in (single, bulk):
@@ -214,7 +212,9 @@ def test_every_scenario_names_an_async_function_and_a_run_imports_only_its_own()
         "bad = [n for n in run.SCENARIOS if not inspect.iscoroutinefunction(run.scenario(n))]\n"
         "assert not bad, bad"
     )
-    done = run_in_benchmarks(code)
+    # What a run imports: a new interpreter's.
+    command = [sys.executable, "-c", code]
+    done = subprocess.run(command, cwd=ROOT / "benchmarks", capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
 
 
@@ -255,7 +255,7 @@ def test_statement_times_sum_each_kind_over_the_window_and_tell_when_absent(dsn:
 
 
 # insert-copy, the memory guards and soak run in three processes (three tests), which the suite's
-# workers run side by side: together they took over 20 s, the soak's fixed 6 s included.
+# workers run side by side.
 def test_insert_copy_runs_and_reports(dsn: str) -> None:
     """``insert-copy`` measures both sides."""
     (copy,) = run_benchmarks(dsn, "insert-copy", "--jobs", "1000", "--rounds", "1")
@@ -274,7 +274,8 @@ def test_the_memory_guards_run_and_report(dsn: str) -> None:
 
 
 def test_the_soak_guard_runs_and_reports(dsn: str) -> None:
-    (soak,) = run_benchmarks(dsn, "soak", "--jobs", "1000", "--minutes", "0.1", "--rounds", "1")
+    # 1.2 s runs the guard, samples the node and reports; its RSS windows mean something over minutes.
+    (soak,) = run_benchmarks(dsn, "soak", "--jobs", "1000", "--minutes", "0.02", "--rounds", "1")
     assert soak["scenario"] == "soak" and soak["jobs_enqueued"] > 0 and "exceeded" not in soak
 
 
@@ -349,8 +350,9 @@ def test_node_cost_paired_with_a_base_commit_reports_current_against_base(dsn: s
 
 
 def test_commit_modes_reports_both_modes_of_the_hot_path(dsn: str) -> None:
-    (figures,) = run_benchmarks(dsn, "commit-modes", "--jobs", "10", "--rounds", "1")
-    assert figures["scenario"] == "commit-modes" and figures["jobs"] == 10 and figures["rounds"] == 1
+    # Four jobs: each mode's latency times them and as many before, 50 ms apart.
+    (figures,) = run_benchmarks(dsn, "commit-modes", "--jobs", "4", "--rounds", "1")
+    assert figures["scenario"] == "commit-modes" and figures["jobs"] == 4 and figures["rounds"] == 1
     for name in ("c20", "c100", "p50_ms", "p95_ms"):
         for mode in ("on", "off"):
             low, high = figures[f"{name}_{mode}_range"]
@@ -403,7 +405,7 @@ needs_mariadb = pytest.mark.skipif(mariadb.UNREACHABLE is not None, reason=str(m
 @needs_mariadb
 def test_insert_drain_and_latency_run_on_mariadb(dsn: str) -> None:
     """``--engine mariadb``: each scenario on a database of its own on the server, at tiny sizes."""
-    tiny = ["--jobs", "20", "--engine", "mariadb", "--mariadb-url", mariadb.URL]
+    tiny = ["--jobs", "8", "--engine", "mariadb", "--mariadb-url", mariadb.URL]
     results = run_benchmarks(dsn, "insert-bulk", "insert-single", "drain", "latency", *tiny)
     assert [(r["scenario"], r.get("concurrency")) for r in results] == [
         ("insert-bulk", None),
@@ -413,7 +415,7 @@ def test_insert_drain_and_latency_run_on_mariadb(dsn: str) -> None:
         ("latency", 10),
     ]
     for figures in results:
-        assert figures["engine"] == "mariadb" and figures["jobs"] == 20
+        assert figures["engine"] == "mariadb" and figures["jobs"] == 8
     bulk, single, drain_20, drain_100, latency = results
     assert bulk["jobs_per_s"] > 0 and single["jobs_per_s"] > 0
     assert drain_20["jobs_per_s"] > 0 and drain_100["jobs_per_s"] > 0

@@ -719,20 +719,29 @@ async def test_pruning_old_jobs_in_short_batches_while_a_node_drains(
             )
             return int(rows[0][0])
 
-        async def drain() -> float:
-            """Feed the node in waves, so it fetches and acks throughout the pruning."""
+        async def drain() -> tuple[float, int]:
+            """Feed the node in waves, each once the pruner has finished one more batch, so it
+            fetches and acks throughout the pruning however fast either goes; the drain's time and
+            what the node had completed when the pruner finished its eleventh batch."""
             begun = time.monotonic()
             waves = 10
             for wave in range(waves):
                 size = FRESH_JOBS // waves
                 await drainer.enqueue_many(jobs.noop.new(n=wave * size + i) for i in range(size))
-                await asyncio.sleep(0.8)  # pacing the producer side, not waiting for a condition
+                await poll(
+                    lambda: len(timed.finished),
+                    lambda n, wave=wave: n >= wave + 2,
+                    timeout=30,
+                    what=f"prune batch {wave + 2}",
+                    every=0.005,
+                )
+            during = await completed()
             await poll(completed, lambda n: n == FRESH_JOBS, timeout=60, what="the drain", every=0.1)
-            return time.monotonic() - begun
+            return time.monotonic() - begun, during
 
         prune_started = time.monotonic()
         pruning = asyncio.create_task(pruner.lead())
-        drained = await drain()
+        drained, completed_during = await drain()
         drain_ended = time.monotonic()
         await pruning
         pruning_took = time.monotonic() - prune_started
@@ -744,10 +753,12 @@ async def test_pruning_old_jobs_in_short_batches_while_a_node_drains(
     print(
         f"\ninserted {OLD_JOBS} old jobs in {inserted:.1f}s; pruned in {pruning_took:.1f}s over "
         f"{len(times)} batches (max {max(times):.3f}s, mean {sum(times) / len(times):.3f}s); "
-        f"drained {FRESH_JOBS} fresh jobs in {drained:.1f}s meanwhile"
+        f"drained {FRESH_JOBS} fresh jobs in {drained:.1f}s meanwhile ({completed_during} by the "
+        "eleventh batch)"
     )
     overlapping = sum(1 for at in timed.finished if at <= drain_ended)
     assert overlapping >= 10, f"only {overlapping} prune batches ran while the node drained"
+    assert completed_during > 0, "the node completed nothing while the pruner ran eleven batches"
     assert sum(n for _, n in timed.batches) == OLD_JOBS
     assert all(n == 10_000 for _, n in timed.batches[:-1])
     assert pruned.named("pruner.pruned") == [

@@ -1,8 +1,11 @@
 """conveyor.contrib.django in a real Django project (tests/django_project), on PostgreSQL and SQLite.
 
-Each test runs ``manage.py`` in subprocesses, as a user would: Django's settings are global to a
-process, and the two engines need two of them. On PostgreSQL the project's tables and Conveyor's
-live in the test's own schema (``search_path`` in the database OPTIONS); on SQLite in a file.
+Each test runs ``manage.py`` in processes of its own, as a user would: Django's settings are global
+to a process, and the two engines need two of them. A command that runs and exits is forked from a
+server that imported Django's command machinery and Conveyor once (``tests.forked``); the node
+(``conveyor_start``) and the project's pytest run start new interpreters. On PostgreSQL the
+project's tables and Conveyor's live in the test's own schema (``search_path`` in the database
+OPTIONS); on SQLite in a file.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import psycopg
 import pytest
 
 from conveyor.engine._migrations import LATEST_VERSION
+from tests import forked
 from tests.conftest import DSN
 from tests.helpers import poll_sync
 
@@ -48,14 +52,7 @@ class Project:
         return {}
 
     def manage(self, *args: str, check: bool = True, **extra: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=PROJECT,
-            env=self.env(**extra),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = forked.run_python(["manage.py", *args], cwd=PROJECT, env=self.env(**extra), timeout=120)
         if check:
             assert done.returncode == 0, f"manage.py {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
         return done
@@ -356,9 +353,7 @@ def test_misuses_get_errors_that_say_what_to_do_in_django(migrated: ProjectUnder
     assert django_conn.startswith("UnsupportedConnectionError cannot enqueue through a django.")
     assert "this is Django's connection: leave conn out" in django_conn
     assert project.query("SELECT count(*) FROM oban_jobs") == [(0,)]
-    no_app = subprocess.run(
-        [sys.executable, "-c", NO_APP], env=project.env(), capture_output=True, text=True, timeout=60
-    )
+    no_app = forked.run_python(["-c", NO_APP], cwd=Path.cwd(), env=project.env(), timeout=60)
     assert no_app.stdout.startswith("NoCurrentAppError no current Conveyor app"), no_app
     assert 'add "conveyor.contrib.django" to INSTALLED_APPS' in no_app.stdout
     # A URL of its own: the enqueues no longer join Django's transactions, and the check says so.

@@ -1,4 +1,8 @@
-"""Every example runs as a script, in a schema of its own, and prints what its docstring promises."""
+"""Every example runs as a script, in a schema of its own, and prints what its docstring promises.
+
+Each runs in a process of its own as ``python examples/<name>`` would, forked from a server that
+imported Conveyor once (``tests.forked``); the Docverse example's own test suite runs in a new
+interpreter (a pytest run of its own)."""
 
 from __future__ import annotations
 
@@ -10,24 +14,25 @@ from pathlib import Path
 
 import pytest
 
+from tests import forked
 from tests.conftest import DSN
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def run_python(args: list[str], env: dict[str, str], cwd: Path) -> str:
+def run_python(args: list[str], env: dict[str, str], cwd: Path, *, new_interpreter: bool = False) -> str:
     """Run ``python <args>`` with ``examples/`` importable (the Docverse example is the package
-    ``docverse`` there) and only the given ``CONVEYOR_*`` variables; return its standard output."""
+    ``docverse`` there) and only the given ``CONVEYOR_*`` variables; return its standard output.
+    Forked from the server of ``tests.forked`` unless ``new_interpreter``."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("CONVEYOR_", "PYTEST_"))}
     path = os.pathsep.join(filter(None, [str(EXAMPLES), os.environ.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [sys.executable, *args],
-        cwd=cwd,  # an empty folder: no conveyor.toml or pyproject.toml to pick settings up from
-        env=base | env | {"PYTHONPATH": path},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    # cwd: an empty folder, with no conveyor.toml or pyproject.toml to pick settings up from.
+    environ = base | env | {"PYTHONPATH": path}
+    if new_interpreter:
+        command = [sys.executable, *args]
+        done = subprocess.run(command, cwd=cwd, env=environ, capture_output=True, text=True, timeout=120)
+    else:
+        done = forked.run_python(args, cwd=cwd, env=environ, timeout=120)
     assert done.returncode == 0, f"{args} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
 
@@ -45,14 +50,7 @@ def test_every_example_has_a_test() -> None:
 
 def test_demo_runs_on_the_default_sqlite_file(tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if not key.startswith("CONVEYOR_")}
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLES / "demo.py")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = forked.run_python([str(EXAMPLES / "demo.py")], cwd=tmp_path, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "conveyor-demo.db").exists()
     assert re.search(
@@ -304,6 +302,6 @@ def test_docverse_tests(engine: str, tmp_path: Path) -> None:
     # The example's own suite, with its own pytest.ini; the plugin picks the engine from the variable.
     env = {"CONVEYOR_TEST_DATABASE_URL": DSN} if engine == "postgres" else {}
     args = ["-m", "pytest", str(EXAMPLES / "docverse"), "-p", "no:cacheprovider", "-q"]
-    summary = run_python(args, env, tmp_path).strip().splitlines()[-1]
+    summary = run_python(args, env, tmp_path, new_interpreter=True).strip().splitlines()[-1]
     passed = re.fullmatch(r"(\d+) passed(?:, \d+ warnings?)? in .*", summary)
     assert passed is not None and int(passed[1]) >= 15, summary  # nothing failed, skipped or left out
