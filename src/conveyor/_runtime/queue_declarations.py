@@ -55,8 +55,13 @@ class QueueDeclarations(Service):
             if self._applied.get(name) == (settings, paused):
                 continue
             if name not in self.node.producers:
-                await self.node.start_queue(name, settings.limit, settings=settings)
-                self._started.add(name)
+                try:
+                    await self.node.start_queue(name, settings.limit, settings=settings)
+                finally:
+                    # A start that failed after its producer began (its first heartbeat, say) still
+                    # started the queue: the retry only rescales it, and the stop must still come.
+                    if name in self.node.producers:
+                        self._started.add(name)
             else:
                 self.node.scale(name, settings.limit)
                 for producer in self.node.targets(name):
