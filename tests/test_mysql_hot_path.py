@@ -22,6 +22,7 @@ import pytest
 from conveyor import JobFilter, JobState
 from conveyor.acks import Ack
 from conveyor.engine.mysql import MysqlEngine
+from conveyor.engine.mysql.ack_writes import json_arrays
 from tests.conformance import mariadb
 from tests.conformance.contract import ERROR, NODE, PRODUCER, T0, fetch, req
 from tests.helpers import poll
@@ -253,3 +254,33 @@ async def test_errors_that_are_not_a_list_start_afresh_and_a_plain_completion_le
         (failed, "retryable", [ERROR]),
         (done, "completed", orjson.loads(junk)),
     ]
+
+
+async def test_a_batch_of_errors_past_the_servers_packet_size_is_written_in_parts(
+    engine: MysqlEngine, blocker: Blocker
+) -> None:
+    """Twenty errors of a megabyte each (20 MB, past MariaDB's default max_allowed_packet of 16 MB)
+    in one batch: each job gets its own."""
+    ((packet,),) = await blocker.execute("SELECT @@max_allowed_packet")
+    _, ids = await prepared(engine, "ack")
+    text = "é" * 500_000  # a megabyte in UTF-8
+    assert len(ids) * len(text.encode()) > packet
+    acks = [Ack(i, 1, JobState.DISCARDED, error={**ERROR, "error": f"{i}{text}"}) for i in ids]
+    assert sorted(await engine.ack_jobs(acks, now=T0)) == ids
+    read = (
+        f"SELECT id, state, JSON_LENGTH(errors), LEFT(JSON_VALUE(errors, '$[0].error'), 2),"
+        f" CHAR_LENGTH(JSON_VALUE(errors, '$[0].error')) FROM {blocker.table}.oban_jobs WHERE id IN %s"
+    )
+    rows = await blocker.execute(read, (tuple(ids),))
+    assert sorted((int(r[0]), r[1], r[2], r[3], r[4]) for r in rows) == [
+        (i, "discarded", 1, str(i)[:2], len(str(i)) + len(text)) for i in ids
+    ]
+
+
+@pytest.mark.parametrize("limit", [2, 10, 40, 1000])
+def test_rows_go_in_arrays_of_at_most_the_limit_unless_one_is_longer(limit: int) -> None:
+    rows = [[n, "x" * (n % 7), None] for n in range(25)]
+    arrays = list(json_arrays(rows, limit))
+    assert [row for array in arrays for row in orjson.loads(array)] == rows
+    assert all(len(a.encode()) <= limit or len(orjson.loads(a)) == 1 for a in arrays)
+    assert list(json_arrays([], limit)) == []

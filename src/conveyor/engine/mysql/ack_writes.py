@@ -1,4 +1,4 @@
-"""An ack batch's writes on MySQL/MariaDB, in at most two statements.
+"""An ack batch's writes on MySQL/MariaDB: two statements, however many acks.
 
 ``ack_targets.sql`` locks the rows the acks name that are executing; each ack is checked against
 its row in Python (the same attempt, the claiming node when one is given, one ack an attempt) and
@@ -9,12 +9,12 @@ make the batch fail. The acks that apply are then written in two groups:
   WHERE id IN`` (``ack_completed.sql``);
 * every other ack in one ``UPDATE`` joined to the batch as rows of ``JSON_TABLE``
   (``ack_rows.sql``): each its state, new ``scheduled_at``, attempt given back, and the ``errors`` and
-  ``meta`` built here (NULL: unchanged).
+  ``meta`` built here (NULL: unchanged); one such statement per megabyte of that text.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -30,6 +30,10 @@ _FINAL = frozenset({"completed", "discarded", "cancelled"})
 _COMPLETED = JobState.COMPLETED
 #: How ``ack_rows.sql`` reads a time out of its JSON document (naive UTC, as the columns store).
 _TIME = "%Y-%m-%d %H:%M:%S.%f"
+#: The most JSON text (bytes) one ``ack_rows.sql`` carries: a batch of long errors goes in several
+#: statements, each far under the server's ``max_allowed_packet`` (16 MB by default on MariaDB,
+#: 64 MB on MySQL 8), which a whole batch of them could pass.
+ROWS_TEXT_LIMIT = 1 << 20
 
 
 def is_step(meta: Any) -> bool:
@@ -124,9 +128,25 @@ class AckWrites:
         self.rows.append([ack.job_id, state, scheduled, 1 if ack.snoozed else 0, errors, meta])
 
     async def write(self, cursor: Any, files: SqlFiles) -> None:
-        """Both statements, in the transaction of ``cursor`` that locked the targets."""
+        """Both statements, in the transaction of ``cursor`` that locked the targets (the second
+        once per ``ROWS_TEXT_LIMIT`` of its rows' text)."""
         if self.completed:
             await cursor.execute(files["ack_completed"], {"ids": tuple(self.completed), "now": self.clock})
-        if self.rows:
-            acks = orjson.dumps(self.rows).decode()
+        for acks in json_arrays(self.rows, ROWS_TEXT_LIMIT):
             await cursor.execute(files["ack_rows"], {"acks": acks, "now": self.clock})
+
+
+def json_arrays(rows: Iterable[Any], limit: int) -> Iterator[str]:
+    """``rows`` as JSON arrays in order, each of at most ``limit`` bytes unless one row alone is
+    longer (then it goes alone)."""
+    parts: list[bytes] = []
+    size = 2
+    for row in rows:
+        text = orjson.dumps(row)
+        if parts and size + len(text) > limit:
+            yield (b"[" + b",".join(parts) + b"]").decode()
+            parts, size = [], 2
+        parts.append(text)
+        size += len(text) + 1
+    if parts:
+        yield (b"[" + b",".join(parts) + b"]").decode()

@@ -4,8 +4,8 @@ MySQL's UPDATE returns no rows and cannot read its own table in a subquery, so e
 first locks the rows it will change with a ``SELECT ... FOR UPDATE`` (``SKIP LOCKED`` for claims and
 staging: rows another transaction holds are skipped, never waited for), then updates them by id.
 Acks read the rows they apply to under that lock, merge ``errors`` and ``meta`` in Python, where
-another client's junk in either column cannot make the statement fail, and write the batch in at
-most two statements (``ack_writes.py``).
+another client's junk in either column cannot make the statement fail, and write the batch in two
+statements (``ack_writes.py``).
 """
 
 from __future__ import annotations
