@@ -105,7 +105,7 @@ def run_python(
 def start_python(
     args: Sequence[str], *, cwd: Path, env: Mapping[str, str], output: Path, errors: Path | None = None
 ) -> Started:
-    """``python ARGS`` started as ``run_python`` runs it, its standard output written to ``output``
+    """``python ARGS`` started as ``run_python`` runs it, its standard output appended to ``output``
     and its standard error to ``errors`` (the same file when None); the process, to wait for or
     signal as a ``subprocess.Popen``."""
     process = server().Process(
@@ -201,7 +201,7 @@ def _become(cwd: str, env: dict[str, str], out: str, err: str) -> None:
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
-    written = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    written = os.O_WRONLY | os.O_CREAT | os.O_APPEND
     targets = [(0, os.devnull, os.O_RDONLY), (1, out, written)] + ([(2, err, written)] if err != out else [])
     for fd, path, flags in targets:
         opened = os.open(path, flags, 0o600)
