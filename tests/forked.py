@@ -20,13 +20,16 @@ run (the server imported this suite's ``tests`` package): those run ``sys.execut
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import contextlib
 import json
 import multiprocessing
 import multiprocessing.context
+import multiprocessing.process
 import os
 import runpy
+import signal
 import subprocess
 import sys
 import tempfile
@@ -87,18 +90,85 @@ def run_python(
     with a script's path, ``-m MODULE`` or ``-c CODE``."""
     with tempfile.TemporaryDirectory(prefix="forked-") as folder:
         out, err = Path(folder) / "stdout", Path(folder) / "stderr"
-        process = server().Process(
-            target=_main,
-            args=(list(args), str(cwd), dict(env), str(out), str(err), _interpreter_path()),
-            name=f"python {' '.join(args)[:60]}",
-        )
-        process.start()
-        process.join(timeout)
-        if process.exitcode is None:
-            process.kill()
-            process.join()
-            raise subprocess.TimeoutExpired([sys.executable, *args], timeout, _read(out), _read(err))
-        return subprocess.CompletedProcess([sys.executable, *args], process.exitcode, _read(out), _read(err))
+        started = start_python(args, cwd=cwd, env=env, output=out, errors=err)
+        try:
+            code = started.wait(timeout)
+        except subprocess.TimeoutExpired:
+            started.kill()
+            started.wait()
+            raise subprocess.TimeoutExpired(
+                [sys.executable, *args], timeout, _read(out), _read(err)
+            ) from None
+        return subprocess.CompletedProcess([sys.executable, *args], code, _read(out), _read(err))
+
+
+def start_python(
+    args: Sequence[str], *, cwd: Path, env: Mapping[str, str], output: Path, errors: Path | None = None
+) -> Started:
+    """``python ARGS`` started as ``run_python`` runs it, its standard output appended to ``output``
+    and its standard error to ``errors`` (the same file when None); the process, to wait for or
+    signal as a ``subprocess.Popen``."""
+    process = server().Process(
+        target=_main,
+        args=(list(args), str(cwd), dict(env), str(output), str(errors or output), _interpreter_path()),
+        name=f"python {' '.join(args)[:60]}",
+    )
+    process.start()
+    return Started(process)
+
+
+class Started:
+    """A process ``start_python`` started: what a test does with a ``subprocess.Popen`` (``pid``,
+    ``returncode``, ``poll``, ``wait``, ``send_signal``, ``terminate``, ``kill``), and ``exited`` to
+    wait for it on an event loop. A process killed by a signal has its negative number as status."""
+
+    def __init__(self, process: multiprocessing.process.BaseProcess) -> None:
+        self._process = process
+        pid = process.pid
+        assert pid is not None
+        self.pid: int = pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.exitcode
+
+    def poll(self) -> int | None:
+        return self._process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        code = self._process.exitcode
+        if code is None:
+            raise subprocess.TimeoutExpired(self._process.name, timeout or 0.0)
+        return code
+
+    async def exited(self) -> int:
+        """Wait on the event loop until the process has exited (its sentinel is readable); its status."""
+        if self._process.exitcode is None:
+            loop = asyncio.get_running_loop()
+            ended: asyncio.Future[None] = loop.create_future()
+            sentinel = self._process.sentinel
+
+            def readable() -> None:
+                if not ended.done():
+                    ended.set_result(None)
+
+            loop.add_reader(sentinel, readable)
+            try:
+                await ended
+            finally:
+                loop.remove_reader(sentinel)
+        return self.wait()
+
+    def send_signal(self, sig: int) -> None:
+        if self._process.exitcode is None:  # as Popen: never a signal to a reaped pid
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
 
 
 def _read(path: Path) -> str:
@@ -131,14 +201,14 @@ def _become(cwd: str, env: dict[str, str], out: str, err: str) -> None:
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
-    for fd, path, flags in (
-        (0, os.devnull, os.O_RDONLY),
-        (1, out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
-        (2, err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
-    ):
+    written = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    targets = [(0, os.devnull, os.O_RDONLY), (1, out, written)] + ([(2, err, written)] if err != out else [])
+    for fd, path, flags in targets:
         opened = os.open(path, flags, 0o600)
         os.dup2(opened, fd)
         os.close(opened)
+    if err == out:
+        os.dup2(1, 2)
     # New text streams on those descriptors, as an interpreter whose streams are not a terminal
     # has: standard output block-buffered, standard error line-buffered. (sys.__stdout__ and the
     # like, the server's, write to the same descriptors.)

@@ -1,5 +1,7 @@
 """Real ``conveyor start`` processes for the tests where dying matters (SIGKILL leaves no chance to
-clean up): started on a test's database, every one killed on the way out."""
+clean up): started on a test's database, every one killed on the way out. Each is the installed
+script run in a process of its own forked from a server that imported Conveyor once
+(``tests.forked``), not a new interpreter importing it again."""
 
 from __future__ import annotations
 
@@ -12,13 +14,15 @@ from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests import forked
+
 ROOT = Path(__file__).resolve().parent.parent
 CONVEYOR = Path(sys.executable).with_name("conveyor")
 
 
 @dataclass
 class NodeProcess:
-    process: asyncio.subprocess.Process
+    process: forked.Started
     log: Path
 
     @property
@@ -59,24 +63,9 @@ async def node_processes(
     try:
         for i in range(count):
             log = directory / f"node-{i}-{uuid.uuid4().hex[:6]}.log"
-            with log.open("wb") as out:
-                process = await asyncio.create_subprocess_exec(
-                    str(CONVEYOR),
-                    "start",
-                    "--dsn",
-                    dsn,
-                    *options,
-                    "--import",
-                    "tests.cluster_jobs",
-                    "--poll-interval",
-                    "0.2",
-                    "--shutdown-grace",
-                    "1",
-                    cwd=ROOT,
-                    env=environ,
-                    stdout=out,
-                    stderr=out,
-                )
+            command = [str(CONVEYOR), "start", "--dsn", dsn, *options, "--import", "tests.cluster_jobs"]
+            command += ["--poll-interval", "0.2", "--shutdown-grace", "1"]
+            process = forked.start_python(command, cwd=ROOT, env=environ, output=log)
             nodes.append(NodeProcess(process, log))
         yield nodes
     finally:
@@ -86,4 +75,4 @@ async def node_processes(
                     node.process.kill()
         for node in nodes:
             with suppress(Exception):
-                await asyncio.wait_for(node.process.wait(), 10)
+                await asyncio.wait_for(node.process.exited(), 10)

@@ -65,7 +65,7 @@ async def test_a_chunk_killed_mid_call_runs_each_of_its_jobs_once_more(
             assert first == [(i, doomed.pid, 1) for i in sorted(ids)]  # all started on the doomed node
             await survivor.start()
             doomed.process.send_signal(signal.SIGKILL)
-            await doomed.process.wait()
+            await doomed.process.exited()
             for job_id in ids:
                 done = await poll(
                     lambda job_id=job_id: survivor.get_job(job_id),

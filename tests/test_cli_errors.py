@@ -25,6 +25,7 @@ import psycopg
 import pytest
 
 from conveyor import Conveyor
+from tests import forked
 from tests.conftest import DSN
 
 CONVEYOR = str(Path(sys.executable).with_name("conveyor"))
@@ -53,6 +54,17 @@ def conveyor(*args: str, cwd: Path, env: dict[str, str] | None = None, stdin: st
         text=True,
         timeout=60,
     )
+    return Run(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
+
+
+def conveyor_forked(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Run:
+    """``conveyor(...)`` (with no standard input) in a process forked from the server of
+    ``tests.forked``: the installed script in a process of its own, which imports the user's modules
+    and exits as a new one would, without a new interpreter's imports. For commands that load a
+    user's code (``start --app``), which must not stay in this process."""
+    base = {key: value for key, value in os.environ.items() if not key.startswith("CONVEYOR_")}
+    started = time.monotonic()
+    done = forked.run_python([CONVEYOR, *args], cwd=cwd, env=base | (env or {}), timeout=60)
     return Run(done.returncode, done.stdout, done.stderr, time.monotonic() - started)
 
 

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from conveyor import JobRequest, JobState
+from tests import forked
 from tests.test_cli_start_app import Target, run_node, target, wait_until
 
 __all__ = ["target"]  # the fixture, on both engines
@@ -39,7 +40,7 @@ EXIT_THREADS_LEFT = 3
 GRACE = 1.0
 
 
-def start(target: Target) -> subprocess.Popen[bytes]:
+def start(target: Target) -> forked.Started:
     (target.directory / "stuck_jobs.py").write_text(STUCK_MODULE)
     options = ("--import", "stuck_jobs", "--queues", "default:2", "--shutdown-grace", str(GRACE))
     process = run_node(target, *options, "--poll-interval", "0.2")
@@ -48,7 +49,7 @@ def start(target: Target) -> subprocess.Popen[bytes]:
     return process
 
 
-def terminate(process: subprocess.Popen[bytes], target: Target) -> tuple[float, str]:
+def terminate(process: forked.Started, target: Target) -> tuple[float, str]:
     """SIGTERM; the seconds until the process ended (it is killed after 20 s) and its output."""
     sent = time.monotonic()
     process.send_signal(signal.SIGTERM)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,9 +15,10 @@ import orjson
 import pytest
 
 from conveyor import Conveyor, JobRequest, JobState
+from tests import forked
 from tests.conftest import DSN
 from tests.helpers import poll_sync
-from tests.test_cli_errors import CONVEYOR, assert_one_line_error, conveyor
+from tests.test_cli_errors import CONVEYOR, assert_one_line_error, conveyor_forked
 
 USER_MODULE = '''
 """A user's worker module: a job, an app with a telemetry handler, and a factory."""
@@ -103,17 +103,18 @@ def wait_until(check: Callable[[], bool], what: str, timeout: float = 30.0) -> N
     poll_sync(check, timeout=timeout, what=what, every=0.1)
 
 
-def run_node(target: Target, *options: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def run_node(target: Target, *options: str, env: dict[str, str] | None = None) -> forked.Started:
+    """``conveyor start OPTIONS`` in the target's folder, forked (``tests.forked``), its output in
+    node.log (emptied first)."""
     environ = (
         {k: v for k, v in os.environ.items() if not k.startswith("CONVEYOR_")} | target.env | (env or {})
     )
-    log = (target.directory / "node.log").open("wb")
-    return subprocess.Popen(
-        [CONVEYOR, "start", *options], cwd=target.directory, env=environ, stdout=log, stderr=log
-    )
+    log = target.directory / "node.log"
+    log.write_bytes(b"")
+    return forked.start_python([CONVEYOR, "start", *options], cwd=target.directory, env=environ, output=log)
 
 
-def stop_node(process: subprocess.Popen[bytes], target: Target) -> str:
+def stop_node(process: forked.Started, target: Target) -> str:
     process.send_signal(signal.SIGTERM)
     try:
         process.wait(30)
@@ -184,7 +185,7 @@ def test_a_factory_with_the_commands_queues_and_the_level_from_the_environment(t
 @pytest.mark.parametrize("target", ["sqlite"], indirect=True)
 def test_mistakes_with_app_get_one_clear_line(target: Target) -> None:
     def start(*options: str, env: dict[str, str] | None = None) -> Any:
-        return conveyor("start", *options, cwd=target.directory, env=target.env | (env or {}))
+        return conveyor_forked("start", *options, cwd=target.directory, env=target.env | (env or {}))
 
     assert_one_line_error(
         start("--app", "missing_module:app"), "--app missing_module:app", "no module named 'missing_module'"

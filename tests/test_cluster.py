@@ -428,7 +428,7 @@ async def kill_leader(engine: PostgresEngine, alive: list[NodeProcess], ttl: flo
     )
     victim.process.send_signal(signal.SIGKILL)
     killed = time.monotonic()
-    await victim.process.wait()
+    await victim.process.exited()
     alive.remove(victim)
     successor = await poll(
         lambda: leader_node(engine),
@@ -514,7 +514,7 @@ async def test_jobs_of_a_killed_node_run_again_once_on_a_live_node(
 
             doomed.process.send_signal(signal.SIGKILL)
             killed = time.monotonic()
-            await doomed.process.wait()
+            await doomed.process.exited()
             runs = await poll(
                 lambda: runs_of(engine, job_id),
                 lambda r: len(r) >= 2,
@@ -615,7 +615,7 @@ async def test_a_killed_leaders_jobs_and_fleet_slots_come_back_long_before_its_l
 
             doomed.process.send_signal(signal.SIGKILL)
             killed = time.monotonic()
-            await doomed.process.wait()
+            await doomed.process.exited()
             rerun = await poll(
                 lambda: runs_of(engine, first),
                 lambda r: len(r) == 2,

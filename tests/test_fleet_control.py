@@ -2,8 +2,9 @@
 or one, cancel running jobs on another node in each executor kind, list the fleet's queues, drive it all
 from the command line, and speak Oban's signal format on ``<prefix>.oban_signal``.
 
-Nodes are ``conveyor start`` subprocesses with distinct ``CONVEYOR_NODE`` names; the test process runs
-no node, it only signals and looks at the database. Jobs (``tests.fleet_jobs``) report what they did
+Nodes are ``conveyor start`` processes with distinct ``CONVEYOR_NODE`` names (the installed script,
+forked from a server that imported Conveyor once: ``tests.forked``); the test process runs no node, it
+only signals and looks at the database. Jobs (``tests.fleet_jobs``) report what they did
 through a ``fleet_marks`` table in the test's schema.
 """
 
@@ -30,7 +31,7 @@ from conveyor import Conveyor, NodeNotFoundError, ValidationError
 from conveyor.cli import main as cli
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.fleet import QueueInfo
-from tests import fleet_jobs
+from tests import fleet_jobs, forked
 from tests.helpers import holds, listening, poll, signal_channel, table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,28 +57,14 @@ class NodeProcess:
     def __init__(self, dsn: str, prefix: str, name: str, queues: str, log_dir: Path) -> None:
         self.dsn, self.prefix, self.name, self.queues = dsn, prefix, name, queues
         self.log_path = log_dir / f"{name}.log"
-        self.process: asyncio.subprocess.Process | None = None
+        self.process: forked.Started | None = None
 
     async def spawn(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CONVEYOR_")}
         env |= NODE_ENV | {"CONVEYOR_NODE": self.name}
-        with self.log_path.open("ab") as log:
-            self.process = await asyncio.create_subprocess_exec(
-                str(CONVEYOR),
-                "start",
-                "--dsn",
-                self.dsn,
-                "--prefix",
-                self.prefix,
-                "-q",
-                self.queues,
-                "--import",
-                "tests.fleet_jobs",
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=log,
-            )
+        command = [str(CONVEYOR), "start", "--dsn", self.dsn, "--prefix", self.prefix, "-q", self.queues]
+        command += ["--import", "tests.fleet_jobs"]
+        self.process = forked.start_python(command, cwd=ROOT, env=env, output=self.log_path)
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:] if self.log_path.exists() else ""
@@ -104,11 +91,11 @@ class NodeProcess:
             with contextlib.suppress(ProcessLookupError):
                 process.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(process.wait(), timeout)
+                await asyncio.wait_for(process.exited(), timeout)
             except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
-                await process.wait()
+                await process.exited()
         return process.returncode
 
 

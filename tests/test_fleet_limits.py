@@ -111,7 +111,7 @@ async def test_three_node_processes_share_a_global_limit_through_a_kill(
             )
             victim.send_signal(signal.SIGKILL)
             killed_at = (await (await conn.execute("SELECT clock_timestamp()")).fetchone())[0]  # type: ignore[index]
-            await victim.wait()
+            await victim.exited()
 
             async def completed() -> int:
                 cur = await conn.execute(

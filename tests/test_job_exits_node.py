@@ -6,12 +6,11 @@ its last attempt it is discarded, with that reason recorded rather than none. On
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from conveyor import JobRequest, JobState
 from conveyor.job import Job
+from tests import forked
 from tests.test_cli_start_app import Target, run_node, target, wait_until
 
 __all__ = ["target"]  # the fixture, on both engines
@@ -41,7 +40,7 @@ SETTINGS = {
 }
 
 
-def start(target: Target, node: str) -> subprocess.Popen[bytes]:
+def start(target: Target, node: str) -> forked.Started:
     options = ("--import", "exiting_jobs", "--queues", "default:2", "--node", node)
     process = run_node(target, *options, "--poll-interval", "0.2", "--shutdown-grace", "1", env=SETTINGS)
     wait_until(lambda: "running queues" in log(target) or process.poll() is not None, "the node to start")

@@ -115,7 +115,7 @@ async def test_the_job_of_a_killed_node_process_runs_again_once_on_a_live_node(
 
             doomed.process.send_signal(signal.SIGKILL)
             killed = time.monotonic()
-            await doomed.process.wait()
+            await doomed.process.exited()
             done = await poll(
                 lambda: survivor.get_job(job_id),
                 lambda j: j is not None and j.state is JobState.COMPLETED,

@@ -74,7 +74,7 @@ async def finish_through_a_kill(
                 running_node, timeout=60, what=f"a node running a step\n{describe(nodes)}", every=0.01
             )
             victim.process.send_signal(signal.SIGKILL)
-            await victim.process.wait()
+            await victim.process.exited()
             status = await poll(
                 lambda: lifeline.workflow_status(workflow.id),
                 lambda status: status.finished,

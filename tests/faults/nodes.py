@@ -20,6 +20,7 @@ import psycopg
 from psycopg import sql
 
 from conveyor import Conveyor
+from tests import forked
 from tests.faults import jobs
 from tests.helpers import poll_sync
 
@@ -92,7 +93,7 @@ def wait_completed(dsn: str, prefix: str, ids: Iterable[int], *, timeout: float,
 # -- node processes -------------------------------------------------------------------------------
 @dataclass
 class NodeProcess:
-    process: subprocess.Popen[bytes]
+    process: forked.Started
     log: Path
     killed_at: float | None = None
 
@@ -122,31 +123,15 @@ class Fleet:
     nodes: list[NodeProcess] = field(default_factory=list)
 
     def start(self, env: dict[str, str] | None = None, queues: str = "default:5") -> NodeProcess:
-        """One ``conveyor start`` process with ``FAST_ENV`` (``env`` overrides it)."""
+        """One ``conveyor start`` process with ``FAST_ENV`` (``env`` overrides it): the installed
+        script in a process of its own, forked from a server that imported Conveyor once
+        (``tests.forked``) rather than a new interpreter importing it again."""
         environ = {k: v for k, v in os.environ.items() if not k.startswith("CONVEYOR_")}
         environ |= FAST_ENV | (env or {})
         log = self.directory / f"node-{len(self.nodes)}-{uuid.uuid4().hex[:6]}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [
-                    str(CONVEYOR),
-                    "start",
-                    "--dsn",
-                    self.dsn,
-                    "--prefix",
-                    self.prefix,
-                    "-q",
-                    queues,
-                    "--import",
-                    "tests.faults.jobs",
-                    "--log-level",
-                    "WARNING",
-                ],
-                cwd=ROOT,
-                env=environ,
-                stdout=out,
-                stderr=out,
-            )
+        command = [str(CONVEYOR), "start", "--dsn", self.dsn, "--prefix", self.prefix, "-q", queues]
+        command += ["--import", "tests.faults.jobs", "--log-level", "WARNING"]
+        process = forked.start_python(command, cwd=ROOT, env=environ, output=log)
         node = NodeProcess(process, log)
         self.nodes.append(node)
         return node
