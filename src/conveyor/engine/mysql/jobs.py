@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from conveyor.engine.mysql.caller import joined, run_blocking
+from conveyor.engine.mysql.connect import error_code
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.hot_path import notify, notify_ended
 from conveyor.engine.mysql.producers import list_stopping
@@ -19,6 +20,10 @@ from conveyor.engine.mysql.workflows import MysqlWorkflows
 from conveyor.filters import JobFilter
 from conveyor.job import Job, JobState
 from conveyor.stats import countable
+
+#: A retry chosen as a deadlock's victim runs again, up to this many times in all.
+RETRY_TRIES = 5
+DEADLOCK = 1213
 
 #: The filter fragments (``filter_<name>.sql``), combined with AND: one per JobFilter field, except
 #: ``completed`` for completed_after and completed_before together.
@@ -153,13 +158,31 @@ class MysqlJobs(MysqlWorkflows):
         self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
     ) -> list[int]:
         check_now(now)
+        for attempt in range(1, RETRY_TRIES + 1):
+            try:
+                ids, steps = await self._retry_in_transaction(criteria, now, conn)
+                break
+            except Exception as exc:
+                # A deadlock victim (retries racing inserts of their unique twins) rolled back whole:
+                # run it again. In a caller's transaction the rollback took the caller's work too.
+                if conn is not None or attempt == RETRY_TRIES or error_code(exc) != DEADLOCK:
+                    raise
+        if steps:  # those whose dependency stays failed are cancelled again, and not retried
+            settled = await self.settle_after(steps, now, conn)
+            return [job_id for job_id in ids if settled.get(job_id) is not JobState.CANCELLED]
+        return ids
+
+    async def _retry_in_transaction(
+        self, criteria: JobFilter, now: datetime | None, conn: Any
+    ) -> tuple[list[int], list[int]]:
+        """The retry's one transaction: the ids made available (or held), and the held steps."""
         statement, params = self._targets("retry_targets", criteria)
         files = self.files
         async with self.within(conn) as cursor:
             await cursor.execute(statement, params)
             rows = await cursor.fetchall()
             if not rows:
-                return []
+                return [], []
             ids = [int(row[0]) for row in rows]
             # A unique job keeps its key unless a twin holds it, or another job of this retry has it
             # too: then it runs as a plain job (available again, it would break the unique index).
@@ -173,16 +196,13 @@ class MysqlJobs(MysqlWorkflows):
                 if strip:
                     await cursor.execute(files["drop_unique_markers"], {"ids": tuple(strip)})
             await cursor.execute(files["retry_jobs"], {"ids": tuple(ids), "now": utc_clock(now)})
-            # Steps with dependencies are held until those finish, then settled below.
+            # Steps with dependencies are held until those finish, then settled after the commit.
             steps = [int(row[0]) for row in rows if row[3]]
             if steps:
                 await cursor.execute(files["hold_jobs"], (tuple(steps),))
             for queue in sorted({row[1] for row in rows if not row[3]}):
                 await notify(cursor, self, "insert", {"queue": queue})
-        if steps:  # those whose dependency stays failed are cancelled again, and not retried
-            settled = await self.settle_after(steps, now, conn)
-            return [job_id for job_id in ids if settled.get(job_id) is not JobState.CANCELLED]
-        return ids
+        return ids, steps
 
     async def delete_jobs(self, criteria: JobFilter, *, conn: Any = None) -> list[int]:
         statement, params = self._targets("delete_targets", criteria)
