@@ -25,25 +25,27 @@ def named(name: str) -> str:
 
 
 async def terminate(name: str) -> int:
-    """Terminate every backend connected as ``name``; return how many, once they are gone."""
+    """Terminate every backend connected as ``name``; return how many, once they are gone.
+
+    It waits for the terminated backends themselves, not for the name to vanish: a pool that refills
+    at once (the blocking pool keeps its minimum) connects under the same name meanwhile."""
     async with await psycopg.AsyncConnection.connect(DSN, autocommit=True) as conn:
         cur = await conn.execute(
-            "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE application_name = %s AND pid <> pg_backend_pid()) AS t",
+            "SELECT array_agg(pid) FROM (SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+            " AND pid <> pg_backend_pid() OFFSET 0) AS t WHERE pg_terminate_backend(pid)",
             (name,),
         )
         row = await cur.fetchone()
+        pids: list[int] = list(row[0] or []) if row is not None else []
 
         async def left() -> Any:
-            cur = await conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (name,)
-            )
+            cur = await conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (pids,))
             return await cur.fetchone()
 
         await poll(
             left, lambda found: found is not None and found[0] == 0, what="the backends to go", every=0.01
         )
-        return int(row[0]) if row is not None else 0
+        return len(pids)
 
 
 CALLS: dict[str, Callable[[Conveyor, int], Awaitable[Any]]] = {
