@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 
 import orjson
 
-from conveyor.engine._json_columns import json_mapping
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.hot_path import notify
 from conveyor.engine.mysql.rows import aware, check_now, utc_clock
@@ -70,18 +69,7 @@ class MysqlCron(MysqlCore):
         async with self.reading() as cursor:
             await cursor.execute(self.files["list_crons"])
             rows = await cursor.fetchall()
-        return [
-            StoredCron(
-                name=row[0],
-                expression=row[1],
-                worker=row[2],
-                opts=json_mapping(row[3]),
-                paused=bool(row[4]),
-                inserted_at=aware(row[5]),
-                updated_at=aware(row[6]),
-            )
-            for row in rows
-        ]
+        return [StoredCron.from_row(row, aware) for row in rows]
 
     async def add_cron(self, cron: StoredCron) -> bool:
         return await self._write_cron("add_cron", cron)

@@ -9,7 +9,6 @@ from typing import Any
 
 import orjson
 
-from conveyor.engine._json_columns import json_mapping
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.rows import aware, check_now, stored_json, utc_clock
@@ -169,9 +168,4 @@ class MysqlProducers(MysqlCore):
         async with self.reading() as cursor:
             await cursor.execute(self.files["list_stored_queues"])
             rows = await cursor.fetchall()
-        return [
-            StoredQueue(
-                name=row[0], opts=json_mapping(row[1]), only=json_mapping(row[2]), updated_at=aware(row[3])
-            )
-            for row in rows
-        ]
+        return [StoredQueue.from_row(row, aware) for row in rows]

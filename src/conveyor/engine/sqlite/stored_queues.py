@@ -6,7 +6,6 @@ import sqlite3
 
 import orjson
 
-from conveyor.engine._json_columns import json_mapping
 from conveyor.engine.sqlite.core import FILES, SqliteCore
 from conveyor.engine.sqlite.rows import parse_optional_time
 from conveyor.fleet import StoredQueue
@@ -18,15 +17,7 @@ class SqliteStoredQueues(SqliteCore):
     async def list_stored_queues(self) -> list[StoredQueue]:
         def run(conn: sqlite3.Connection) -> list[StoredQueue]:
             rows = conn.execute(FILES["list_stored_queues"]).fetchall()
-            return [
-                StoredQueue(
-                    name=row[0],
-                    opts=json_mapping(row[1]),
-                    only=json_mapping(row[2]),
-                    updated_at=parse_optional_time(row[3]),
-                )
-                for row in rows
-            ]
+            return [StoredQueue.from_row(row, parse_optional_time) for row in rows]
 
         return await self.database.read(run)
 
