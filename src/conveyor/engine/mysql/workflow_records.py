@@ -14,7 +14,7 @@ import orjson
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine._step_names import step_names_kept
 from conveyor.engine.mysql import inserter
-from conveyor.engine.mysql.connect import error_code
+from conveyor.engine.mysql.connect import rerun_victims
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.rows import InsertRows, aware, check_now, utc_clock
 from conveyor.job_ids import JobIds
@@ -23,8 +23,6 @@ from conveyor.workflow_record import OUTCOMES, WorkflowRecord
 
 #: Seconds an enqueue waits for another enqueue of the same workflow lock.
 LOCK_TIMEOUT = 30
-#: Deadlock victim: the enqueue runs again (its requests are all in hand), up to this many times.
-TRIES = 5
 
 
 async def record_workflows(cursor: Any, files: SqlFiles, deleted: Sequence[Sequence[Any]]) -> None:
@@ -90,37 +88,34 @@ class MysqlWorkflowRecords(MysqlCore):
         # released when the transaction ends; READ COMMITTED, so each sees what the previous one
         # committed.
         key = "conveyor:wf:" + hashlib.sha1(f"{files.prefix}:{lock}".encode()).hexdigest()
+
+        async def enqueue() -> JobIds | str:
+            async with self.transaction(keyed=True) as cursor:
+                await cursor.execute("SELECT GET_LOCK(%s, %s)", (key, LOCK_TIMEOUT))
+                ((taken,),) = await cursor.fetchall()
+                if taken != 1:
+                    raise TimeoutError(f"another enqueue held workflow lock {lock!r} for {LOCK_TIMEOUT} s")
+                await cursor.execute(files["workflow_lock_release"], {"lock": lock})
+                await cursor.execute(files["workflow_lock_holder"], {"lock": lock})
+                holder = await cursor.fetchall()
+                if holder:
+                    return str(holder[0][0])
+                clock = utc_clock(now)
+                claim = {"id": workflow_id, "name": name, "lock": lock, "now": clock}
+                await cursor.execute(files["workflow_lock_claim"], claim)
+                done = await inserter.insert(
+                    cursor,
+                    files,
+                    inserter.chunks(*inserter.split(steps)),
+                    InsertRows(clock),
+                    rows_per_statement=self._rows_per_statement,
+                    hold=hold,
+                )
+            return done.ids
+
+        # A deadlock's victim runs again: its requests are all in hand.
         with step_names_kept():
-            for attempt in range(1, TRIES + 1):
-                try:
-                    async with self.transaction(keyed=True) as cursor:
-                        await cursor.execute("SELECT GET_LOCK(%s, %s)", (key, LOCK_TIMEOUT))
-                        ((taken,),) = await cursor.fetchall()
-                        if taken != 1:
-                            raise TimeoutError(
-                                f"another enqueue held workflow lock {lock!r} for {LOCK_TIMEOUT} s"
-                            )
-                        await cursor.execute(files["workflow_lock_release"], {"lock": lock})
-                        await cursor.execute(files["workflow_lock_holder"], {"lock": lock})
-                        holder = await cursor.fetchall()
-                        if holder:
-                            return str(holder[0][0])
-                        clock = utc_clock(now)
-                        claim = {"id": workflow_id, "name": name, "lock": lock, "now": clock}
-                        await cursor.execute(files["workflow_lock_claim"], claim)
-                        done = await inserter.insert(
-                            cursor,
-                            files,
-                            inserter.chunks(*inserter.split(steps)),
-                            InsertRows(clock),
-                            rows_per_statement=self._rows_per_statement,
-                            hold=hold,
-                        )
-                    return done.ids
-                except Exception as exc:
-                    if attempt == TRIES or error_code(exc) != 1213:
-                        raise
-        raise AssertionError("unreachable")  # pragma: no cover
+            return await rerun_victims(enqueue)
 
     async def workflow_record(self, workflow_id: str) -> WorkflowRecord | None:
         async with self.reading() as cursor:
