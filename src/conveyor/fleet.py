@@ -159,6 +159,18 @@ class StoredCron:
             updated_at=decode_time(row[6]),
         )
 
+    def params(self) -> dict[str, Any]:
+        """The parameters every engine's ``add_cron.sql`` and ``update_cron.sql`` take (opts as
+        JSON text; the times are the statements')."""
+        opts = orjson.dumps(self.opts).decode()
+        return {
+            "name": self.name,
+            "expression": self.expression,
+            "worker": self.worker,
+            "opts": opts,
+            "paused": bool(self.paused),
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class StoredQueue:
@@ -178,6 +190,14 @@ class StoredQueue:
         only, updated_at); only the time is read the engine's way."""
         opts, only = json_mapping(row[1]), json_mapping(row[2])
         return cls(name=row[0], opts=opts, only=only, updated_at=decode_time(row[3]))
+
+    def params(self) -> dict[str, Any]:
+        """The parameters every engine's ``put_stored_queue.sql`` takes (opts and only as JSON text)."""
+        return {
+            "name": self.name,
+            "opts": orjson.dumps(self.opts).decode(),
+            "only": orjson.dumps(self.only).decode(),
+        }
 
 
 def json_mapping(value: object) -> dict[str, Any]:

@@ -82,25 +82,13 @@ class MysqlCron(MysqlCore):
             return bool(await cursor.execute(self.files["delete_cron"], {"name": name}))
 
     async def _write_cron(self, statement: str, cron: StoredCron) -> bool:
-        params = {
-            "name": cron.name,
-            "expression": cron.expression,
-            "worker": cron.worker,
-            "opts": orjson.dumps(cron.opts).decode(),
-            "paused": bool(cron.paused),
-            "now": utc_clock(None),
-        }
+        params = cron.params() | {"now": utc_clock(None)}
         async with self.transaction() as cursor:
             return bool(await cursor.execute(self.files[statement], params))
 
     # -- declared queues ---------------------------------------------------------------------
     async def put_stored_queue(self, queue: StoredQueue) -> None:
-        params = {
-            "name": queue.name,
-            "opts": orjson.dumps(queue.opts).decode(),
-            "only": orjson.dumps(queue.only).decode(),
-            "now": utc_clock(None),
-        }
+        params = queue.params() | {"now": utc_clock(None)}
         async with self.transaction() as cursor:
             await cursor.execute(self.files["put_stored_queue"], params)
 

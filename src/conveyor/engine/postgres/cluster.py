@@ -240,15 +240,8 @@ class PostgresCluster(PostgresCore):
             return bool(await cur.fetchall())
 
     async def _write_cron(self, statement: str, cron: StoredCron) -> bool:
-        params = {
-            "name": cron.name,
-            "expression": cron.expression,
-            "worker": cron.worker,
-            "opts": orjson.dumps(cron.opts).decode(),
-            "paused": cron.paused,
-        }
         async with self.pool.connection() as conn:
-            cur = await conn.execute(self.sql[statement].encode(), params)
+            cur = await conn.execute(self.sql[statement].encode(), cron.params())
             return bool(await cur.fetchall())
 
     # -- queue state -------------------------------------------------------------------------

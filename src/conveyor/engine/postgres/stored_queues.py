@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import orjson
-
 from conveyor.engine.postgres.core import PostgresCore
 from conveyor.engine.postgres.rows import aware
 from conveyor.fleet import StoredQueue
@@ -19,13 +17,8 @@ class PostgresStoredQueues(PostgresCore):
         return [StoredQueue.from_row(row, aware) for row in rows]
 
     async def put_stored_queue(self, queue: StoredQueue) -> None:
-        params = {
-            "name": queue.name,
-            "opts": orjson.dumps(queue.opts).decode(),
-            "only": orjson.dumps(queue.only).decode(),
-        }
         async with self.pool.connection() as conn:
-            await conn.execute(self.sql["put_stored_queue"].encode(), params)
+            await conn.execute(self.sql["put_stored_queue"].encode(), queue.params())
 
     async def delete_stored_queue(self, name: str) -> bool:
         async with self.pool.connection() as conn:

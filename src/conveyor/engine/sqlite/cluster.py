@@ -287,13 +287,7 @@ class SqliteCluster(SqliteCore):
 
     async def _write_cron(self, name: str, cron: StoredCron) -> bool:
         statement = FILES[name]
-        params = {
-            "name": cron.name,
-            "expression": cron.expression,
-            "worker": cron.worker,
-            "opts": orjson.dumps(cron.opts).decode(),
-            "paused": int(cron.paused),
-        }
+        params = cron.params()  # paused: sqlite3 stores a bool as the integer it is
         return bool(await self.database.write(lambda tx: tx.conn.execute(statement, params).fetchall()))
 
     # -- queue state -------------------------------------------------------------------------

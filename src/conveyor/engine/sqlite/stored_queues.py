@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 
-import orjson
-
 from conveyor.engine.sqlite.core import FILES, SqliteCore
 from conveyor.engine.sqlite.rows import parse_optional_time
 from conveyor.fleet import StoredQueue
@@ -22,12 +20,7 @@ class SqliteStoredQueues(SqliteCore):
         return await self.database.read(run)
 
     async def put_stored_queue(self, queue: StoredQueue) -> None:
-        statement = FILES["put_stored_queue"]
-        params = {
-            "name": queue.name,
-            "opts": orjson.dumps(queue.opts).decode(),
-            "only": orjson.dumps(queue.only).decode(),
-        }
+        statement, params = FILES["put_stored_queue"], queue.params()
         await self.database.write(lambda tx: tx.conn.execute(statement, params))
 
     async def delete_stored_queue(self, name: str) -> bool:
