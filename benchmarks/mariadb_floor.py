@@ -40,7 +40,7 @@ from latency import LATENCY_GAP
 from node_runs import enqueue_all
 
 from conveyor.engine.mysql import MysqlEngine
-from conveyor.engine.mysql.connect import connect, error_code
+from conveyor.engine.mysql.connect import DEADLOCK, connect, error_code
 from conveyor.engine.mysql.inserter import ROWS_PER_STATEMENT, _statement
 from conveyor.engine.mysql.rows import INSERT_COLUMNS, InsertRows, utc_clock
 
@@ -48,8 +48,6 @@ from conveyor.engine.mysql.rows import INSERT_COLUMNS, InsertRows, utc_clock
 CLIENTS = 2
 #: The pickup floor's claim asks for as many jobs as a node at limit 10 has free slots.
 PICKUP_DEMAND = 10
-#: The server's error number for a deadlock's victim.
-DEADLOCK = 1213
 T = TypeVar("T")
 #: Rows each side inserts before its clock starts (``insert._warm_up``'s count).
 WARMUP_ROWS = 20

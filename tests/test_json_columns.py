@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conveyor.engine._json_columns import json_mapping
+from conveyor.fleet import json_mapping
 
 
 @pytest.mark.parametrize(

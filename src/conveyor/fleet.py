@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,6 +16,9 @@ from conveyor.request import JobRequest
 #: What Conveyor's producer rows carry in their meta, so a rescuer tells them from the rows of other
 #: runtimes on the database (oban-py, Elixir Oban), which beat on other schedules.
 OWN_PRODUCER: dict[str, Any] = {"runtime": "conveyor"}
+#: How an engine reads a timestamp column back (its driver's value, or SQLite's text) as an aware UTC
+#: datetime; None stays None.
+TimeDecoder = Callable[[Any], datetime | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +145,32 @@ class StoredCron:
     inserted_at: datetime | None = None
     updated_at: datetime | None = None
 
+    @classmethod
+    def from_row(cls, row: Sequence[Any], decode_time: TimeDecoder) -> StoredCron:
+        """An entry from its row as every engine's ``list_crons.sql`` selects it (name, expression,
+        worker, opts, paused, inserted_at, updated_at); only the times are read the engine's way."""
+        return cls(
+            name=row[0],
+            expression=row[1],
+            worker=row[2],
+            opts=json_mapping(row[3]),
+            paused=bool(row[4]),
+            inserted_at=decode_time(row[5]),
+            updated_at=decode_time(row[6]),
+        )
+
+    def params(self) -> dict[str, Any]:
+        """The parameters every engine's ``add_cron.sql`` and ``update_cron.sql`` take (opts as
+        JSON text; the times are the statements')."""
+        opts = orjson.dumps(self.opts).decode()
+        return {
+            "name": self.name,
+            "expression": self.expression,
+            "worker": self.worker,
+            "opts": opts,
+            "paused": bool(self.paused),
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class StoredQueue:
@@ -154,3 +183,31 @@ class StoredQueue:
     opts: dict[str, Any] = field(default_factory=dict)
     only: dict[str, Any] = field(default_factory=dict)
     updated_at: datetime | None = None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any], decode_time: TimeDecoder) -> StoredQueue:
+        """A queue from its row as every engine's ``list_stored_queues.sql`` selects it (name, opts,
+        only, updated_at); only the time is read the engine's way."""
+        opts, only = json_mapping(row[1]), json_mapping(row[2])
+        return cls(name=row[0], opts=opts, only=only, updated_at=decode_time(row[3]))
+
+    def params(self) -> dict[str, Any]:
+        """The parameters every engine's ``put_stored_queue.sql`` takes (opts and only as JSON text)."""
+        return {
+            "name": self.name,
+            "opts": orjson.dumps(self.opts).decode(),
+            "only": orjson.dumps(self.only).decode(),
+        }
+
+
+def json_mapping(value: object) -> dict[str, Any]:
+    """A JSON column of Conveyor's own tables (jsonb already decoded by the driver, or text) as a
+    dict; anything else {}. A row may have been written by another client (Oban Pro, a hand edit):
+    a column that is not a JSON object reads as an empty one, so one bad row never stops the
+    listing of the others."""
+    if isinstance(value, str | bytes):
+        try:
+            value = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return {}
+    return value if isinstance(value, dict) else {}

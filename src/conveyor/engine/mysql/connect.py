@@ -13,9 +13,9 @@ committed rows whatever the level, and the variable that sets it is spelled diff
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from conveyor.engine.mysql.address import Address
 from conveyor.engine.mysql.fanout import Hub, collecting
@@ -27,6 +27,14 @@ SESSION_SETUP = "SET time_zone = '+00:00', sql_mode = CONCAT(@@sql_mode, ',ANSI_
 TRANSIENT_CODES = frozenset({1040, 1053, 1205, 1213, 2002, 2003, 2006, 2013, 2055})
 #: Seconds to wait for a server to answer when connecting.
 CONNECT_TIMEOUT = 10
+#: The server's error numbers for a transaction it rolled back whole as a deadlock's victim, and for
+#: a lock wait that timed out.
+DEADLOCK = 1213
+LOCK_WAIT_TIMEOUT = 1205
+#: A transaction the server picked as a deadlock's victim runs again, up to this many times in all.
+VICTIM_TRIES = 5
+
+T = TypeVar("T")
 
 
 def driver() -> Any:
@@ -185,6 +193,23 @@ def error_code(exc: BaseException) -> int | None:
     if args and isinstance(args[0], int):
         return args[0]
     return None
+
+
+async def rerun_victims(
+    transaction: Callable[[], Awaitable[T]], *, codes: Collection[int] = (DEADLOCK,), once: bool = False
+) -> T:
+    """``transaction()``, one whole transaction of the engine's own, run again at once when it fails
+    with one of ``codes`` (a deadlock's victim, rolled back whole by the server and by
+    ``in_transaction``: nothing of it stands), up to ``VICTIM_TRIES`` times in all; the last error is
+    raised. ``once``: run it once, the error raised as it comes, where running it again is not
+    ours to do: in a caller's transaction (``conn=``) the rollback took the caller's work too."""
+    for attempt in range(1, VICTIM_TRIES + 1):
+        try:
+            return await transaction()
+        except Exception as exc:
+            if once or attempt == VICTIM_TRIES or error_code(exc) not in codes:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def is_driver_error(exc: BaseException) -> bool:

@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 
 import orjson
 
-from conveyor.engine._json_columns import json_mapping
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.hot_path import notify
 from conveyor.engine.mysql.rows import aware, check_now, utc_clock
@@ -70,18 +69,7 @@ class MysqlCron(MysqlCore):
         async with self.reading() as cursor:
             await cursor.execute(self.files["list_crons"])
             rows = await cursor.fetchall()
-        return [
-            StoredCron(
-                name=row[0],
-                expression=row[1],
-                worker=row[2],
-                opts=json_mapping(row[3]),
-                paused=bool(row[4]),
-                inserted_at=aware(row[5]),
-                updated_at=aware(row[6]),
-            )
-            for row in rows
-        ]
+        return [StoredCron.from_row(row, aware) for row in rows]
 
     async def add_cron(self, cron: StoredCron) -> bool:
         return await self._write_cron("add_cron", cron)
@@ -94,25 +82,13 @@ class MysqlCron(MysqlCore):
             return bool(await cursor.execute(self.files["delete_cron"], {"name": name}))
 
     async def _write_cron(self, statement: str, cron: StoredCron) -> bool:
-        params = {
-            "name": cron.name,
-            "expression": cron.expression,
-            "worker": cron.worker,
-            "opts": orjson.dumps(cron.opts).decode(),
-            "paused": bool(cron.paused),
-            "now": utc_clock(None),
-        }
+        params = cron.params() | {"now": utc_clock(None)}
         async with self.transaction() as cursor:
             return bool(await cursor.execute(self.files[statement], params))
 
     # -- declared queues ---------------------------------------------------------------------
     async def put_stored_queue(self, queue: StoredQueue) -> None:
-        params = {
-            "name": queue.name,
-            "opts": orjson.dumps(queue.opts).decode(),
-            "only": orjson.dumps(queue.only).decode(),
-            "now": utc_clock(None),
-        }
+        params = queue.params() | {"now": utc_clock(None)}
         async with self.transaction() as cursor:
             await cursor.execute(self.files["put_stored_queue"], params)
 

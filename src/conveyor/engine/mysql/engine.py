@@ -26,7 +26,7 @@ from conveyor.engine.mysql import fanout, inserter
 from conveyor.engine.mysql.blocking import MysqlBlockingInsert
 from conveyor.engine.mysql.caller import joined, run_blocking
 from conveyor.engine.mysql.cluster import MysqlCluster
-from conveyor.engine.mysql.connect import error_code
+from conveyor.engine.mysql.connect import DEADLOCK, rerun_victims
 from conveyor.engine.mysql.cron import MysqlCron
 from conveyor.engine.mysql.hot_path import MysqlHotPath
 from conveyor.engine.mysql.jobs import MysqlJobs
@@ -42,9 +42,8 @@ from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest
 
 #: Deadlock victim, and a unique key taken between the lookup and the insert: the insert is
-#: run again (when its requests are all in hand), up to ``INSERT_TRIES`` times in all.
-RETRIED = frozenset({1213, 1062})
-INSERT_TRIES = 5
+#: run again (when its requests are all in hand), up to ``connect.VICTIM_TRIES`` times in all.
+RETRIED = frozenset({DEADLOCK, 1062})
 
 
 class MysqlEngine(
@@ -94,24 +93,22 @@ class MysqlEngine(
             return JobIds()
         whole = len(first) < inserter.INSERT_CHUNK  # all in hand: safe to run again
         keyed = any(request.unique is not None for request in first)
+
+        async def insert() -> JobIds:
+            builder = InsertRows(utc_clock(now))
+            async with transaction(keyed=keyed) as cursor:
+                done = await inserter.insert(
+                    cursor,
+                    self.files,
+                    inserter.chunks(first, rest),
+                    builder,
+                    rows_per_statement=self._rows_per_statement,
+                    hold=hold,
+                )
+            return done.ids
+
         with step_names_kept():
-            for attempt in range(1, INSERT_TRIES + 1):
-                try:
-                    builder = InsertRows(utc_clock(now))
-                    async with transaction(keyed=keyed) as cursor:
-                        done = await inserter.insert(
-                            cursor,
-                            self.files,
-                            inserter.chunks(first, rest),
-                            builder,
-                            rows_per_statement=self._rows_per_statement,
-                            hold=hold,
-                        )
-                    return done.ids
-                except Exception as exc:
-                    if not whole or attempt == INSERT_TRIES or error_code(exc) not in RETRIED:
-                        raise
-        raise AssertionError("unreachable")  # pragma: no cover
+            return await rerun_victims(insert, codes=RETRIED, once=not whole)
 
     def blocking_inserts(self) -> MysqlBlockingInsert:
         """Inserts in the caller's thread on PyMySQL connections of their own (``blocking.py``)."""

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from conveyor.engine.mysql.caller import joined, run_blocking
-from conveyor.engine.mysql.connect import error_code
+from conveyor.engine.mysql.connect import rerun_victims
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.hot_path import notify, notify_ended
 from conveyor.engine.mysql.producers import list_stopping
@@ -20,10 +20,6 @@ from conveyor.engine.mysql.workflows import MysqlWorkflows
 from conveyor.filters import JobFilter
 from conveyor.job import Job, JobState
 from conveyor.stats import countable
-
-#: A retry chosen as a deadlock's victim runs again, up to this many times in all.
-RETRY_TRIES = 5
-DEADLOCK = 1213
 
 #: The filter fragments (``filter_<name>.sql``), combined with AND: one per JobFilter field, except
 #: ``completed`` for completed_after and completed_before together.
@@ -158,15 +154,11 @@ class MysqlJobs(MysqlWorkflows):
         self, criteria: JobFilter, *, now: datetime | None = None, conn: Any = None
     ) -> list[int]:
         check_now(now)
-        for attempt in range(1, RETRY_TRIES + 1):
-            try:
-                ids, steps = await self._retry_in_transaction(criteria, now, conn)
-                break
-            except Exception as exc:
-                # A deadlock victim (retries racing inserts of their unique twins) rolled back whole:
-                # run it again. In a caller's transaction the rollback took the caller's work too.
-                if conn is not None or attempt == RETRY_TRIES or error_code(exc) != DEADLOCK:
-                    raise
+        # A deadlock victim (retries racing inserts of their unique twins) runs again, but not in a
+        # caller's transaction: the rollback took the caller's work too.
+        ids, steps = await rerun_victims(
+            lambda: self._retry_in_transaction(criteria, now, conn), once=conn is not None
+        )
         if steps:  # those whose dependency stays failed are cancelled again, and not retried
             settled = await self.settle_after(steps, now, conn)
             return [job_id for job_id in ids if settled.get(job_id) is not JobState.CANCELLED]

@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 
-from conveyor.engine._json_columns import json_mapping
 from conveyor.engine._sqlfiles import SqlFiles
+from conveyor.engine.mysql.connect import rerun_victims
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.rows import aware, check_now, stored_json, utc_clock
 from conveyor.fleet import ProducerBeat, ProducerInfo, QueueState, StoredQueue, with_limits
@@ -93,22 +93,28 @@ class MysqlProducers(MysqlCore):
             return
         clock = utc_clock(now)
         files = self.files
-        async with self.transaction() as cursor:
-            await cursor.execute(files["producers_meta"], {"uuids": tuple(b.uuid for b in beats)})
-            stored = {row[0]: stored_json(row[1]) for row in await cursor.fetchall()}
-            rows = [
-                (
-                    b.uuid,
-                    name,
-                    node,
-                    b.queue,
-                    orjson.dumps(kept_meta(b, stored.get(b.uuid))).decode(),
-                    clock,
-                    clock,
-                )
-                for b in beats
-            ]
-            await cursor.executemany(files["upsert_producer"], rows)
+
+        async def record() -> None:
+            async with self.transaction() as cursor:
+                await cursor.execute(files["producers_meta"], {"uuids": tuple(b.uuid for b in beats)})
+                stored = {row[0]: stored_json(row[1]) for row in await cursor.fetchall()}
+                rows = [
+                    (
+                        b.uuid,
+                        name,
+                        node,
+                        b.queue,
+                        orjson.dumps(kept_meta(b, stored.get(b.uuid))).decode(),
+                        clock,
+                        clock,
+                    )
+                    for b in beats
+                ]
+                await cursor.executemany(files["upsert_producer"], rows)
+
+        # The locking read of rows not there yet (a node's first beat) locks the gap they go in:
+        # first beats of nodes at once deadlock on their inserts, and the victim runs again.
+        await rerun_victims(record)
 
     async def delete_producers(self, uuids: Sequence[str]) -> None:
         if not uuids:
@@ -169,9 +175,4 @@ class MysqlProducers(MysqlCore):
         async with self.reading() as cursor:
             await cursor.execute(self.files["list_stored_queues"])
             rows = await cursor.fetchall()
-        return [
-            StoredQueue(
-                name=row[0], opts=json_mapping(row[1]), only=json_mapping(row[2]), updated_at=aware(row[3])
-            )
-            for row in rows
-        ]
+        return [StoredQueue.from_row(row, aware) for row in rows]

@@ -13,57 +13,24 @@ import orjson
 
 from conveyor.engine._sqlfiles import SqlFiles
 from conveyor.engine._step_names import step_names_kept
+from conveyor.engine._workflow_rows import workflow_rows
 from conveyor.engine.mysql import inserter
-from conveyor.engine.mysql.connect import error_code
+from conveyor.engine.mysql.connect import rerun_victims
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.rows import InsertRows, aware, check_now, utc_clock
 from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest
-from conveyor.workflow_record import OUTCOMES, WorkflowRecord
+from conveyor.workflow_record import WorkflowRecord
 
 #: Seconds an enqueue waits for another enqueue of the same workflow lock.
 LOCK_TIMEOUT = 30
-#: Deadlock victim: the enqueue runs again (its requests are all in hand), up to this many times.
-TRIES = 5
 
 
 async def record_workflows(cursor: Any, files: SqlFiles, deleted: Sequence[Sequence[Any]]) -> None:
     """Record, in the transaction of ``cursor``, the workflows of the steps among ``deleted`` (rows
     of id, state, workflow, name, workflow_name, run_if, inserted_at, ended_at; times naive UTC),
     one row per workflow: for the pruner, as it deletes steps."""
-    found: dict[str, dict[str, Any]] = {}
-    for _job_id, state, workflow, name, workflow_name, run_if, inserted_at, ended_at in sorted(
-        (row for row in deleted if row[2] is not None), key=lambda row: row[0]
-    ):
-        record = found.setdefault(
-            workflow,
-            {
-                "id": workflow,
-                "name": None,
-                "outcome": 0,
-                "failed_step": None,
-                "inserted_at": inserted_at,
-                "finished_at": ended_at,
-                "counts": {"completed": 0, "cancelled": 0, "discarded": 0},
-            },
-        )
-        record["name"] = record["name"] or workflow_name
-        record["counts"][state] = record["counts"].get(state, 0) + 1
-        record["inserted_at"] = min(record["inserted_at"], inserted_at)
-        ends = [end for end in (record["finished_at"], ended_at) if end is not None]
-        record["finished_at"] = max(ends) if ends else None
-        # The worse outcome wins, with the first step (in id order) that had it.
-        outcome = 2 if state == "discarded" else 1 if state == "cancelled" and not run_if else 0
-        if outcome > record["outcome"]:
-            record["outcome"], record["failed_step"] = outcome, name
-    rows = [
-        {
-            **{k: v for k, v in r.items() if k != "outcome"},
-            "state": OUTCOMES[r["outcome"]],
-            "counts": orjson.dumps(r["counts"]).decode(),
-        }
-        for r in found.values()
-    ]
+    rows = workflow_rows(deleted)
     if rows:
         await cursor.executemany(files["record_workflow"], rows)
 
@@ -90,37 +57,34 @@ class MysqlWorkflowRecords(MysqlCore):
         # released when the transaction ends; READ COMMITTED, so each sees what the previous one
         # committed.
         key = "conveyor:wf:" + hashlib.sha1(f"{files.prefix}:{lock}".encode()).hexdigest()
+
+        async def enqueue() -> JobIds | str:
+            async with self.transaction(keyed=True) as cursor:
+                await cursor.execute("SELECT GET_LOCK(%s, %s)", (key, LOCK_TIMEOUT))
+                ((taken,),) = await cursor.fetchall()
+                if taken != 1:
+                    raise TimeoutError(f"another enqueue held workflow lock {lock!r} for {LOCK_TIMEOUT} s")
+                await cursor.execute(files["workflow_lock_release"], {"lock": lock})
+                await cursor.execute(files["workflow_lock_holder"], {"lock": lock})
+                holder = await cursor.fetchall()
+                if holder:
+                    return str(holder[0][0])
+                clock = utc_clock(now)
+                claim = {"id": workflow_id, "name": name, "lock": lock, "now": clock}
+                await cursor.execute(files["workflow_lock_claim"], claim)
+                done = await inserter.insert(
+                    cursor,
+                    files,
+                    inserter.chunks(*inserter.split(steps)),
+                    InsertRows(clock),
+                    rows_per_statement=self._rows_per_statement,
+                    hold=hold,
+                )
+            return done.ids
+
+        # A deadlock's victim runs again: its requests are all in hand.
         with step_names_kept():
-            for attempt in range(1, TRIES + 1):
-                try:
-                    async with self.transaction(keyed=True) as cursor:
-                        await cursor.execute("SELECT GET_LOCK(%s, %s)", (key, LOCK_TIMEOUT))
-                        ((taken,),) = await cursor.fetchall()
-                        if taken != 1:
-                            raise TimeoutError(
-                                f"another enqueue held workflow lock {lock!r} for {LOCK_TIMEOUT} s"
-                            )
-                        await cursor.execute(files["workflow_lock_release"], {"lock": lock})
-                        await cursor.execute(files["workflow_lock_holder"], {"lock": lock})
-                        holder = await cursor.fetchall()
-                        if holder:
-                            return str(holder[0][0])
-                        clock = utc_clock(now)
-                        claim = {"id": workflow_id, "name": name, "lock": lock, "now": clock}
-                        await cursor.execute(files["workflow_lock_claim"], claim)
-                        done = await inserter.insert(
-                            cursor,
-                            files,
-                            inserter.chunks(*inserter.split(steps)),
-                            InsertRows(clock),
-                            rows_per_statement=self._rows_per_statement,
-                            hold=hold,
-                        )
-                    return done.ids
-                except Exception as exc:
-                    if attempt == TRIES or error_code(exc) != 1213:
-                        raise
-        raise AssertionError("unreachable")  # pragma: no cover
+            return await rerun_victims(enqueue)
 
     async def workflow_record(self, workflow_id: str) -> WorkflowRecord | None:
         async with self.reading() as cursor:

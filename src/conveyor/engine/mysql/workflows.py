@@ -27,7 +27,7 @@ import orjson
 
 from conveyor.engine.mysql import fanout
 from conveyor.engine.mysql.caller import joined
-from conveyor.engine.mysql.connect import error_code
+from conveyor.engine.mysql.connect import DEADLOCK, LOCK_WAIT_TIMEOUT, rerun_victims
 from conveyor.engine.mysql.core import MysqlCore
 from conveyor.engine.mysql.rows import check_now, read_jobs, stored_json, utc_clock
 from conveyor.job import Job, JobState
@@ -37,9 +37,8 @@ log = logging.getLogger("conveyor.workflows")
 FINAL = ("completed", "cancelled", "discarded")
 #: Suspended steps looked at per sweep page.
 SWEEP_BATCH = 500
-#: Deadlock victim, lock wait timeout: the settle runs again, up to ``SETTLE_TRIES`` times.
-RETRIED = frozenset({1213, 1205})
-SETTLE_TRIES = 5
+#: Deadlock victim, lock wait timeout: the settle runs again, up to ``connect.VICTIM_TRIES`` times.
+RETRIED = frozenset({DEADLOCK, LOCK_WAIT_TIMEOUT})
 
 
 def _meta(value: Any) -> dict[str, Any]:
@@ -93,14 +92,12 @@ class MysqlWorkflows(MysqlCore):
         if conn is not None:
             async with joined(conn) as cursor:
                 return await self._settle_in(cursor, given, now)
-        for attempt in range(1, SETTLE_TRIES + 1):
-            try:
-                async with self.transaction(keyed=True) as cursor:
-                    return await self._settle_in(cursor, given, now)
-            except Exception as exc:
-                if attempt == SETTLE_TRIES or error_code(exc) not in RETRIED:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        async def settle() -> dict[int, JobState]:
+            async with self.transaction(keyed=True) as cursor:
+                return await self._settle_in(cursor, given, now)
+
+        return await rerun_victims(settle, codes=RETRIED)
 
     async def settle_after(
         self, ids: Sequence[int], now: datetime | None, conn: Any = None

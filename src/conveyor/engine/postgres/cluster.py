@@ -11,7 +11,6 @@ import orjson
 import psycopg
 
 from conveyor.engine._aging import check_aging
-from conveyor.engine._json_columns import json_mapping
 from conveyor.engine._prune_plan import PruneBatch, cron_tick_age, prune_batches, ranked_rules
 from conveyor.engine.postgres import schema
 from conveyor.engine.postgres.core import PostgresCore
@@ -227,18 +226,7 @@ class PostgresCluster(PostgresCore):
         async with self.pool.connection() as conn:
             cur = await conn.execute(self.sql["list_crons"].encode())
             rows = await cur.fetchall()
-        return [
-            StoredCron(
-                name=row[0],
-                expression=row[1],
-                worker=row[2],
-                opts=json_mapping(row[3]),
-                paused=bool(row[4]),
-                inserted_at=aware(row[5]),
-                updated_at=aware(row[6]),
-            )
-            for row in rows
-        ]
+        return [StoredCron.from_row(row, aware) for row in rows]
 
     async def add_cron(self, cron: StoredCron) -> bool:
         return await self._write_cron("add_cron", cron)
@@ -252,15 +240,8 @@ class PostgresCluster(PostgresCore):
             return bool(await cur.fetchall())
 
     async def _write_cron(self, statement: str, cron: StoredCron) -> bool:
-        params = {
-            "name": cron.name,
-            "expression": cron.expression,
-            "worker": cron.worker,
-            "opts": orjson.dumps(cron.opts).decode(),
-            "paused": cron.paused,
-        }
         async with self.pool.connection() as conn:
-            cur = await conn.execute(self.sql[statement].encode(), params)
+            cur = await conn.execute(self.sql[statement].encode(), cron.params())
             return bool(await cur.fetchall())
 
     # -- queue state -------------------------------------------------------------------------

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import orjson
-
-from conveyor.engine._json_columns import json_mapping
 from conveyor.engine.postgres.core import PostgresCore
 from conveyor.engine.postgres.rows import aware
 from conveyor.fleet import StoredQueue
@@ -17,21 +14,11 @@ class PostgresStoredQueues(PostgresCore):
         async with self.pool.connection() as conn:
             cur = await conn.execute(self.sql["list_stored_queues"].encode())
             rows = await cur.fetchall()
-        return [
-            StoredQueue(
-                name=row[0], opts=json_mapping(row[1]), only=json_mapping(row[2]), updated_at=aware(row[3])
-            )
-            for row in rows
-        ]
+        return [StoredQueue.from_row(row, aware) for row in rows]
 
     async def put_stored_queue(self, queue: StoredQueue) -> None:
-        params = {
-            "name": queue.name,
-            "opts": orjson.dumps(queue.opts).decode(),
-            "only": orjson.dumps(queue.only).decode(),
-        }
         async with self.pool.connection() as conn:
-            await conn.execute(self.sql["put_stored_queue"].encode(), params)
+            await conn.execute(self.sql["put_stored_queue"].encode(), queue.params())
 
     async def delete_stored_queue(self, name: str) -> bool:
         async with self.pool.connection() as conn:

@@ -11,7 +11,6 @@ from typing import Any
 import orjson
 
 from conveyor.engine._aging import check_aging
-from conveyor.engine._json_columns import json_mapping
 from conveyor.engine._prune_plan import PruneBatch, cron_tick_age, prune_batches, ranked_rules
 from conveyor.engine.sqlite.core import FILES, SqliteCore, ago
 from conveyor.engine.sqlite.database import Tx
@@ -274,18 +273,7 @@ class SqliteCluster(SqliteCore):
     async def list_crons(self) -> list[StoredCron]:
         statement = FILES["list_crons"]
         rows = await self.database.read(lambda conn: conn.execute(statement).fetchall())
-        return [
-            StoredCron(
-                name=row[0],
-                expression=row[1],
-                worker=row[2],
-                opts=json_mapping(row[3]),
-                paused=bool(row[4]),
-                inserted_at=parse_optional_time(row[5]),
-                updated_at=parse_optional_time(row[6]),
-            )
-            for row in rows
-        ]
+        return [StoredCron.from_row(row, parse_optional_time) for row in rows]
 
     async def add_cron(self, cron: StoredCron) -> bool:
         return await self._write_cron("add_cron", cron)
@@ -299,13 +287,7 @@ class SqliteCluster(SqliteCore):
 
     async def _write_cron(self, name: str, cron: StoredCron) -> bool:
         statement = FILES[name]
-        params = {
-            "name": cron.name,
-            "expression": cron.expression,
-            "worker": cron.worker,
-            "opts": orjson.dumps(cron.opts).decode(),
-            "paused": int(cron.paused),
-        }
+        params = cron.params()  # paused: sqlite3 stores a bool as the integer it is
         return bool(await self.database.write(lambda tx: tx.conn.execute(statement, params).fetchall()))
 
     # -- queue state -------------------------------------------------------------------------

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 
-import orjson
-
-from conveyor.engine._json_columns import json_mapping
 from conveyor.engine.sqlite.core import FILES, SqliteCore
 from conveyor.engine.sqlite.rows import parse_optional_time
 from conveyor.fleet import StoredQueue
@@ -18,25 +15,12 @@ class SqliteStoredQueues(SqliteCore):
     async def list_stored_queues(self) -> list[StoredQueue]:
         def run(conn: sqlite3.Connection) -> list[StoredQueue]:
             rows = conn.execute(FILES["list_stored_queues"]).fetchall()
-            return [
-                StoredQueue(
-                    name=row[0],
-                    opts=json_mapping(row[1]),
-                    only=json_mapping(row[2]),
-                    updated_at=parse_optional_time(row[3]),
-                )
-                for row in rows
-            ]
+            return [StoredQueue.from_row(row, parse_optional_time) for row in rows]
 
         return await self.database.read(run)
 
     async def put_stored_queue(self, queue: StoredQueue) -> None:
-        statement = FILES["put_stored_queue"]
-        params = {
-            "name": queue.name,
-            "opts": orjson.dumps(queue.opts).decode(),
-            "only": orjson.dumps(queue.only).decode(),
-        }
+        statement, params = FILES["put_stored_queue"], queue.params()
         await self.database.write(lambda tx: tx.conn.execute(statement, params))
 
     async def delete_stored_queue(self, name: str) -> bool:
