@@ -19,7 +19,9 @@ starts servers of this run's own (temporary directories, free ports, the machine
 settings) and points the tests at them, so their figures are this run's alone. ``--profile FILE``
 also loads ``suite_cpu_plugin`` (CPU per test phase, see there); with ``--servers N`` (N = the
 xdist workers) each worker gets a PostgreSQL of its own, so the server's CPU of every test phase
-is known even when the workers run side by side.
+is known even when the workers run side by side. ``--pg-stats FILE`` (private servers only) loads
+pg_stat_statements in them and writes what the run asked of them to FILE (``suite_pg_stats``), and
+the profile's lines then hold each phase's new sessions too.
 
     python benchmarks/suite_cpu.py [--private both] [--servers 3 --profile FILE] [--json FILE] -- PYTEST_ARGS
 """
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import suite_pg_stats
 from cpu_account import TICKS, ServerCpu, _stat_fields
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,7 +126,7 @@ def _wait(check: Any, what: str) -> None:
 
 
 @contextlib.contextmanager
-def private_postgres(count: int) -> Iterator[dict[str, str]]:
+def private_postgres(count: int, settings: dict[str, str] | None = None) -> Iterator[dict[str, str]]:
     """PostgreSQL servers of this run's own (the machine's server's settings): one, or with
     ``count`` > 1 one per xdist worker (``SUITE_CPU_DSNS``, which ``suite_cpu_plugin`` hands out),
     so that each worker's tests, one at a time, are alone on theirs. The environment for them."""
@@ -141,6 +144,7 @@ def private_postgres(count: int) -> Iterator[dict[str, str]]:
             # The machine's server's settings where the fault clusters' differ.
             pg.create(
                 {"fsync": "on", "max_connections": "100", "shared_buffers": "128MB", "autovacuum": "off"}
+                | (settings or {})
             )
             pg.start()
             with psycopg.connect(pg.dsn, autocommit=True) as conn:
@@ -259,6 +263,9 @@ def main() -> None:
     )
     parser.add_argument("--profile", metavar="FILE", help="CPU per test phase, as JSON lines, to FILE")
     parser.add_argument("--json", metavar="FILE", help="append the figures as a JSON line to FILE")
+    parser.add_argument(
+        "--pg-stats", metavar="FILE", help="with --private postgres: the statements and DDL it ran, to FILE"
+    )
     parser.add_argument("pytest_args", nargs=argparse.REMAINDER)
     options = parser.parse_args()
     args = options.pytest_args[1:] if options.pytest_args[:1] == ["--"] else options.pytest_args
@@ -269,12 +276,21 @@ def main() -> None:
         args = ["-p", "suite_cpu_plugin", *args]
     if options.servers > 1 and not (options.profile and options.private in ("postgres", "both")):
         parser.error("--servers N needs --private postgres|both and --profile (its plugin hands them out)")
+    if options.pg_stats and options.private not in ("postgres", "both"):
+        parser.error("--pg-stats needs --private postgres|both (never on the shared server)")
     with contextlib.ExitStack() as stack:
         if options.private in ("postgres", "both"):
-            env |= stack.enter_context(private_postgres(options.servers))
+            extra = suite_pg_stats.SETTINGS if options.pg_stats else None
+            env |= stack.enter_context(private_postgres(options.servers, extra))
         if options.private in ("mariadb", "both"):
             env |= stack.enter_context(private_mariadb())
+        dsns = env.get("SUITE_CPU_DSNS", "").split()
+        for dsn in dsns if options.pg_stats else ():
+            suite_pg_stats.prepare(dsn)
+            env["SUITE_CPU_PG_STATS"] = "1"
         figures = measure(args, env)
+        if options.pg_stats:
+            Path(options.pg_stats).write_text(suite_pg_stats.report(dsns))
     text = json.dumps(figures)
     print(text)
     if options.json:

@@ -7,7 +7,7 @@ PostgreSQL and MariaDB servers in that window. The servers' figures belong to th
 one test runs at a time (``-n 0`` or ``-p no:xdist``) and nobody else uses the servers
 (``suite_cpu.py --private``); the process's own CPU is right with any number of workers.
 
-    python benchmarks/suite_cpu_plugin.py FILE [--by module|engine|phase|test] [--top N]
+    python benchmarks/suite_cpu_plugin.py FILE [--by module|engine|phase|test] [--top N] [--sort COLUMN]
 """
 
 from __future__ import annotations
@@ -63,12 +63,26 @@ def _server_seconds() -> tuple[float | None, float | None]:
     return (pg.seconds() if pg else None), (_process_seconds(my) if my else None)
 
 
+def _sessions() -> int | None:
+    """Sessions the worker's private server has begun (``--pg-stats``), on a connection kept open."""
+    if not os.environ.get("SUITE_CPU_PG_STATS"):
+        return None
+    if "conn" not in _servers:
+        import psycopg
+
+        _servers["conn"] = psycopg.connect(os.environ["CONVEYOR_TEST_DSN"], autocommit=True)
+    row = _servers["conn"].execute("SELECT sessions FROM pg_stat_database WHERE datname = 'test'").fetchone()
+    return int(row[0])
+
+
 def _record(item: pytest.Item, phase: str) -> Generator[None, None, None]:
     pg0, my0 = _server_seconds()
+    sessions0 = _sessions()
     wall0, cpu0, children0 = time.perf_counter(), time.process_time(), _children()
     yield
     wall, cpu, children = time.perf_counter() - wall0, time.process_time() - cpu0, _children() - children0
     pg1, my1 = _server_seconds()
+    sessions1 = _sessions()
     line = {
         "test": item.nodeid,
         "phase": phase,
@@ -80,6 +94,8 @@ def _record(item: pytest.Item, phase: str) -> Generator[None, None, None]:
         "pg": None if pg0 is None or pg1 is None else round(pg1 - pg0, 3),
         "my": None if my0 is None or my1 is None else round(my1 - my0, 3),
     }
+    if sessions0 is not None and sessions1 is not None:
+        line["sessions"] = sessions1 - sessions0
     assert PROFILE is not None
     with open(PROFILE, "a") as out:
         out.write(json.dumps(line) + "\n")
@@ -135,8 +151,8 @@ def _key(line: dict[str, Any], by: str) -> str:
     return test
 
 
-def summary(path: str, by: str, top: int) -> None:
-    columns = ("wall", "cpu", "children", "pg", "my")
+def summary(path: str, by: str, top: int, sort: str = "sum") -> None:
+    columns = ("wall", "cpu", "children", "pg", "my", "sessions")
     totals: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(("n", *columns), 0.0))
     with open(path) as lines:
         for text in lines:
@@ -144,11 +160,14 @@ def summary(path: str, by: str, top: int) -> None:
             row = totals[_key(line, by)]
             row["n"] += line["phase"] == "call"
             for column in columns:
-                row[column] += line[column] or 0.0
+                row[column] += line.get(column) or 0.0
     for row in totals.values():
         row["sum"] = row["cpu"] + row["children"] + row["pg"] + row["my"]
-    print(f"{'tests':>6} {'wall':>8} {'cpu':>8} {'subproc':>8} {'pg':>8} {'maria':>8} {'sum':>8}  {by}")
-    ranked = sorted(totals.items(), key=lambda kv: -kv[1]["sum"])
+    print(
+        f"{'tests':>6} {'wall':>8} {'cpu':>8} {'subproc':>8} {'pg':>8} {'maria':>8} {'sessions':>8}"
+        f" {'sum':>8}  {by}"
+    )
+    ranked = sorted(totals.items(), key=lambda kv: -kv[1][sort])
     everything = {c: sum(r[c] for r in totals.values()) for c in ("n", *columns, "sum")}
     for name, row in [*ranked[:top], ("(all)", everything)]:
         figures = " ".join(f"{row[c]:8.1f}" for c in (*columns, "sum"))
@@ -162,5 +181,8 @@ if __name__ == "__main__":
     parser.add_argument("file")
     parser.add_argument("--by", choices=("module", "engine", "phase", "test"), default="module")
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument(
+        "--sort", choices=("sum", "wall", "cpu", "children", "pg", "my", "sessions"), default="sum"
+    )
     options = parser.parse_args()
-    summary(options.file, options.by, options.top)
+    summary(options.file, options.by, options.top, options.sort)

@@ -48,19 +48,24 @@ def is_busy(exc: BaseException) -> bool:
 
 
 async def connect_once(
-    dsn: str, timeout: float = CONNECT_TIMEOUT, *, patience: float = 0.0
+    dsn: str,
+    timeout: float = CONNECT_TIMEOUT,
+    *,
+    patience: float = 0.0,
+    connection_class: type[psycopg.AsyncConnection[Any]] = psycopg.AsyncConnection,
 ) -> psycopg.AsyncConnection[Any]:
     """An autocommit connection to ``dsn``, or ``DatabaseUnreachableError`` within ``timeout``
     seconds (plus one) giving the server's reason (``database "x" does not exist`` and the like).
 
     With ``patience``, a server that is busy (``is_busy``) is asked again, ``BUSY_DELAYS`` apart,
-    for up to that many seconds; the first refusal is logged, once."""
+    for up to that many seconds; the first refusal is logged, once. ``connection_class``: a pool's,
+    for a connection handed over to it afterwards."""
     deadline = time.monotonic() + patience
     attempt = 0
     while True:
         try:
             conn = await asyncio.wait_for(
-                psycopg.AsyncConnection.connect(dsn, autocommit=True, connect_timeout=max(1, round(timeout))),
+                connection_class.connect(dsn, autocommit=True, connect_timeout=max(1, round(timeout))),
                 timeout + 1,
             )
             if attempt:

@@ -164,13 +164,16 @@ class PostgresCore:
         if not self._opened:
             # Fail in seconds, with the server's reason, when the database cannot be reached at all.
             # A server with no free slot (or starting up) is waited for a while, not hammered.
-            probe = await connect_once(self.dsn, patience=BUSY_PATIENCE)
+            probe_class = self._pool.connection_class
+            probe = await connect_once(self.dsn, patience=BUSY_PATIENCE, connection_class=probe_class)
             try:
                 if self.pooler == "auto" and await poolers.detect(probe):
                     log.warning(poolers.detected_warning())
                     self.transaction_pooled = True
-            finally:
+            except BaseException:
                 await probe.close()
+                raise
+            self._pool.hand_over(probe)  # its first connection (pool.py)
             await self._pool.open(wait=True)
             await self._hot_pool.open()
             self._opened = True
@@ -201,7 +204,7 @@ class PostgresCore:
                     conn.pgconn.finish()
         self._pool, self._hot_pool = self._new_pools()
 
-    def _new_pools(self) -> tuple[AsyncConnectionPool, AsyncConnectionPool]:
+    def _new_pools(self) -> tuple[LivePool, LivePool]:
         # The callbacks look at transaction_pooled on every connection: "auto" learns it when the
         # engine opens, and the first pooler error met at run time (``pooler_error``) sets it.
         # LivePool: a connection the server closed while it sat idle is never handed out.

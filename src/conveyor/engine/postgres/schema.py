@@ -100,6 +100,10 @@ OBJECTS: tuple[tuple[int, str, str], ...] = (
 )
 #: Index name -> other names that stand in for it (``a|b`` above): created only when none exists.
 STAND_INS = stand_ins(OBJECTS)
+#: Every name ``OBJECTS`` looks for, stand-ins included (what ``schema_objects.sql`` looks up).
+OBJECT_NAMES = sorted({name for _, _, names in OBJECTS for name in names.split("|")})
+#: The statements that take the schema as a parameter, not in their text (read once).
+_LOOKUPS = SqlFiles(SQL_PACKAGE, "public")
 
 
 async def missing_objects(conn: psycopg.AsyncConnection[Any], prefix: str) -> list[tuple[int, str]]:
@@ -107,19 +111,7 @@ async def missing_objects(conn: psycopg.AsyncConnection[Any], prefix: str) -> li
     in migration order; empty when all are there (or when nothing was ever installed). Objects of
     later migrations are not missing: an upgrade creates them."""
     installed = await installed_version(conn, prefix) or 0
-    cur = await conn.execute(
-        """
-        SELECT c.relname FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
-        WHERE n.nspname = %(prefix)s
-        UNION ALL
-        SELECT t.typname FROM pg_type AS t JOIN pg_namespace AS n ON n.oid = t.typnamespace
-        WHERE n.nspname = %(prefix)s AND t.typtype = 'e'
-        UNION ALL
-        SELECT p.proname FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
-        WHERE n.nspname = %(prefix)s
-        """,
-        {"prefix": prefix},
-    )
+    cur = await conn.execute(_LOOKUPS["schema_objects"], {"prefix": prefix, "names": OBJECT_NAMES})
     present = {str(row[0]) for row in await cur.fetchall()}
     return [(version, name) for version, name in missing_from(OBJECTS, present) if version <= installed]
 
