@@ -54,7 +54,7 @@ if [ "$BUILD_ONLY" = 1 ] || [ -z "$DIST" ]; then
         "$PYTHON" -m venv --without-pip "$benv"
         mapfile -t wanted <<<"$requires"
         "$PYTHON" -m pip --python "$benv/bin/python" install -q --disable-pip-version-check build "${wanted[@]}" \
-            2>&1 | grep -v '^WARNING: Location' || true
+            >"$CACHE/build-env.log" 2>&1 || { cat "$CACHE/build-env.log"; exit 1; }
         touch "$benv/.complete"
     fi
     "$benv/bin/python" -m build --no-isolation --outdir "$DIST" . >"$CACHE/build.log" 2>&1 ||
