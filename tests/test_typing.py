@@ -17,19 +17,24 @@ PUBLIC_API = Path(__file__).parent / "typing" / "public_api_usage.py"
 ROOT = Path(__file__).resolve().parents[1]
 
 
+#: mypy's cache for these runs, kept between test runs: warm, a run re-checks only what changed (the
+#: samples, Conveyor's changed modules and what imports them) in 0.5 s of CPU instead of analysing
+#: Conveyor and the standard library from scratch (7-8 s). mypy checks every cached module against
+#: its source's hash, its own version and the options, so a stale entry is re-checked, never trusted.
+MYPY_CACHE = ROOT / ".cache" / "mypy-typing"
+
+
 @pytest.fixture(scope="module")
-def mypy_strict(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """What ``mypy --strict`` reports on both sample modules, checked in one run (each run analyses
-    Conveyor and the standard library from scratch: 2-5 s of CPU)."""
+def mypy_strict() -> str:
+    """What ``mypy --strict`` reports on both sample modules, checked in one run."""
     done = subprocess.run(
         [
             sys.executable,
             "-m",
             "mypy",
             "--strict",
-            "--no-incremental",
             "--cache-dir",
-            str(tmp_path_factory.mktemp("mypy")),
+            str(MYPY_CACHE),
             str(USAGE),
             str(PUBLIC_API),
         ],
