@@ -92,7 +92,7 @@ async def insert_single(settings: Settings) -> Figures:
 
 
 # -- unique jobs -------------------------------------------------------------------------------------
-#: Rounds of each variant, alternated, so a slow phase of the machine hits both alike.
+#: Rounds of each variant (``--rounds``), alternated, so a slow phase of the machine hits both alike.
 UNIQUE_ROUNDS = 3
 UNIQUE_SINGLE_JOBS = 2_000
 
@@ -127,7 +127,7 @@ async def insert_unique(settings: Settings) -> Figures:
     jobs = settings.job_count(UNIQUE_SINGLE_JOBS)
     plain: list[float] = []
     unique: list[float] = []
-    for _ in range(UNIQUE_ROUNDS):
+    for _ in range(settings.round_count(UNIQUE_ROUNDS)):
         plain.append(await _single_round(settings, job_requests(jobs), jobs))
         unique.append(await _single_round(settings, unique_requests(jobs), jobs))
     return {"jobs": jobs, **compared("unique", unique, plain)}
@@ -150,7 +150,7 @@ async def insert_unique_bulk(settings: Settings) -> Figures:
     plain: list[float] = []
     unique: list[float] = []
     conflicts = 0
-    for _ in range(UNIQUE_ROUNDS):
+    for _ in range(settings.round_count(UNIQUE_ROUNDS)):
         plain.append((await _bulk_round(settings, job_requests(jobs), jobs))[0])
         speed, conflicts = await _bulk_round(
             settings, unique_requests(jobs, distinct=max(1, jobs // 2)), jobs

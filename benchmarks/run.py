@@ -110,7 +110,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=None,
         help="rounds of the scenarios that alternate variants (drain-nodes, insert-copy, drain-floor, "
         "cpu-cold, cpu-user, commit-modes, telemetry, enqueue-one, drain-global, workflow-fanout, "
-        "engines), and of node-cost",
+        "engines, insert-unique, insert-unique-bulk), and of node-cost",
     )
     parser.add_argument(
         "--base",

@@ -136,7 +136,10 @@ VARIANTS: dict[str, tuple[str | None, Callable[[Conveyor], object] | None]] = {
 
 
 def report_cost(
-    log_format: str | None, prepare: Callable[[Conveyor], object] | None, repeats: int = REPORT_REPEATS
+    log_format: str | None,
+    prepare: Callable[[Conveyor], object] | None,
+    repeats: int = REPORT_REPEATS,
+    number: int = REPORTS,
 ) -> float:
     """Microseconds one job's ``job.start`` and ``job.stop`` (and log line) take in this variant."""
     app = Conveyor("sqlite:///:memory:")  # never opened: only its telemetry is used
@@ -156,7 +159,7 @@ def report_cost(
         report.ended(job, ack, None, 0.001)
 
     with job_logging(log_format):
-        return min(timeit.repeat(run, number=REPORTS, repeat=repeats)) / REPORTS * 1e6
+        return min(timeit.repeat(run, number=number, repeat=repeats)) / number * 1e6
 
 
 async def telemetry(settings: Settings) -> Figures:
@@ -178,9 +181,13 @@ async def telemetry(settings: Settings) -> Figures:
             paired[name].append(measured[name][-1] / measured["plain"][-1])
     plain = statistics.median(measured["plain"])
     result: Figures = {"jobs": jobs, "concurrency": concurrency, "rounds": rounds}
-    # Fewer rounds asked for (a smoke test), fewer timings of the report too; never fewer than two.
-    repeats = REPORT_REPEATS if settings.rounds is None else max(2, min(rounds, REPORT_REPEATS))
-    costs = {name: report_cost(*VARIANTS[name], repeats=repeats) for name in names}
+    # Fewer rounds asked for (a smoke test), fewer and shorter timings of the report too (never fewer
+    # than two): a tenth of the runs still tells a handler's or a log line's tens of microseconds
+    # from plain's few.
+    smoke = settings.rounds is not None
+    repeats = max(2, min(rounds, REPORT_REPEATS)) if smoke else REPORT_REPEATS
+    number = REPORTS // 10 if smoke else REPORTS
+    costs = {name: report_cost(*VARIANTS[name], repeats=repeats, number=number) for name in names}
     job_us = 1e6 / plain
     for name, cost in costs.items():
         result[f"{name}_us_per_job"] = round(cost, 2)

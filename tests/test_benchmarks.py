@@ -90,11 +90,11 @@ def test_runtime_benchmarks_run_at_tiny_sizes_and_print_json(dsn: str) -> None:
 
 
 def test_unique_insert_benchmarks_report_ratios_against_plain_inserts(dsn: str) -> None:
-    done = run_script(*UNIQUE_SCENARIOS, "--jobs", "200", "--json", "--dsn", dsn)
+    done = run_script(*UNIQUE_SCENARIOS, "--jobs", "200", "--rounds", "1", "--json", "--dsn", dsn)
     assert done.returncode == 0, done.stderr
     single, bulk = (json.loads(line) for line in done.stdout.splitlines())
     for figures in (single, bulk):
-        assert figures["rounds"] == 3 and figures["ratio"] > 0
+        assert figures["rounds"] == 1 and figures["ratio"] > 0
         assert figures["unique_range"][0] <= figures["jobs_per_s"] <= figures["unique_range"][1]
     assert bulk["conflicts"] == 100  # half of the 200 were duplicates
 
@@ -328,12 +328,12 @@ def test_node_cost_reports_the_cpu_a_node_spends_per_job_without_the_database(ds
 
 def test_node_cost_paired_with_a_base_commit_reports_current_against_base(dsn: str) -> None:
     """``--base HEAD``: a stand-in drain and a real one on each tree's process in turn; ``vs_base`` is
-    current over base."""
+    current over base. One round: each of its real drains installs a schema of its own."""
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
     tree = Path(tempfile.gettempdir()) / f"conveyor-base-{head.stdout.strip()[:12]}"
     made = not tree.exists()
     try:
-        lines = run_benchmarks(dsn, "node-cost", "--jobs", "300", "--rounds", "2", "--base", "HEAD")
+        lines = run_benchmarks(dsn, "node-cost", "--jobs", "300", "--rounds", "1", "--base", "HEAD")
     finally:
         if made:  # the worktree this test made, not one a run keeps for the next
             subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
@@ -341,7 +341,7 @@ def test_node_cost_paired_with_a_base_commit_reports_current_against_base(dsn: s
         (variant, level) for variant in ("stand-in", "drain") for level in (100, 20)
     ]
     for figures in lines:
-        assert figures["base"] == "HEAD" and figures["rounds"] == 2 and "exceeded" not in figures
+        assert figures["base"] == "HEAD" and figures["rounds"] == 1 and "exceeded" not in figures
         for name in ("cpu_us", "base_cpu_us"):
             first, last = figures[f"{name}_range"]
             assert 0 < first <= figures[f"{name}_per_job"] <= last < 10_000

@@ -1,9 +1,9 @@
 """conveyor.contrib.django in a real Django project (tests/django_project), on PostgreSQL and SQLite.
 
 Each test runs ``manage.py`` in processes of its own, as a user would: Django's settings are global
-to a process, and the two engines need two of them. A command that runs and exits is forked from a
-server that imported Django's command machinery and Conveyor once (``tests.forked``); the node
-(``conveyor_start``) and the project's pytest run start new interpreters. On PostgreSQL the
+to a process, and the two engines need two of them. A command, and the node (``conveyor_start``,
+stopped by a signal), is forked from a server that imported Django's command machinery and Conveyor
+once (``tests.forked``); the project's pytest run starts a new interpreter. On PostgreSQL the
 project's tables and Conveyor's live in the test's own schema (``search_path`` in the database
 OPTIONS); on SQLite in a file.
 """
@@ -154,32 +154,29 @@ def test_migrate_installs_the_schema_and_enqueues_join_djangos_transactions(proj
     assert project.query("SELECT count(*) FROM oban_jobs") == [(302,)]
 
 
-def test_conveyor_start_runs_the_jobs_with_the_orm(project: Project) -> None:
+def test_conveyor_start_runs_the_jobs_with_the_orm(project: Project, tmp_path: Path) -> None:
     project.manage("migrate", "--verbosity", "0")
     project.manage("shop_scenario")
-    node = subprocess.Popen(
-        [sys.executable, "manage.py", "conveyor_start", "--log-level", "WARNING"],
-        cwd=PROJECT,
-        env=project.env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    log = tmp_path / "node.log"
+    node = forked.start_python(
+        ["manage.py", "conveyor_start", "--log-level", "WARNING"], cwd=PROJECT, env=project.env(), output=log
     )
     try:
 
         def fulfilled() -> list[tuple[Any, ...]]:
-            assert node.poll() is None, node.communicate()
+            assert node.poll() is None, log.read_text()
             return project.query("SELECT count(*) FROM shop_order WHERE status = 'fulfilled'")
 
         poll_sync(
             fulfilled, lambda rows: rows == [(302,)], timeout=60, what="302 fulfilled orders", every=0.2
         )
         node.send_signal(signal.SIGTERM)
-        _out, err = node.communicate(timeout=30)
+        node.wait(30)
     finally:
         if node.poll() is None:
             node.kill()
             node.wait()
+    err = log.read_text()
     assert node.returncode == 0, err
     assert "running queues shop:2" in err
     assert project.query("SELECT state, count(*) FROM oban_jobs GROUP BY state") == [("completed", 302)]
