@@ -24,7 +24,7 @@ from tests.spare_schemas import SpareSchemas  # noqa: E402
 # pytest.ini), started by tests/test_django.py; collected here they would import Django unconfigured.
 collect_ignore = ["django_project"]
 
-pytest_plugins = ["tests.teardown_watchdog"]
+pytest_plugins = ["tests.teardown_watchdog", "tests.worker_gc"]
 
 DSN = os.environ.get("CONVEYOR_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 

@@ -58,12 +58,52 @@ def _report(nodeid: str) -> None:
         log.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {text}")
 
 
+class _Watchdog:
+    """One thread per process that wakes when the running teardown's ``LIMIT`` is up: a
+    ``threading.Timer`` per test started and stopped a thread for each of thousands of teardowns
+    (about 0.4 ms of CPU each). It sleeps until the deadline of the teardown it last saw, then
+    reports that one if it is still running, else waits for the running one's deadline."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        #: The running teardown: (node id, deadline on the monotonic clock), or None.
+        self._running: tuple[str, float] | None = None
+        self._idle = True  # the thread waits with no deadline (or has not started)
+        self._thread: threading.Thread | None = None
+
+    def begin(self, nodeid: str) -> None:
+        with self._changed:
+            self._running = (nodeid, time.monotonic() + LIMIT)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="teardown-watchdog", daemon=True)
+                self._thread.start()
+            elif self._idle:  # else it wakes at an earlier deadline and looks again
+                self._changed.notify()
+
+    def end(self) -> None:
+        with self._changed:
+            self._running = None
+
+    def _watch(self) -> None:
+        while True:
+            with self._changed:
+                while True:
+                    running = self._running
+                    self._idle = running is None
+                    if running is not None and running[1] <= time.monotonic():
+                        self._running = None  # reported once, as the timer was
+                        break
+                    self._changed.wait(None if running is None else running[1] - time.monotonic())
+            _report(running[0])
+
+
+_WATCHDOG = _Watchdog()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, None, None]:
-    timer = threading.Timer(LIMIT, _report, args=(item.nodeid,))
-    timer.daemon = True
-    timer.start()
+    _WATCHDOG.begin(item.nodeid)
     try:
         yield
     finally:
-        timer.cancel()
+        _WATCHDOG.end()
