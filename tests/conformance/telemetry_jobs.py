@@ -55,6 +55,24 @@ async def sleeps(seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
+#: Set by ``cleans_up`` when its clean-up after a cancel ran to the end.
+CLEANED: asyncio.Event | None = None
+#: Set by ``cleans_up`` when its clean-up has begun.
+CLEANING: asyncio.Event | None = None
+
+
+@job(queue="default")
+async def cleans_up() -> None:
+    try:
+        await asyncio.sleep(30)
+    except asyncio.CancelledError:
+        assert CLEANED is not None and CLEANING is not None
+        CLEANING.set()
+        await asyncio.sleep(0.05)  # the job's own clean-up awaits something
+        CLEANED.set()
+        raise
+
+
 @job(queue="default", executor="process", max_attempts=3)
 def fails_in_process() -> None:
     raise ValueError("far away")

@@ -230,13 +230,17 @@ class Producer(Service):
         running = self.running.get(job_id)
         if running is None:
             return False
+        told = job_id in self.stopping
         self.stopping.setdefault(job_id, self.clock.monotonic())
         running.context.cancel(reason)
         if self.runner.processes is not None and self.runner.processes.kill(job_id):
             return True
         if running.context.executor == "thread":
             return True  # told through its context; it is marked cancelled when it returns
-        running.task.cancel()
+        # Once only: the signal and the heartbeat can both stop one job, and a second cancel would
+        # interrupt the job's own clean-up (an ``except CancelledError`` that awaits).
+        if not told:
+            running.task.cancel()
         return True
 
     def holding(self) -> tuple[int, ...]:

@@ -3,6 +3,7 @@ job outcome (text and JSON), and handlers that fail without harming jobs or the 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -142,6 +143,26 @@ async def test_a_cancelled_run_is_an_exception(node_app: Conveyor) -> None:
     name, data = ended(events, job_id)
     assert name == "job.exception" and data["outcome"] == "cancelled" and data["final"] is True
     assert data["state"] is JobState.CANCELLED and data["error_type"] == "CancelledError"
+
+
+async def test_a_run_told_twice_to_stop_is_cancelled_once_and_its_clean_up_ends(node_app: Conveyor) -> None:
+    # The pkill signal and the heartbeat (which finds the row no longer executing) can both tell
+    # the producer to stop one run; the second must not cancel the job's clean-up.
+    tj.CLEANED, tj.CLEANING = asyncio.Event(), asyncio.Event()
+    events = Events()
+    node_app.on("job.", events)
+    job_id = await node_app.enqueue(tj.cleans_up.new())
+    await wait_final(node_app, [job_id], {JobState.EXECUTING})
+    await events.wait("job.start")
+    assert node_app.node is not None
+    producer = node_app.node.producers["default"]
+    assert producer.cancel_job(job_id, "cancelled")
+    await asyncio.wait_for(tj.CLEANING.wait(), 10)
+    assert producer.cancel_job(job_id, "cancelled (the job is no longer executing)")
+    await asyncio.wait_for(tj.CLEANED.wait(), 10)
+    await events.wait("job.exception")
+    name, data = ended(events, job_id)
+    assert name == "job.exception" and data["outcome"] == "cancelled"
 
 
 async def test_node_events_and_a_run_given_back_at_shutdown(engine_name: str, any_engine: Engine) -> None:
