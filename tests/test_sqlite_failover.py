@@ -5,6 +5,7 @@ back, all long before its 30 s lease ends; thawed, the old leader gives up the j
 from __future__ import annotations
 
 import signal
+import sqlite3
 import time
 import uuid
 from pathlib import Path
@@ -13,11 +14,32 @@ import pytest
 
 from conveyor import Conveyor, JobState
 from tests import cluster_jobs as jobs
+from tests.forked import Started
 from tests.helpers import holds, poll
 from tests.node_processes import describe, node_processes
 
 #: Seconds of slack on timing assertions: two CPU cores shared with other work.
 SLACK = 1.5
+
+
+def freeze_between_writes(process: Started, database: Path) -> None:
+    """SIGSTOP ``process`` at a moment it holds no write lock on ``database``: a process frozen
+    inside a write transaction stops every other writer of an SQLite file until it runs again,
+    which no engine can prevent and is not what this test is about. Freezes, then checks from a
+    connection of its own that a write could begin; if not, thaws it for a moment and tries again."""
+    for _ in range(200):
+        process.send_signal(signal.SIGSTOP)
+        probe = sqlite3.connect(database, timeout=0, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return
+        except sqlite3.OperationalError:
+            process.send_signal(signal.SIGCONT)
+            time.sleep(0.01)
+        finally:
+            probe.close()
+    raise AssertionError(f"{process.pid} held the write lock of {database} at every try")
 
 
 @pytest.mark.slow
@@ -72,7 +94,7 @@ async def test_a_frozen_sqlite_leaders_job_and_slot_come_back_long_before_its_le
                 what="the waiting job",
             )
 
-            frozen.process.send_signal(signal.SIGSTOP)
+            freeze_between_writes(frozen.process, tmp_path / "jobs.db")
             stopped = time.monotonic()
             done = await poll(
                 lambda: survivor.get_job(first),
