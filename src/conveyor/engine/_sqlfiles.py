@@ -19,6 +19,7 @@ def quote_literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+@functools.lru_cache(maxsize=512)  # the same few statements for every engine of a process
 def without_comment_lines(text: str) -> str:
     """``text`` without its blank lines, whole-line ``--`` comments and indentation (lines inside a
     quoted literal are kept as they are; text with dollar quoting is returned as it is).
@@ -40,6 +41,13 @@ def without_comment_lines(text: str) -> str:
     return "\n".join(kept)
 
 
+@functools.cache
+def _file_text(package: str, name: str) -> str:
+    """The text of one ``.sql`` file, read once per process: every engine built (a CLI command, a
+    test, each node of a process) would otherwise find and read the same files again."""
+    return resources.files(package).joinpath(f"{name}.sql").read_text("utf-8")
+
+
 class SqlFiles:
     """The ``.sql`` files of one package, rendered for one schema prefix."""
 
@@ -49,7 +57,7 @@ class SqlFiles:
 
     @functools.cache  # noqa: B019 - one SqlFiles per engine; the cache lives as long as it does
     def __getitem__(self, name: str) -> str:
-        text = resources.files(self._package).joinpath(f"{name}.sql").read_text("utf-8")
+        text = _file_text(self._package, name)
         return text.replace("{prefix_literal}", quote_literal(self.prefix)).replace(
             "{prefix}", quote_identifier(self.prefix)
         )
