@@ -17,7 +17,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from rich.console import Console
@@ -25,9 +25,11 @@ from rich.table import Table
 
 from conveyor import Conveyor, JobRequest
 from conveyor.engine._sqlfiles import quote_identifier
-from conveyor.engine.mysql import MysqlEngine
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.engine.sqlite import SqliteEngine
+
+if TYPE_CHECKING:  # imported where used: a paired run's base commit may have no MySQL engine
+    from conveyor.engine.mysql import MysqlEngine
 
 DEFAULT_DSN = os.environ.get(
     "CONVEYOR_BENCH_DSN", os.environ.get("CONVEYOR_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/test")
@@ -134,6 +136,8 @@ async def fresh_sqlite_app() -> AsyncIterator[Conveyor]:
 async def fresh_mariadb_app(url: str, pool_size: int) -> AsyncIterator[Conveyor]:
     """A Conveyor app on a MariaDB database made for this run (the engine's ``prefix``), installed
     first and dropped afterwards."""
+    from conveyor.engine.mysql import MysqlEngine
+
     engine = MysqlEngine(url, prefix=f"conveyor_bench_{uuid.uuid4().hex[:10]}", max_connections=pool_size)
     async with _installed(engine, lambda: drop_database(engine)) as app:
         yield app

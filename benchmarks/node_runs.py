@@ -15,7 +15,6 @@ from typing import Any
 from urllib.parse import quote
 
 from conveyor import Conveyor, JobRequest
-from conveyor.engine.mysql import MysqlEngine
 from conveyor.engine.postgres import PostgresEngine
 from conveyor.engine.sqlite import SqliteEngine
 
@@ -96,8 +95,13 @@ def engine_like(engine: Any) -> Any:
     ``Conveyor.stop`` closes it."""
     if isinstance(engine, PostgresEngine):
         return PostgresEngine(engine.dsn, prefix=engine.prefix, max_connections=4)
+    if isinstance(engine, SqliteEngine):
+        return SqliteEngine(engine.path)
+    # Imported here: a paired run's base commit (node-cost --base) may have no MySQL engine.
+    from conveyor.engine.mysql import MysqlEngine
+
     if isinstance(engine, MysqlEngine):
         a = engine.address  # its ``url`` masks the password
         url = f"mysql://{quote(a.user)}:{quote(a.password)}@{a.host}:{a.port}/{quote(a.database)}"
         return MysqlEngine(url, prefix=engine.prefix, max_connections=4)
-    return SqliteEngine(engine.path)
+    raise TypeError(f"no engine like {engine!r}")

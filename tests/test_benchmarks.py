@@ -218,6 +218,20 @@ def test_every_scenario_names_an_async_function_and_a_run_imports_only_its_own()
     assert done.returncode == 0, done.stderr
 
 
+def test_the_paired_sides_import_no_engine_a_base_commit_may_lack() -> None:
+    """``--base`` runs this tree's side scripts on an older commit's ``conveyor``: importing one must
+    not need the MySQL engine (younger than the bases the README pairs against; ``node-cost --base
+    16b554c`` failed at import when ``common.py`` imported it)."""
+    code = (
+        "import sys\n"
+        "sys.modules['conveyor.engine.mysql'] = None  # as on a commit without it\n"
+        "import enqueue_sides, node_cost\n"
+    )
+    command = [sys.executable, "-c", code]
+    done = subprocess.run(command, cwd=ROOT / "benchmarks", capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
 def test_the_floor_script_is_the_engine_fetch_and_ack_of_this_checkout() -> None:
     """drain_floor.pgbench is rendered from the engine's statements: a change to them must be
     rendered again (python benchmarks/floor.py --write), or the floor measures other SQL."""
