@@ -196,6 +196,11 @@ def test_hot_statements_are_sent_without_comment_lines_and_fit_psycopgs_query_ca
     # The claim under limits fits under a prefix of 25 characters (the benchmarks' length).
     limited = PostgresEngine("postgresql://", prefix="p" * 25)._fetch_limited_statement
     assert b"\n--" not in limited and len(limited) <= MAX_CACHED_STATEMENT_LENGTH
+    # So do the inserts, the unique one among them (4.5 kB with its comments).
+    inserter = PostgresEngine("postgresql://", prefix="p" * 25)._inserter
+    for name in ("_statement", "_unique_statement", "_one_unique_statement", "_hold_statement"):
+        statement = getattr(inserter, name)
+        assert b"\n--" not in statement and len(statement) <= MAX_CACHED_STATEMENT_LENGTH, name
 
 
 async def waiting_on_an_advisory_lock(engine: PostgresEngine) -> int:

@@ -19,7 +19,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from conveyor.engine.postgres.rows import request_record
+import orjson
+
+from conveyor.engine.postgres.copy_rows import Pushback
+from conveyor.engine.postgres.rows import NOT_A_REQUEST, one_job_params, request_record
+from conveyor.errors import ValidationError
 from conveyor.job import ExistingJobId
 from conveyor.job_ids import JobIdsBuilder
 from conveyor.request import JobRequest
@@ -33,6 +37,18 @@ def unique_record(request: JobRequest, unique: Unique, base: str) -> dict[str, A
     record["uniq_period"] = unique.period
     record["uniq_states"] = unique.state_names()
     return record
+
+
+def one_unique_params(request: JobRequest, unique: Unique, base: str) -> dict[str, Any]:
+    """The parameters of ``insert_one_unique.sql`` (less ``now`` and ``channel``) for ``request``
+    claiming ``base`` alone."""
+    return one_job_params(request) | {
+        "scheduled_at": request.scheduled_at_utc,
+        "schedule_in": request.schedule_in,
+        "uniq_base": base,
+        "uniq_period": unique.period,
+        "uniq_states": orjson.dumps(unique.state_names()).decode(),
+    }
 
 
 class UniqueClaims:
@@ -154,3 +170,19 @@ class HeldUniques:
             for position in claim.duplicates:
                 ids.put(position, job_id, conflict=True)
         return conflicted
+
+
+def take_unique_run(source: Pushback, size: int) -> list[JobRequest]:
+    """The unique requests at the head of ``source``, ``size`` at most (the first non-unique one is
+    handed back)."""
+    run: list[JobRequest] = []
+    for request in source:
+        if not isinstance(request, JobRequest):
+            raise ValidationError("job", request, NOT_A_REQUEST)
+        if request.unique is None:
+            source.push(request)
+            break
+        run.append(request)
+        if len(run) >= size:
+            break
+    return run
