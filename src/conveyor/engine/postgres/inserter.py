@@ -56,6 +56,7 @@ from conveyor.engine.postgres.rows import (
     naive_utc,
     one_job_params,
     records_json,
+    request_chunks,
     request_record,
     take_requests,
 )
@@ -65,6 +66,7 @@ from conveyor.engine.postgres.unique_claims import (
     one_unique_params,
     take_unique_run,
 )
+from conveyor.job import ExistingJobId
 from conveyor.job_ids import JobIds, JobIdsBuilder
 from conveyor.request import JobRequest, request_stream
 
@@ -128,14 +130,13 @@ class Inserter:
     ) -> JobIds:
         """``side``: a pool a second connection may be taken from, to reserve ids there while COPY
         runs on ``conn`` (see ``insert_steps.SideConnection``)."""
-        single = _single_plain(requests, hold)
+        single = self._single(requests, hold, now)
         if single is not None and not isinstance(conn, AsyncpgSession):
-            # The call a web request makes: one plain job, one statement, atomic by itself; the
-            # steps below cost ~10 generator and context layers more, a tenth of the call's CPU.
-            statement, params = self._one(single, naive_utc(now))
+            # The call a web request makes: one job, one statement, atomic by itself; the steps
+            # below cost ~10 generator and context layers more, a tenth of the call's CPU.
             async with psycopg.AsyncCursor(conn, row_factory=tuple_row) as cur:
-                await cur.execute(statement, params)
-                return JobIds([(await cur.fetchall())[0][0]])
+                await cur.execute(*single)
+                return _one_id(await cur.fetchall())
         steps = self.steps(requests, now, copy=_copy_capable(conn), hold=hold)
         return await run_async(conn, steps, side)
 
@@ -149,12 +150,29 @@ class Inserter:
         own: bool = False,
     ) -> JobIds:
         """``own``: ``conn`` is the engine's (autocommit, idle), not a caller's (``run_sync``)."""
-        if own and (single := _single_plain(requests, hold)) is not None:  # as in ``insert``
-            statement, params = self._one(single, naive_utc(now))
+        if own and (single := self._single(requests, hold, now)) is not None:  # as in ``insert``
             with psycopg.Cursor(conn, row_factory=tuple_row) as cur:
-                cur.execute(statement, params)
-                return JobIds([cur.fetchall()[0][0]])
+                cur.execute(*single)
+                return _one_id(cur.fetchall())
         return run_sync(conn, self.steps(requests, now, copy=_copy_capable(conn), hold=hold), own=own)
+
+    def _single(
+        self, requests: Iterable[JobRequest], hold: Sequence[int], now: datetime | None
+    ) -> tuple[bytes, dict[str, Any]] | None:
+        """The one statement (and its parameters) inserting the request of a one-request tuple or
+        list (what ``enqueue`` passes); None for anything else, a unique request that may replace
+        fields of a stored job among them (a second statement)."""
+        if hold or not isinstance(requests, tuple | list) or len(requests) != 1:
+            return None
+        request = requests[0]
+        if type(request) is not JobRequest:
+            return None
+        if (unique := request.unique) is None:
+            return self._one(request, naive_utc(now))
+        if unique.replace:
+            return None
+        params = one_unique_params(request, unique, unique.base_key(request))
+        return self._one_unique_statement, params | {"now": naive_utc(now), "channel": self._channel}
 
     def _one(self, request: JobRequest, now: datetime | None) -> tuple[bytes, dict[str, Any]]:
         """``insert_one_job.sql`` (``insert_one_now.sql`` for a job due now) and its parameters."""
@@ -190,7 +208,7 @@ class Inserter:
         return (yield from self._copy_steps(Pushback(source), clock))
 
     def _statement_steps(self, requests: Iterator[JobRequest], now: datetime | None) -> Steps:
-        chunks = request_chunks(requests)
+        chunks = request_chunks(requests, INSERT_CHUNK)
         first = next(chunks, None)
         if first is None:
             return JobIds()
@@ -366,20 +384,12 @@ class Lookahead:
         return self.rows
 
 
-def _single_plain(requests: Iterable[JobRequest], hold: Sequence[int]) -> JobRequest | None:
-    """The request of a one-request tuple or list (what ``enqueue`` passes) when it is plain."""
-    if hold or not isinstance(requests, tuple | list) or len(requests) != 1:
-        return None
-    request = requests[0]
-    return request if type(request) is JobRequest and request.unique is None else None
-
-
-def request_chunks(requests: Iterator[Any]) -> Iterator[list[JobRequest]]:
-    """``requests`` in checked chunks of ``INSERT_CHUNK``, taken lazily."""
-    while chunk := take_requests(requests, INSERT_CHUNK):
-        yield chunk
-        if len(chunk) < INSERT_CHUNK:
-            return
+def _one_id(rows: list[tuple[Any, ...]]) -> JobIds:
+    """The id from the row of a single job's statement: (id, notified) for a plain job, (id,
+    inserted, key, notified) for a unique one, whose id is an ``ExistingJobId`` when a stored job
+    held the key."""
+    row = rows[0]
+    return JobIds([row[0] if len(row) == 2 or row[1] else ExistingJobId(row[0])])
 
 
 def _first(rows: list[tuple[Any, ...]]) -> Any:

@@ -224,3 +224,11 @@ def take_requests(source: Iterator[Any], size: int) -> list[JobRequest]:
         if not isinstance(request, JobRequest):
             raise ValidationError("job", request, NOT_A_REQUEST)
     return batch
+
+
+def request_chunks(requests: Iterator[Any], size: int) -> Iterator[list[JobRequest]]:
+    """``requests`` in checked chunks of ``size``, taken lazily."""
+    while chunk := take_requests(requests, size):
+        yield chunk
+        if len(chunk) < size:
+            return
