@@ -136,6 +136,18 @@ async def test_scheduled_states_debounce(any_engine: Engine) -> None:
     assert (await job(any_engine, waiting)).state is JobState.SCHEDULED
 
 
+async def test_a_debounced_job_blocks_a_twin_due_now(any_engine: Engine) -> None:
+    """The states name which stored jobs count as twins, whatever state the new request would
+    start in itself: a request due now meets the scheduled twin of a debounce, alone or in a batch."""
+    debounce = {"period": None, "states": "scheduled"}
+    (waiting,) = await insert(any_engine, ureq(debounce, schedule_in=300))
+    (now,) = await insert(any_engine, ureq(debounce))
+    assert type(now) is ExistingJobId and now == waiting
+    batch = await insert(any_engine, ureq(debounce), ureq(ONCE, args={"n": 2}))
+    assert type(batch[0]) is ExistingJobId and batch[0] == waiting
+    assert await count(any_engine) == 2
+
+
 async def test_a_deleted_or_pruned_job_frees_its_key(any_engine: Engine) -> None:
     (first,) = await insert(any_engine, ureq(ONCE))
     assert await any_engine.cancel_jobs(JobFilter(ids=(first,)), now=T0) == [first]

@@ -16,6 +16,19 @@ input AS (
         ) AS uniq_key
     FROM clock
 ),
+-- The states name the stored jobs that count as twins, whatever state the new row starts in. A row
+-- starting in a state outside its own states stays out of the unique index, so ON CONFLICT cannot
+-- see its twin: then the twin is looked up (through the same index) and nothing is inserted.
+stored AS (
+    SELECT s.id
+    FROM input,
+    LATERAL (
+        SELECT id FROM {prefix}.oban_jobs
+        WHERE (meta ->> 'uniq_key') = input.uniq_key AND {unique_predicate}
+        LIMIT 1
+    ) AS s
+    WHERE NOT (%(uniq_states)s::jsonb ? (CASE WHEN input.run_at > input.now THEN 'scheduled' ELSE 'available' END))
+),
 written AS (
     INSERT INTO {prefix}.oban_jobs AS o (
         state, queue, worker, args, meta, tags, priority, max_attempts, scheduled_at, inserted_at
@@ -26,10 +39,13 @@ written AS (
         %(meta)s::jsonb || jsonb_build_object('uniq_key', input.uniq_key, 'uniq_states', %(uniq_states)s::jsonb),
         %(tags)s::text[], %(priority)s::smallint, %(max_attempts)s::smallint, input.run_at, input.now
     FROM input
+    WHERE NOT EXISTS (SELECT FROM stored)
     ON CONFLICT ((meta ->> 'uniq_key')) WHERE {unique_predicate}
     DO UPDATE SET meta = o.meta
     RETURNING o.id, o.queue, o.state, o.xmax = 0 AS inserted, o.meta ->> 'uniq_key' AS uniq_key
 )
 SELECT id, inserted, uniq_key,
     CASE WHEN inserted AND state = 'available' THEN pg_notify(%(channel)s, jsonb_build_object('queue', queue)::text) END::text
-FROM written;
+FROM written
+UNION ALL
+SELECT stored.id, false, input.uniq_key, NULL FROM stored, input;

@@ -39,6 +39,18 @@ input AS MATERIALIZED (
     )
     ORDER BY j.ord  -- the ids are drawn after the sort: in input order
 ),
+-- The states name the stored jobs that count as twins, whatever state a new row starts in. A row
+-- starting in a state outside its own states stays out of the unique index, so ON CONFLICT cannot
+-- see its twin: then the twin is looked up (through the same index) and the row is not inserted.
+looked AS (
+    SELECT input.*, s.id AS stored_id
+    FROM input CROSS JOIN clock
+    LEFT JOIN LATERAL (
+        SELECT id FROM {prefix}.oban_jobs
+        WHERE (meta ->> 'uniq_key') = input.uniq_key AND {unique_predicate}
+        LIMIT 1
+    ) AS s ON NOT (input.uniq_states ? (CASE WHEN input.run_at > clock.now THEN 'scheduled' ELSE 'available' END))
+),
 written AS (
     INSERT INTO {prefix}.oban_jobs AS o (
         id, state, queue, worker, args, meta, tags, priority, max_attempts, scheduled_at, inserted_at
@@ -52,7 +64,8 @@ written AS (
             'uniq_key', input.uniq_key, 'uniq_states', input.uniq_states
         ) END,
         input.tags, input.priority, input.max_attempts, input.run_at, clock.now
-    FROM input, clock
+    FROM looked AS input, clock
+    WHERE input.stored_id IS NULL
     ORDER BY input.uniq_key COLLATE "C" NULLS LAST, input.ord
     ON CONFLICT ((meta ->> 'uniq_key')) WHERE {unique_predicate}
     DO UPDATE SET meta = o.meta
@@ -62,4 +75,7 @@ notified AS (
     SELECT pg_notify(%(channel)s, jsonb_build_object('queue', queue)::text)
     FROM (SELECT DISTINCT queue FROM written WHERE inserted AND state = 'available') AS queues
 )
-SELECT id, inserted, uniq_key, (SELECT count(*) FROM notified) AS notified FROM written ORDER BY id;
+SELECT id, inserted, uniq_key, (SELECT count(*) FROM notified) AS notified FROM written
+UNION ALL
+SELECT stored_id, false, uniq_key, 0 FROM looked WHERE stored_id IS NOT NULL
+ORDER BY id;
