@@ -30,8 +30,10 @@ from conveyor.engine import _payloads as payloads
 from conveyor.engine._unique_plan import resolve_outcomes, unique_plan
 from conveyor.engine.sqlite.rows import INSERT_COLUMNS, InsertRows, take_requests
 from conveyor.engine.sqlite.schema import FILES
+from conveyor.job import JobState
 from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest, request_stream
+from conveyor.unique import Unique
 
 #: Jobs per chunk pulled from the caller's iterable and prepared at once.
 INSERT_CHUNK = 5_000
@@ -45,6 +47,9 @@ NOTIFY = FILES["notify"]
 REPLACE = FILES["replace_jobs"]
 UNIQUE_LOOKUP = FILES.compose("unique_lookup", unique_predicate="unique_predicate")
 UNIQUE_LOOKUP_ONE = FILES.compose("unique_lookup_one", unique_predicate="unique_predicate")
+INSERT_UNIQUE_ONE = FILES.compose(
+    "insert_unique_one", unique_key="unique_key", unique_predicate="unique_predicate"
+)
 
 #: ("execute", sql, params) expects the fetched rows back; ("executemany", sql, rows) expects None.
 Step = tuple[Literal["execute", "executemany"], str, Any]
@@ -105,6 +110,21 @@ def insert_steps(
     collapsed: dict[int, int | str] = {}
     first_of_key: dict[str, int] = {}  # key -> input position of the request that claimed it
     for batch in chunks:
+        if positions == 0 and len(batch) == 1 and (unique := batch[0].unique) and _claims_by_insert(unique):
+            # One unique job, the commonest unique call: its insert claims the key (see
+            # insert_unique_one.sql), and only a conflict looks the stored job up.
+            plan = unique_plan(batch, builder.clock, first_of_key, 0)
+            returned = yield ("execute", INSERT_UNIQUE_ONE, builder.values(batch, plan.metas))
+            positions = 1
+            if returned:
+                first_id, total = int(returned[0][0]), 1
+                continue
+            builder.available_queues.clear()  # nothing written, nobody to wake
+            found = yield ("execute", UNIQUE_LOOKUP_ONE, (plan.claimed[0],))
+            if not found:
+                raise RuntimeError(f"the unique index refused key {plan.claimed[0]!r}, which no job holds")
+            collapsed[0] = int(found[0][1])
+            continue
         if not any(request.unique is not None for request in batch):  # the common case: all new
             values = builder.values(batch)
         else:
@@ -139,6 +159,15 @@ def insert_steps(
         payload = payloads.encode({"queue": queue_name})
         yield ("execute", NOTIFY, ("insert", payload, source, builder.clock_text))
     return Inserted(resolve_outcomes(positions, collapsed, new_ids, first_of_key), queues)
+
+
+def _claims_by_insert(unique: Unique) -> bool:
+    """Whether the unique index itself finds a stored twin of a new job under ``unique``: its row
+    is in the index whichever state it starts in (available or scheduled) when both are among its
+    states. Otherwise a stored twin in those states must be looked up (the new row stays out of the
+    index), and a ``replace`` needs the lookup's id anyway."""
+    states = unique.states
+    return JobState.AVAILABLE in states and JobState.SCHEDULED in states and not unique.replace
 
 
 def unique_writes(
