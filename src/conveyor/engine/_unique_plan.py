@@ -11,9 +11,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from conveyor.job import JobState
 from conveyor.job_ids import JobIds, JobIdsBuilder
 from conveyor.request import JobRequest
-from conveyor.unique import stored_meta
+from conveyor.unique import Unique, stored_meta
 
 
 @dataclass(slots=True)
@@ -67,3 +68,13 @@ def resolve_outcomes(
         else:
             ids.append(outcome, conflict=True)
     return ids.build()
+
+
+def claims_by_insert(unique: Unique) -> bool:
+    """Whether an insert alone can claim a key under ``unique`` (its unique index refusing the row
+    when a stored job holds the key): the new row is in the index whichever state it starts in,
+    available or scheduled, when both are among the states. Otherwise a stored twin in those states
+    must be looked up (the new row stays out of the partial index), and a ``replace`` needs the
+    stored job's id anyway."""
+    states = unique.states
+    return JobState.AVAILABLE in states and JobState.SCHEDULED in states and not unique.replace

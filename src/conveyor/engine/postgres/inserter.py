@@ -40,6 +40,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from conveyor.engine._sqlfiles import SqlFiles, without_comment_lines
+from conveyor.engine._unique_plan import claims_by_insert
 from conveyor.engine.postgres import foreign
 from conveyor.engine.postgres.asyncpg_session import AsyncpgSession
 from conveyor.engine.postgres.copy_rows import CopyRows, Pushback, copy_rows
@@ -160,8 +161,8 @@ class Inserter:
         self, requests: Iterable[JobRequest], hold: Sequence[int], now: datetime | None
     ) -> tuple[bytes, dict[str, Any]] | None:
         """The one statement (and its parameters) inserting the request of a one-request tuple or
-        list (what ``enqueue`` passes); None for anything else, a unique request that may replace
-        fields of a stored job among them (a second statement)."""
+        list (what ``enqueue`` passes); None for anything else, a unique request whose claim takes
+        more than its insert among them (``claims_by_insert``)."""
         if hold or not isinstance(requests, tuple | list) or len(requests) != 1:
             return None
         request = requests[0]
@@ -169,7 +170,7 @@ class Inserter:
             return None
         if (unique := request.unique) is None:
             return self._one(request, naive_utc(now))
-        if unique.replace:
+        if not claims_by_insert(unique):
             return None
         params = one_unique_params(request, unique, unique.base_key(request))
         return self._one_unique_statement, params | {"now": naive_utc(now), "channel": self._channel}
@@ -291,7 +292,7 @@ class Inserter:
         ``UniqueClaims``)."""
         keys, records = claims.plan(chunk)
         unique, base = chunk[0].unique, keys[0]
-        if len(chunk) == 1 and unique is not None and base is not None:  # the commonest call
+        if len(chunk) == 1 and unique is not None and base is not None and claims_by_insert(unique):
             params = one_unique_params(chunk[0], unique, base) | {"now": now, "channel": self._channel}
             rows = yield Execute(self._one_unique_statement, params)
         else:

@@ -27,13 +27,11 @@ from typing import Any, Literal
 import orjson
 
 from conveyor.engine import _payloads as payloads
-from conveyor.engine._unique_plan import resolve_outcomes, unique_plan
+from conveyor.engine._unique_plan import claims_by_insert, resolve_outcomes, unique_plan
 from conveyor.engine.sqlite.rows import INSERT_COLUMNS, InsertRows, take_requests
 from conveyor.engine.sqlite.schema import FILES
-from conveyor.job import JobState
 from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest, request_stream
-from conveyor.unique import Unique
 
 #: Jobs per chunk pulled from the caller's iterable and prepared at once.
 INSERT_CHUNK = 5_000
@@ -110,7 +108,7 @@ def insert_steps(
     collapsed: dict[int, int | str] = {}
     first_of_key: dict[str, int] = {}  # key -> input position of the request that claimed it
     for batch in chunks:
-        if positions == 0 and len(batch) == 1 and (unique := batch[0].unique) and _claims_by_insert(unique):
+        if positions == 0 and len(batch) == 1 and (unique := batch[0].unique) and claims_by_insert(unique):
             # One unique job, the commonest unique call: its insert claims the key (see
             # insert_unique_one.sql), and only a conflict looks the stored job up.
             plan = unique_plan(batch, builder.clock, first_of_key, 0)
@@ -159,15 +157,6 @@ def insert_steps(
         payload = payloads.encode({"queue": queue_name})
         yield ("execute", NOTIFY, ("insert", payload, source, builder.clock_text))
     return Inserted(resolve_outcomes(positions, collapsed, new_ids, first_of_key), queues)
-
-
-def _claims_by_insert(unique: Unique) -> bool:
-    """Whether the unique index itself finds a stored twin of a new job under ``unique``: its row
-    is in the index whichever state it starts in (available or scheduled) when both are among its
-    states. Otherwise a stored twin in those states must be looked up (the new row stays out of the
-    index), and a ``replace`` needs the lookup's id anyway."""
-    states = unique.states
-    return JobState.AVAILABLE in states and JobState.SCHEDULED in states and not unique.replace
 
 
 def unique_writes(
