@@ -380,6 +380,9 @@ def test_args_and_meta_come_back_as_enqueued_on_both_engines(
     worker="w",
     many=False,
 )
+@example(  # tags sent as an array literal (one job): quoting and escaping
+    options={"tags": ['quo"te', "back\\slash", "NULL", "a,b", "{x}", " y "]}, args={}, worker="w", many=False
+)
 def test_every_request_that_builds_is_stored_as_built_on_both_engines(
     apps: dict[str, Conveyor], options: dict[str, Any], args: dict[str, Any], worker: str, many: bool
 ) -> None:
