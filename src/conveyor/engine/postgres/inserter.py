@@ -59,7 +59,9 @@ from conveyor.engine.postgres.rows import (
     records_json,
     request_chunks,
     request_record,
+    single_insert_id,
     take_requests,
+    text_array,
 )
 from conveyor.engine.postgres.unique_claims import (
     HeldUniques,
@@ -67,7 +69,6 @@ from conveyor.engine.postgres.unique_claims import (
     one_unique_params,
     take_unique_run,
 )
-from conveyor.job import ExistingJobId
 from conveyor.job_ids import JobIds, JobIdsBuilder
 from conveyor.request import JobRequest, request_stream
 
@@ -137,7 +138,7 @@ class Inserter:
             # below cost ~10 generator and context layers more, a tenth of the call's CPU.
             async with psycopg.AsyncCursor(conn, row_factory=tuple_row) as cur:
                 await cur.execute(*single)
-                return _one_id(await cur.fetchall())
+                return single_insert_id(await cur.fetchall())
         steps = self.steps(requests, now, copy=_copy_capable(conn), hold=hold)
         return await run_async(conn, steps, side)
 
@@ -154,7 +155,7 @@ class Inserter:
         if own and (single := self._single(requests, hold, now)) is not None:  # as in ``insert``
             with psycopg.Cursor(conn, row_factory=tuple_row) as cur:
                 cur.execute(*single)
-                return _one_id(cur.fetchall())
+                return single_insert_id(cur.fetchall())
         return run_sync(conn, self.steps(requests, now, copy=_copy_capable(conn), hold=hold), own=own)
 
     def _single(
@@ -165,15 +166,20 @@ class Inserter:
         more than its insert among them (``claims_by_insert``)."""
         if hold or not isinstance(requests, tuple | list) or len(requests) != 1:
             return None
-        request = requests[0]
-        if type(request) is not JobRequest:
+        if type(request := requests[0]) is not JobRequest:
             return None
         if (unique := request.unique) is None:
-            return self._one(request, naive_utc(now))
-        if not claims_by_insert(unique):
+            statement, params = self._one(request, naive_utc(now))
+        elif claims_by_insert(unique):
+            params = one_unique_params(request, unique, unique.base_key(request))
+            statement, params = (
+                self._one_unique_statement,
+                params | {"now": naive_utc(now), "channel": self._channel},
+            )
+        else:
             return None
-        params = one_unique_params(request, unique, unique.base_key(request))
-        return self._one_unique_statement, params | {"now": naive_utc(now), "channel": self._channel}
+        params["tags"] = text_array(request.tags)  # psycopg here (never asyncpg): the cheaper literal
+        return statement, params
 
     def _one(self, request: JobRequest, now: datetime | None) -> tuple[bytes, dict[str, Any]]:
         """``insert_one_job.sql`` (``insert_one_now.sql`` for a job due now) and its parameters."""
@@ -383,14 +389,6 @@ class Lookahead:
         ids.extend_new(chunk_ids)
         self._more(self._size)
         return self.rows
-
-
-def _one_id(rows: list[tuple[Any, ...]]) -> JobIds:
-    """The id from the row of a single job's statement: (id, notified) for a plain job, (id,
-    inserted, key, notified) for a unique one, whose id is an ``ExistingJobId`` when a stored job
-    held the key."""
-    row = rows[0]
-    return JobIds([row[0] if len(row) == 2 or row[1] else ExistingJobId(row[0])])
 
 
 def _first(rows: list[tuple[Any, ...]]) -> Any:

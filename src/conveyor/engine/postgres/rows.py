@@ -15,7 +15,8 @@ from psycopg.adapt import Transformer
 from conveyor._options import check_aware
 from conveyor.engine._salvage import COLUMNS, UNREAD, describe, salvage_job
 from conveyor.errors import ValidationError
-from conveyor.job import Job, JobState, stored_job
+from conveyor.job import ExistingJobId, Job, JobState, stored_job
+from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest
 
 
@@ -202,7 +203,7 @@ def one_job_params(request: JobRequest) -> dict[str, Any]:
         "queue": request.queue,
         "args": request.args_json.decode(),  # text: bytes would be sent as bytea
         "meta": request.meta_json.decode(),
-        "tags": text_array(request.tags),
+        "tags": list(request.tags),
         "priority": request.priority,
         "max_attempts": request.max_attempts,
     }
@@ -211,7 +212,8 @@ def one_job_params(request: JobRequest) -> dict[str, Any]:
 def text_array(values: Sequence[str]) -> str:
     """Strings as an array literal, cast by the statement (``'{"a","b"}'::text[]``): a third of
     the cost of a list, which psycopg adapts item by item (each one quoted, so a string like NULL,
-    a comma or a brace stays itself; backslashes and double quotes escaped)."""
+    a comma or a brace stays itself; backslashes and double quotes escaped). For psycopg only:
+    asyncpg types the parameter as the array the statement casts to, and takes only a list."""
     if not values:
         return "{}"
     return "{" + ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "}"
@@ -241,3 +243,11 @@ def request_chunks(requests: Iterator[Any], size: int) -> Iterator[list[JobReque
         yield chunk
         if len(chunk) < size:
             return
+
+
+def single_insert_id(rows: list[tuple[Any, ...]]) -> JobIds:
+    """The id from the row of a single job's statement: (id, notified) for a plain job, (id,
+    inserted, key, notified) for a unique one, whose id is an ``ExistingJobId`` when a stored job
+    held the key."""
+    row = rows[0]
+    return JobIds([row[0] if len(row) == 2 or row[1] else ExistingJobId(row[0])])
