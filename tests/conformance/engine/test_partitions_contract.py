@@ -176,7 +176,10 @@ async def test_an_unpartitioned_global_limit_with_a_partitioned_rate(any_engine:
 
 async def test_concurrent_engines_hold_every_partitions_limit(fleet_engines: list[Engine]) -> None:
     """Six producers on three engines claim and ack at random: no tenant ever has more than 2
-    executing, every tenant reaches 2, and every job runs exactly once."""
+    executing, and every job runs exactly once. That each tenant can reach 2 is
+    test_each_partition_has_the_whole_global_limit's (one claim, no race): here how high a tenant
+    gets depends on how the claims and acks interleave (a run saw b peak at 1), so only some
+    tenant's reaching 2 is required, to show the claims did overlap."""
     tenants = ["a", "b", "c"]
     ids = await fleet_engines[0].insert([tenant_req(tenants[i % 3], n=i) for i in range(90)], now=T0)
     peaks: Counter[str] = Counter()
@@ -188,7 +191,7 @@ async def test_concurrent_engines_hold_every_partitions_limit(fleet_engines: lis
 
     done = await claim_and_ack_at_random(fleet_engines, per_tenant(2), check, seed=11, most=5)
     assert sorted(done) == ids
-    assert peaks == {"a": 2, "b": 2, "c": 2}
+    assert set(peaks) == set(tenants) and max(peaks.values()) == 2, peaks
 
 
 # -- the forms a partition is given in ------------------------------------------------------------------
