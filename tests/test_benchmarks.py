@@ -227,8 +227,7 @@ def test_the_paired_sides_import_no_engine_a_base_commit_may_lack() -> None:
         "sys.modules['conveyor.engine.mysql'] = None  # as on a commit without it\n"
         "import enqueue_sides, node_cost\n"
     )
-    command = [sys.executable, "-c", code]
-    done = subprocess.run(command, cwd=ROOT / "benchmarks", capture_output=True, text=True, timeout=60)
+    done = run_in_benchmarks(code)  # a None entry fails the import even where it was preloaded
     assert done.returncode == 0, done.stderr
 
 

@@ -61,7 +61,6 @@ from conveyor.engine.postgres.rows import (
     request_record,
     single_insert_id,
     take_requests,
-    text_array,
 )
 from conveyor.engine.postgres.unique_claims import (
     HeldUniques,
@@ -169,17 +168,12 @@ class Inserter:
         if type(request := requests[0]) is not JobRequest:
             return None
         if (unique := request.unique) is None:
-            statement, params = self._one(request, naive_utc(now))
-        elif claims_by_insert(unique):
-            params = one_unique_params(request, unique, unique.base_key(request))
-            statement, params = (
-                self._one_unique_statement,
-                params | {"now": naive_utc(now), "channel": self._channel},
-            )
-        else:
+            return self._one(request, naive_utc(now))
+        if not claims_by_insert(unique):
             return None
-        params["tags"] = text_array(request.tags)  # psycopg here (never asyncpg): the cheaper literal
-        return statement, params
+        params = one_unique_params(request, unique, unique.base_key(request))
+        params.update(now=naive_utc(now), channel=self._channel)
+        return self._one_unique_statement, params
 
     def _one(self, request: JobRequest, now: datetime | None) -> tuple[bytes, dict[str, Any]]:
         """``insert_one_job.sql`` (``insert_one_now.sql`` for a job due now) and its parameters."""
@@ -297,13 +291,9 @@ class Inserter:
         """One ``insert_unique_jobs.sql`` for an insert of one chunk holding unique requests (see
         ``UniqueClaims``)."""
         keys, records = claims.plan(chunk)
-        unique, base = chunk[0].unique, keys[0]
-        if len(chunk) == 1 and unique is not None and base is not None and claims_by_insert(unique):
-            params = one_unique_params(chunk[0], unique, base) | {"now": now, "channel": self._channel}
-            rows = yield Execute(self._one_unique_statement, params)
-        else:
-            params = {"jobs": records_json(records), "now": now, "channel": self._channel}
-            rows = yield Execute(self._unique_statement, params)
+        rows = yield Execute(
+            self._unique_statement, {"jobs": records_json(records), "now": now, "channel": self._channel}
+        )
         ids, conflicted = claims.resolve(keys, rows)
         replacing = [
             request_record(chunk[i]) | {"id": int(ids[i]), "replace": unique.replace_spec()}

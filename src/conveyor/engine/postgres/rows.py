@@ -197,13 +197,14 @@ def request_record(request: JobRequest, meta: bytes | None = None) -> dict[str, 
 
 def one_job_params(request: JobRequest) -> dict[str, Any]:
     """The values of one job as the statements for a single job take them (``insert_one_job.sql``
-    and its kin): parameters, not a JSON array to unpack."""
+    and its kin): parameters, not a JSON array to unpack. Sent by psycopg only (``Inserter``'s
+    single-job path, never through asyncpg: see ``text_array``)."""
     return {
         "worker": request.worker,
         "queue": request.queue,
         "args": request.args_json.decode(),  # text: bytes would be sent as bytea
         "meta": request.meta_json.decode(),
-        "tags": list(request.tags),
+        "tags": text_array(request.tags),
         "priority": request.priority,
         "max_attempts": request.max_attempts,
     }
