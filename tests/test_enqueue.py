@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterator
@@ -375,3 +376,30 @@ async def test_copy_reserves_ids_in_line_when_the_pool_has_no_second_connection(
     assert len(set(ids)) == 7_000 and ids == sorted(ids)
     stored = {row["id"]: row["args"]["n"] for row in fetch_rows(dsn, prefix)}
     assert [stored[i] for i in ids] == list(range(7_000))
+
+
+async def test_an_enqueue_cancelled_in_its_statement_inserts_nothing_and_keeps_the_pool(
+    app: Conveyor, engine: PostgresEngine, dsn: str, prefix: str
+) -> None:
+    """The single insert takes and gives back its connection itself (not ``pool.connection()``): a
+    task cancelled while its statement waits inserts nothing, and every connection comes back."""
+    await app.enqueue(plain.new(n=0))  # the pool's first connection exists
+    async with await psycopg.AsyncConnection.connect(dsn) as blocker:
+        await blocker.execute(f"LOCK TABLE {prefix}.oban_jobs IN ACCESS EXCLUSIVE MODE")
+        waiting = asyncio.create_task(app.enqueue(plain.new(n=1)))
+        for _ in range(200):  # until the insert waits for the lock
+            cur = await blocker.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
+                (f"%{prefix}.oban_jobs%",),
+            )
+            if (await cur.fetchone() or (0,))[0]:
+                break
+            await asyncio.sleep(0.02)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await blocker.rollback()
+    stats = engine.pool.get_stats()
+    assert stats["pool_size"] == stats["pool_available"]  # none kept out of the pool
+    ids = [await app.enqueue(plain.new(n=n)) for n in range(2, 2 + 3 * stats["pool_max"])]
+    assert [row["args"]["n"] for row in fetch_rows(dsn, prefix)] == [0, *range(2, 2 + len(ids))]

@@ -52,6 +52,12 @@ class JobIds(Sequence[JobId]):
             _adapt()
         return made
 
+    @classmethod
+    def one(cls, value: int, *, existing: bool = False) -> JobIds:
+        """The ids of a single-job insert: ``value``, a conflict when ``existing`` (the call a web
+        request makes, built without the builder's checks)."""
+        return cls._adopt(array("q", (value,)), bytearray(b"\x01") if existing else None)
+
     def _conflict(self, position: int) -> bool:
         bits = self._conflicts
         return (

@@ -15,7 +15,7 @@ from psycopg.adapt import Transformer
 from conveyor._options import check_aware
 from conveyor.engine._salvage import COLUMNS, UNREAD, describe, salvage_job
 from conveyor.errors import ValidationError
-from conveyor.job import ExistingJobId, Job, JobState, stored_job
+from conveyor.job import Job, JobState, stored_job
 from conveyor.job_ids import JobIds
 from conveyor.request import JobRequest
 
@@ -251,4 +251,4 @@ def single_insert_id(rows: list[tuple[Any, ...]]) -> JobIds:
     inserted, key, notified) for a unique one, whose id is an ``ExistingJobId`` when a stored job
     held the key."""
     row = rows[0]
-    return JobIds([row[0] if len(row) == 2 or row[1] else ExistingJobId(row[0])])
+    return JobIds.one(row[0], existing=len(row) != 2 and not row[1])
