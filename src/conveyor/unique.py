@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +77,10 @@ class Unique:
     replace: tuple[tuple[JobState, tuple[str, ...]], ...] = ()
     #: Set by ``queueing``: the key is this lock, whatever the job (``JobRequest.queueing_lock``).
     queueing_lock: str | None = None
+    #: Made once, when the option is: the start of each key's hash, and the JSON of the
+    #: ``uniq_states`` marker (every unique insert used to encode them again).
+    _head: bytes = field(default=b"", init=False, repr=False, compare=False, hash=False)
+    _states_json: bytes = field(default=b"", init=False, repr=False, compare=False, hash=False)
 
     def __init__(
         self,
@@ -93,6 +97,14 @@ class Unique:
         set_field(self, "states", _check_states(states))
         set_field(self, "replace", _check_replace(replace))
         set_field(self, "queueing_lock", None)
+        self._encode()
+
+    def _encode(self) -> None:
+        """Set the encodings made once per option (``_head``, ``_states_json``)."""
+        names = self.state_names()
+        head = orjson.dumps([self.period, names, list(self.fields), list(self.keys)])
+        object.__setattr__(self, "_head", head + (b"q" if self.queueing_lock is not None else b""))
+        object.__setattr__(self, "_states_json", orjson.dumps(names))
 
     @classmethod
     def queueing(cls, lock: str) -> Unique:
@@ -100,6 +112,7 @@ class Unique:
         for as long as it waits."""
         unique = cls(period=None, states=QUEUEING_STATES)
         object.__setattr__(unique, "queueing_lock", lock)
+        unique._encode()
         return unique
 
     @classmethod
@@ -145,7 +158,7 @@ class Unique:
     def base_key(self, request: JobRequest) -> str:
         """What identifies ``request`` under this option (the period bucket is added at insert):
         a hash of the option itself and of the chosen fields, objects with their keys sorted."""
-        digest = hashlib.blake2b(self._digest_head(), digest_size=16)
+        digest = hashlib.blake2b(self._head, digest_size=16)
         if self.queueing_lock is not None:
             digest.update(b"queueing_lock:" + self.queueing_lock.encode())
             return f"{KEY_VERSION}:{digest.hexdigest()}"
@@ -162,15 +175,6 @@ class Unique:
             digest.update(part)
         return f"{KEY_VERSION}:{digest.hexdigest()}"
 
-    def _digest_head(self) -> bytes:
-        head = _HEADS.get(self)
-        if head is None:
-            head = orjson.dumps([self.period, self.state_names(), list(self.fields), list(self.keys)])
-            head += b"q" if self.queueing_lock is not None else b""
-            if len(_HEADS) < 256:
-                _HEADS[self] = head
-        return head
-
     def key(self, base: str, now: datetime) -> str:
         """The stored key: ``base`` and, with a period, the number of the period containing ``now``."""
         if self.period is None:
@@ -178,8 +182,6 @@ class Unique:
         return f"{base}.{bucket(now, self.period)}"
 
 
-#: The start of each option's hashes (its own settings, encoded once).
-_HEADS: dict[Unique, bytes] = {}
 #: ``Unique.build``'s validated options, by the frozen items of the mapping they came from.
 _BUILT: dict[tuple[Any, ...], Unique] = {}
 
@@ -322,10 +324,10 @@ def _check_replace(value: Any) -> tuple[tuple[JobState, tuple[str, ...]], ...]:
 DEFAULT_UNIQUE = Unique()
 
 
-def stored_meta(meta_json: bytes, key: str, states: list[str]) -> bytes:
-    """``meta_json`` (a JSON object) with the unique markers added last, so they win over any keys of
-    the same name the caller put in meta."""
-    markers = orjson.dumps({"uniq_key": key, "uniq_states": states})
+def stored_meta(meta_json: bytes, key: str, unique: Unique) -> bytes:
+    """``meta_json`` (a JSON object) with the unique markers of ``unique`` added last, so they win over
+    any keys of the same name the caller put in meta."""
+    markers = b'"uniq_key":' + orjson.dumps(key) + b',"uniq_states":' + unique._states_json + b"}"
     if meta_json == b"{}":
-        return markers
-    return meta_json[:-1] + b"," + markers[1:]
+        return b"{" + markers
+    return meta_json[:-1] + b"," + markers

@@ -43,7 +43,7 @@ def unique_plan(
         if key not in first_of_key:
             first_of_key[key] = offset + index
             plan.claimed.append(key)
-            plan.metas[id(request)] = stored_meta(request.meta_json, key, unique.state_names())
+            plan.metas[id(request)] = stored_meta(request.meta_json, key, unique)
     return plan
 
 
