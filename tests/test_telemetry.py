@@ -130,6 +130,25 @@ def test_the_json_formatter_writes_any_record() -> None:
     assert line["level"] == "ERROR" and "RuntimeError: inside" in line["exception"]
 
 
+def test_the_json_formatter_finds_each_shape_of_records_extras() -> None:
+    """Extras are found once per shape of record (its attribute names): records of other shapes
+    through the same formatter get their own, in the order given, and never replace its keys."""
+    formatter = JsonFormatter()
+
+    def line(**extra: object) -> dict[str, object]:
+        record = logging.LogRecord("x", logging.INFO, __file__, 1, "m", None, None)
+        record.__dict__.update(extra)
+        return orjson.loads(formatter.format(record))
+
+    for _ in range(2):  # the second time from what the first found
+        assert list(line(job_id=1, queue="q"))[4:] == ["job_id", "queue"]
+        assert list(line(queue="q", job_id=1))[4:] == ["queue", "job_id"]
+        plain = line()
+        assert list(plain) == ["ts", "level", "logger", "message"]
+        clash = line(level="mine", other=2)
+        assert clash["level"] == "INFO" and clash["other"] == 2
+
+
 # -- the log settings ----------------------------------------------------------------------------
 def test_log_settings_come_from_arguments_environment_and_file(tmp_path: Path) -> None:
     default = load_settings(cwd=tmp_path, environ={})

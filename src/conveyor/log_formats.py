@@ -49,9 +49,9 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for key, value in record.__dict__.items():
-            if key not in STANDARD_ATTRIBUTES and key not in entry:
-                entry[key] = value
+        attributes = record.__dict__
+        for key in _extra_keys(tuple(attributes)):
+            entry[key] = attributes[key]
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         if record.stack_info:
@@ -69,6 +69,22 @@ class JsonFormatter(logging.Formatter):
             text = datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S")
             self._second = (whole, text)
         return f"{text}.{int((created - whole) * 1000):03d}+00:00"
+
+
+#: The extra attributes of each shape of record seen (its attribute names, in order): a job's line
+#: has one shape, so its extras are found once, not by testing some thirty names on every line.
+_EXTRAS: dict[tuple[str, ...], tuple[str, ...]] = {}
+#: The keys the formatter writes itself, which an extra attribute of the same name does not replace.
+_OWN = frozenset({"ts", "level", "logger", "message"})
+
+
+def _extra_keys(names: tuple[str, ...]) -> tuple[str, ...]:
+    found = _EXTRAS.get(names)
+    if found is None:
+        found = tuple(key for key in names if key not in STANDARD_ATTRIBUTES and key not in _OWN)
+        if len(_EXTRAS) < 256:  # records of ever new shapes are looked at, not kept
+            _EXTRAS[names] = found
+    return found
 
 
 def _dumps(entry: dict[str, Any]) -> str:
