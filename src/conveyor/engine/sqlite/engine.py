@@ -236,9 +236,14 @@ def _insert_in(
 ) -> JobIds:
     """Insert the requests (``first``, then the iterator ``rest``) in the write transaction ``tx``."""
     builder = InsertRows(utc_clock(now))
-    chunks = inserter.chunk_requests(first, rest)
-    steps = inserter.holding(inserter.insert_steps(chunks, builder, tx.db.token, notify=tx.db.shared), hold)
-    done = inserter.run_sync(tx.conn, steps)
+    if len(first) == 1 and not hold and inserter.one_fits(first[0]):  # split took all there was
+        done = inserter.insert_one(tx.conn, first[0], builder, tx.db.token, notify=tx.db.shared)
+    else:
+        chunks = inserter.chunk_requests(first, rest)
+        steps = inserter.holding(
+            inserter.insert_steps(chunks, builder, tx.db.token, notify=tx.db.shared), hold
+        )
+        done = inserter.run_sync(tx.conn, steps)
     for queue in done.queues:
         tx.notify("insert", {"queue": queue}, builder.clock_text, written=True)
     return done.ids

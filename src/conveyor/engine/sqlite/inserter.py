@@ -159,6 +159,37 @@ def insert_steps(
     return Inserted(resolve_outcomes(positions, collapsed, new_ids, first_of_key), queues)
 
 
+def one_fits(request: JobRequest) -> bool:
+    """Whether ``insert_one`` can write ``request``: a plain one, or a unique one whose insert
+    alone claims its key (``claims_by_insert``)."""
+    return request.unique is None or claims_by_insert(request.unique)
+
+
+def insert_one(
+    conn: Any, request: JobRequest, builder: InsertRows, source: str | None, *, notify: bool
+) -> Inserted:
+    """What ``insert_steps`` does for one request that ``one_fits`` (the call a web request makes),
+    run on a blocking connection without the steps' generators, a tenth of the call's time: the
+    insert, which returns the id (a unique one's returns nothing when a stored job holds its key,
+    which is looked up then), and the queue's notification row when the job is available."""
+    unique = request.unique
+    if unique is None:
+        returned = conn.execute(INSERT_FIRST, builder.values((request,))).fetchall()
+    else:
+        plan = unique_plan((request,), builder.clock, {}, 0)
+        returned = conn.execute(INSERT_UNIQUE_ONE, builder.values((request,), plan.metas)).fetchall()
+        if not returned:
+            found = conn.execute(UNIQUE_LOOKUP_ONE, (plan.claimed[0],)).fetchall()
+            if not found:
+                raise RuntimeError(f"the unique index refused key {plan.claimed[0]!r}, which no job holds")
+            return Inserted(JobIds.one(int(found[0][1]), existing=True), [])  # nothing written
+    queues = sorted(builder.available_queues)
+    for queue_name in queues if notify else ():
+        payload = payloads.encode({"queue": queue_name})
+        conn.execute(NOTIFY, ("insert", payload, source, builder.clock_text))
+    return Inserted(JobIds.one(int(returned[0][0])), queues)
+
+
 def unique_writes(
     batch: list[JobRequest],
     builder: InsertRows,
