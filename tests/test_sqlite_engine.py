@@ -417,6 +417,28 @@ async def test_sqlite3_connection_commit_and_rollback(sqlite_engine: SqliteEngin
         await listener.stop()
 
 
+async def test_a_lone_unique_insert_on_a_callers_sqlite3_connection(
+    sqlite_engine: SqliteEngine, db_path: str
+) -> None:
+    """One unique request through a caller's ``sqlite3`` connection takes the single-insert path
+    (its insert claims the key): a twin in the same transaction meets it, a rollback frees the key,
+    and a committed one blocks the engine's own inserts."""
+    conn = sqlite3.connect(db_path)
+    once = {"period": None}
+    (first,) = sqlite_engine.insert_sync([request(1, unique=once)], conn=conn)
+    (twin,) = sqlite_engine.insert_sync([request(1, unique=once)], conn=conn)
+    assert twin == first and twin.conflict  # type: ignore[attr-defined]
+    conn.rollback()
+    assert count(db_path) == 0
+    (kept,) = sqlite_engine.insert_sync([request(1, unique=once)], conn=conn)
+    assert not getattr(kept, "conflict", False)
+    conn.commit()
+    conn.close()
+    (again,) = await sqlite_engine.insert([request(1, unique=once)])
+    assert again == kept and again.conflict  # type: ignore[attr-defined]
+    assert count(db_path) == 1
+
+
 async def test_failed_insert_keeps_the_callers_transaction_usable(
     sqlite_engine: SqliteEngine, db_path: str
 ) -> None:

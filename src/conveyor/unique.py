@@ -77,10 +77,10 @@ class Unique:
     replace: tuple[tuple[JobState, tuple[str, ...]], ...] = ()
     #: Set by ``queueing``: the key is this lock, whatever the job (``JobRequest.queueing_lock``).
     queueing_lock: str | None = None
-    #: Made once, when the option is: the start of each key's hash, and the JSON of the
-    #: ``uniq_states`` marker (every unique insert used to encode them again).
+    #: Made once, when the option is: the start of each key's hash, and ``states_json``, the
+    #: states' names as JSON, the ``uniq_states`` marker (every unique insert encoded them again).
     _head: bytes = field(default=b"", init=False, repr=False, compare=False, hash=False)
-    _states_json: bytes = field(default=b"", init=False, repr=False, compare=False, hash=False)
+    states_json: bytes = field(default=b"", init=False, repr=False, compare=False, hash=False)
 
     def __init__(
         self,
@@ -100,11 +100,11 @@ class Unique:
         self._encode()
 
     def _encode(self) -> None:
-        """Set the encodings made once per option (``_head``, ``_states_json``)."""
+        """Set the encodings made once per option (``_head``, ``states_json``)."""
         names = self.state_names()
         head = orjson.dumps([self.period, names, list(self.fields), list(self.keys)])
         object.__setattr__(self, "_head", head + (b"q" if self.queueing_lock is not None else b""))
-        object.__setattr__(self, "_states_json", orjson.dumps(names))
+        object.__setattr__(self, "states_json", orjson.dumps(names))
 
     @classmethod
     def queueing(cls, lock: str) -> Unique:
@@ -327,7 +327,7 @@ DEFAULT_UNIQUE = Unique()
 def stored_meta(meta_json: bytes, key: str, unique: Unique) -> bytes:
     """``meta_json`` (a JSON object) with the unique markers of ``unique`` added last, so they win over
     any keys of the same name the caller put in meta."""
-    markers = b'"uniq_key":' + orjson.dumps(key) + b',"uniq_states":' + unique._states_json + b"}"
+    markers = b'"uniq_key":' + orjson.dumps(key) + b',"uniq_states":' + unique.states_json + b"}"
     if meta_json == b"{}":
         return b"{" + markers
     return meta_json[:-1] + b"," + markers

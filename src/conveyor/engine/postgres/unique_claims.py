@@ -19,8 +19,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from conveyor.engine.postgres.copy_rows import Pushback
 from conveyor.engine.postgres.rows import NOT_A_REQUEST, one_job_params, request_record
 from conveyor.errors import ValidationError
@@ -47,7 +45,7 @@ def one_unique_params(request: JobRequest, unique: Unique, base: str) -> dict[st
         "schedule_in": request.schedule_in,
         "uniq_base": base,
         "uniq_period": unique.period,
-        "uniq_states": orjson.dumps(unique.state_names()).decode(),
+        "uniq_states": unique.states_json.decode(),
     }
 
 

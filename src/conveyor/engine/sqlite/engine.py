@@ -150,11 +150,8 @@ class SqliteEngine(
         if not first:
             return JobIds()
         builder = InsertRows(utc_clock(now))
-        steps = inserter.holding(
-            inserter.insert_steps(inserter.chunk_requests(first, rest), builder, None), hold
-        )
         with step_names_kept(), foreign.atomic_sync(driver):
-            inserted = inserter.run_sync(driver, steps)
+            inserted = inserter.write_sync(driver, first, rest, builder, None, hold=hold)
         return inserted.ids
 
     # -- polling -----------------------------------------------------------------------------
@@ -236,14 +233,7 @@ def _insert_in(
 ) -> JobIds:
     """Insert the requests (``first``, then the iterator ``rest``) in the write transaction ``tx``."""
     builder = InsertRows(utc_clock(now))
-    if len(first) == 1 and not hold and inserter.one_fits(first[0]):  # split took all there was
-        done = inserter.insert_one(tx.conn, first[0], builder, tx.db.token, notify=tx.db.shared)
-    else:
-        chunks = inserter.chunk_requests(first, rest)
-        steps = inserter.holding(
-            inserter.insert_steps(chunks, builder, tx.db.token, notify=tx.db.shared), hold
-        )
-        done = inserter.run_sync(tx.conn, steps)
+    done = inserter.write_sync(tx.conn, first, rest, builder, tx.db.token, notify=tx.db.shared, hold=hold)
     for queue in done.queues:
         tx.notify("insert", {"queue": queue}, builder.clock_text, written=True)
     return done.ids

@@ -108,21 +108,6 @@ def insert_steps(
     collapsed: dict[int, int | str] = {}
     first_of_key: dict[str, int] = {}  # key -> input position of the request that claimed it
     for batch in chunks:
-        if positions == 0 and len(batch) == 1 and (unique := batch[0].unique) and claims_by_insert(unique):
-            # One unique job, the commonest unique call: its insert claims the key (see
-            # insert_unique_one.sql), and only a conflict looks the stored job up.
-            plan = unique_plan(batch, builder.clock, first_of_key, 0)
-            returned = yield ("execute", INSERT_UNIQUE_ONE, builder.values(batch, plan.metas))
-            positions = 1
-            if returned:
-                first_id, total = int(returned[0][0]), 1
-                continue
-            builder.available_queues.clear()  # nothing written, nobody to wake
-            found = yield ("execute", UNIQUE_LOOKUP_ONE, (plan.claimed[0],))
-            if not found:
-                raise RuntimeError(f"the unique index refused key {plan.claimed[0]!r}, which no job holds")
-            collapsed[0] = int(found[0][1])
-            continue
         if not any(request.unique is not None for request in batch):  # the common case: all new
             values = builder.values(batch)
         else:
@@ -159,17 +144,31 @@ def insert_steps(
     return Inserted(resolve_outcomes(positions, collapsed, new_ids, first_of_key), queues)
 
 
-def one_fits(request: JobRequest) -> bool:
-    """Whether ``insert_one`` can write ``request``: a plain one, or a unique one whose insert
-    alone claims its key (``claims_by_insert``)."""
-    return request.unique is None or claims_by_insert(request.unique)
+def write_sync(
+    conn: Any,
+    first: list[JobRequest],
+    rest: Iterator[Any],
+    builder: InsertRows,
+    source: str | None,
+    *,
+    notify: bool = True,
+    hold: Sequence[int] = (),
+) -> Inserted:
+    """Insert ``first`` and then ``rest`` on a blocking connection (the engine's writer or a
+    caller's ``sqlite3`` connection), inside the transaction it holds: ``insert_one`` for a lone
+    request it can write, else the steps."""
+    if len(first) == 1 and not hold and (first[0].unique is None or claims_by_insert(first[0].unique)):
+        return insert_one(conn, first[0], builder, source, notify=notify)  # split took all there was
+    steps = insert_steps(chunk_requests(first, rest), builder, source, notify=notify)
+    return run_sync(conn, holding(steps, hold))
 
 
 def insert_one(
     conn: Any, request: JobRequest, builder: InsertRows, source: str | None, *, notify: bool
 ) -> Inserted:
-    """What ``insert_steps`` does for one request that ``one_fits`` (the call a web request makes),
-    run on a blocking connection without the steps' generators, a tenth of the call's time: the
+    """What ``insert_steps`` does for one plain request, or one unique request whose insert alone
+    claims its key (``claims_by_insert``): the call a web request makes, run on a blocking
+    connection without the steps' generators, a tenth of the call's time. The
     insert, which returns the id (a unique one's returns nothing when a stored job holds its key,
     which is looked up then), and the queue's notification row when the job is available."""
     unique = request.unique
